@@ -1,0 +1,1 @@
+//! Label hygiene (in progress).

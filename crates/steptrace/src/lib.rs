@@ -1,0 +1,3 @@
+//! steptrace core (work in progress).
+pub mod hygiene;
+pub mod reader;
