@@ -1,1 +1,170 @@
-//! placeholder
+//! Helpers for steptrace's end-to-end tests: a fake multi-threaded workload
+//! (no burn) and an independent model of the torch.profiler schedule.
+
+mod book;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use steptrace::{Profiler, SavedTrace, Schedule};
+use tracing::Dispatch;
+use tracing_subscriber::prelude::*;
+
+/// A fake training workload: a stepping thread plus loader threads.
+#[derive(Clone, Debug)]
+pub struct Workload {
+    /// Schedule string.
+    pub schedule: String,
+    /// Number of `step()` calls.
+    pub steps: u64,
+    /// Loader threads that emit `data.load` spans concurrently.
+    pub loaders: usize,
+    /// Work per phase.
+    pub phase: Duration,
+    /// Output directory.
+    pub out: PathBuf,
+    /// Call `finish()` explicitly (otherwise the profiler is dropped).
+    pub explicit_finish: bool,
+}
+
+impl Workload {
+    /// A workload writing into `out`.
+    pub fn new(schedule: &str, steps: u64, out: &Path) -> Workload {
+        Workload {
+            schedule: schedule.to_owned(),
+            steps,
+            loaders: 2,
+            phase: Duration::from_micros(300),
+            out: out.to_owned(),
+            explicit_finish: true,
+        }
+    }
+
+    /// Runs the workload under a scoped subscriber (not the global one), so
+    /// several workloads can run in one test process. Returns the saved
+    /// traces (read from the directory when the profiler was dropped).
+    pub fn run(&self) -> Result<Vec<SavedTrace>, steptrace::Error> {
+        let schedule: Schedule = self.schedule.parse()?;
+        let (layer, mut profiler) = Profiler::builder(schedule)
+            .out_dir(&self.out)
+            .worker("fake")
+            .manifest("workload", "fake")
+            .build()?;
+        let dispatch = Dispatch::new(tracing_subscriber::registry().with(layer));
+        let stop = Arc::new(AtomicBool::new(false));
+        let ready = Arc::new(std::sync::Barrier::new(self.loaders + 1));
+        let loaders: Vec<_> = (0..self.loaders)
+            .map(|i| {
+                let (dispatch, stop, phase, ready) = (dispatch.clone(), stop.clone(), self.phase, ready.clone());
+                thread::Builder::new()
+                    .name(format!("loader-{i}"))
+                    .spawn(move || {
+                        tracing::dispatcher::with_default(&dispatch, || {
+                            ready.wait();
+                            while !stop.load(Ordering::Relaxed) {
+                                let _load = tracing::info_span!(target: "steptrace", "data.load", worker = i).entered();
+                                // Sleep rather than spin: on a loaded machine
+                                // the loaders still get scheduled.
+                                thread::sleep(phase * 2);
+                            }
+                        })
+                    })
+                    .expect("spawn loader")
+            })
+            .collect();
+        ready.wait();
+        let result = tracing::dispatcher::with_default(&dispatch, || {
+            profiler.start();
+            for _ in 0..self.steps {
+                one_step(self.phase);
+                profiler.step();
+            }
+            if self.explicit_finish {
+                profiler.finish()
+            } else {
+                drop(profiler);
+                Ok(Vec::new())
+            }
+        });
+        stop.store(true, Ordering::Relaxed);
+        for loader in loaders {
+            let _ = loader.join();
+        }
+        result
+    }
+}
+
+/// One step of fake work with the span layout of a training step.
+pub fn one_step(phase: Duration) {
+    let _train = tracing::info_span!(target: "steptrace", "train.step").entered();
+    for name in ["forward", "loss", "backward", "optimizer"] {
+        let _phase = match name {
+            "forward" => tracing::info_span!(target: "steptrace", "forward").entered(),
+            "loss" => tracing::info_span!(target: "steptrace", "loss").entered(),
+            "backward" => tracing::info_span!(target: "steptrace", "backward").entered(),
+            _ => tracing::info_span!(target: "steptrace", "optimizer").entered(),
+        };
+        busy(phase);
+    }
+    tracing::info!(target: "steptrace", "step done");
+}
+
+/// Spins for `d` (sleeping would let the scheduler blur the spans).
+pub fn busy(d: Duration) {
+    let start = std::time::Instant::now();
+    while start.elapsed() < d {
+        std::hint::spin_loop();
+    }
+}
+
+/// torch.profiler's `schedule_fn`, written independently of
+/// `steptrace::Schedule`: returns 0 none, 1 warmup, 2 record, 3 record-and-save.
+pub fn torch_action(skip_first: u64, wait: u64, warmup: u64, active: u64, repeat: u64, skip_first_wait: bool, step: u64) -> u8 {
+    if step < skip_first {
+        return 0;
+    }
+    let mut s = step - skip_first;
+    if skip_first_wait {
+        s += wait;
+    }
+    let n = wait + warmup + active;
+    if repeat > 0 && s >= repeat * n {
+        return 0;
+    }
+    let m = s % n;
+    if m < wait {
+        0
+    } else if m < wait + warmup {
+        1
+    } else if m + 1 < n {
+        2
+    } else {
+        3
+    }
+}
+
+/// The recorded steps per file that torch.profiler would save for a loop of
+/// `steps` iterations, each ending in `step()`: a file closes after each
+/// record-and-save step, and a cycle cut short by the end of the loop is
+/// saved as a partial file.
+pub fn expected_files(skip_first: u64, wait: u64, warmup: u64, active: u64, repeat: u64, sfw: bool, steps: u64) -> Vec<Vec<u64>> {
+    let mut files = Vec::new();
+    let mut current = Vec::new();
+    for step in 0..steps {
+        match torch_action(skip_first, wait, warmup, active, repeat, sfw, step) {
+            2 => current.push(step),
+            3 => {
+                current.push(step);
+                files.push(std::mem::take(&mut current));
+            }
+            _ => {}
+        }
+    }
+    if !current.is_empty() {
+        files.push(current);
+    }
+    files
+}

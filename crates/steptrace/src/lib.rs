@@ -1,3 +1,59 @@
-//! steptrace core (work in progress).
+//! Step-scoped profiling for `tracing`-instrumented training loops.
+//!
+//! # Brief overview
+//!
+//! - [`Schedule`] decides, step by step, whether spans are skipped, warmed
+//!   up or recorded, with torch.profiler's semantics.
+//! - [`Profiler`] is advanced once per step with [`Profiler::step`]; each
+//!   step is wrapped in a `ProfilerStep#N` span.
+//! - The [gate](crate::gate) is a `tracing-subscriber` layer and filter that
+//!   keeps spans only while the schedule records.
+//! - The [sink](crate::sink) writes one Chrome trace file per cycle through
+//!   tracing-chrome, never overwriting a file, in the JSON object format with
+//!   a metadata block. The files open in Perfetto UI and speedscope.
+//! - The [reader](crate::reader) loads Chrome traces (ours and others') and
+//!   validates them; [hygiene](crate::hygiene) flags labels that look like
+//!   secrets, private paths or input content.
+//!
+//! This crate has no burn dependency: it serves any `tracing`-instrumented
+//! program.
+//!
+//! # Examples
+//!
+//! ```
+//! use steptrace::{Profiler, Schedule};
+//! use tracing_subscriber::prelude::*;
+//!
+//! # fn docs() -> Result<(), steptrace::Error> {
+//! let (layer, mut profiler) = Profiler::builder("wait=1,warmup=1,active=2".parse()?)
+//!     .out_dir("traces")
+//!     .manifest("model", "mlp")
+//!     .build()?;
+//! tracing_subscriber::registry().with(layer).init();
+//! profiler.start();
+//! for _batch in 0..8 {
+//!     let _step = tracing::info_span!(target: "steptrace", "train.step").entered();
+//!     // ... work ...
+//!     drop(_step);
+//!     profiler.step();
+//! }
+//! for trace in profiler.finish()? {
+//!     println!("{} holds steps {:?}", trace.path.display(), trace.steps);
+//! }
+//! # Ok(()) }
+//! ```
+#![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
+mod error;
+pub mod gate;
 pub mod hygiene;
+mod profiler;
 pub mod reader;
+pub mod schedule;
+pub mod sink;
+
+pub use error::{Error, Result};
+pub use profiler::{Profiler, ProfilerBuilder, ProfilerLayer};
+pub use schedule::{Action, Schedule, ScheduleError};
+pub use sink::SavedTrace;

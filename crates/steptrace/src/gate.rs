@@ -1,0 +1,350 @@
+//! Which spans are kept: the schedule gate.
+//!
+//! The gate has two halves that share one [`Shared`] state, written by the
+//! [`Profiler`](crate::Profiler) at each step and read by every thread:
+//!
+//! - [`GateFilter`], a per-layer [`Filter`]. While the current step's action
+//!   is [`Action::None`] (skip or wait phases) it disables every span and
+//!   event, so `tracing` never allocates them: the cheapest path. It returns
+//!   [`Interest::sometimes`] for the targets it may keep, so that the decision
+//!   is made again for each span rather than cached per callsite, and
+//!   [`Interest::never`] for targets that are not opted in.
+//! - [`GateLayer`], which wraps the Chrome layer and forwards enter, exit and
+//!   event callbacks only while a trace segment is open. A span entered in
+//!   one segment forwards its exit only into that same segment, so no file
+//!   gets an end without its begin. During warmup the segment is open and
+//!   spans are written, then the finaliser drops everything before the first
+//!   recorded step: the collector's start-up happens, but outside the window.
+//!
+//! # Target policy
+//!
+//! steptrace's own spans (targets starting with `steptrace`) are always
+//! kept. Spans of other crates, such as burn's and cubecl's internals (about
+//! 1 MB of TRACE spans per step), are kept only for targets the caller opts
+//! in to with [`ProfilerBuilder::targets`](crate::ProfilerBuilder::targets).
+
+use std::cell::Cell;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tracing_chrome::ChromeLayer;
+use tracing_core::span::{Attributes, Id, Record};
+use tracing_core::{Event, Interest, Metadata, Subscriber};
+use tracing_subscriber::filter::{LevelFilter, Targets};
+use tracing_subscriber::layer::{Context, Filter, Layer};
+use tracing_subscriber::registry::LookupSpan;
+
+use crate::schedule::Action;
+
+/// The target of steptrace's own spans.
+pub const TARGET: &str = "steptrace";
+/// The name of the span that wraps each step (rendered `ProfilerStep#N`).
+pub const STEP_SPAN: &str = "ProfilerStep";
+
+static NEXT_SINK: AtomicU64 = AtomicU64::new(1);
+static NEXT_THREAD: AtomicU64 = AtomicU64::new(1);
+static THREAD_NAMES: Mutex<BTreeMap<u64, String>> = Mutex::new(BTreeMap::new());
+
+/// Separates an event's target from steptrace's thread tag in the category
+/// that tracing-chrome writes; the finaliser removes the tag.
+pub(crate) const TAG: char = '\u{1f}';
+/// [`TAG`] as it appears inside a JSON string.
+pub(crate) const TAG_ESCAPED: &str = "\\u001f";
+
+thread_local! {
+    /// The sink this thread's tracing-chrome sender is bound to.
+    ///
+    /// tracing-chrome binds each thread, once, to the channel of the first
+    /// Chrome layer it sends to. Events of a thread bound to another sink
+    /// would land in that sink's file (or nowhere), so they are counted
+    /// instead.
+    static BOUND_SINK: Cell<u64> = const { Cell::new(0) };
+
+    /// steptrace's id for this thread: unique in the process, unlike
+    /// tracing-chrome's tids, which restart with each Chrome layer while a
+    /// thread keeps the tid its first layer gave it.
+    static THREAD_ID: Cell<u64> = const { Cell::new(0) };
+}
+
+/// This thread's steptrace id, registering its name on first use.
+pub(crate) fn thread_id() -> u64 {
+    THREAD_ID.with(|id| {
+        if id.get() == 0 {
+            let new = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
+            let name = std::thread::current().name().map(str::to_owned).unwrap_or_else(|| format!("thread {new}"));
+            if let Ok(mut names) = THREAD_NAMES.lock() {
+                names.insert(new, name);
+            }
+            id.set(new);
+        }
+        id.get()
+    })
+}
+
+/// The registered name of a steptrace thread id.
+pub(crate) fn thread_name(id: u64) -> Option<String> {
+    THREAD_NAMES.lock().ok()?.get(&id).cloned()
+}
+
+/// The category tracing-chrome writes: the target, tagged with the thread.
+pub(crate) fn tagged_category(target: &str) -> String {
+    format!("{target}{TAG}{}", thread_id())
+}
+
+/// Splits a tagged category into its target and thread id.
+pub(crate) fn split_tag(cat: &str) -> Option<(&str, u64)> {
+    let (target, id) = cat.rsplit_once(TAG)?;
+    Some((target, id.parse().ok()?))
+}
+
+/// State shared between the profiler and the gate on every thread.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    action: AtomicU8,
+    segment: AtomicU64,
+    finished: AtomicBool,
+    sink_id: u64,
+    lost_events: AtomicU64,
+}
+
+impl Shared {
+    pub(crate) fn new() -> Shared {
+        Shared {
+            action: AtomicU8::new(Action::None.to_u8()),
+            segment: AtomicU64::new(0),
+            finished: AtomicBool::new(false),
+            sink_id: NEXT_SINK.fetch_add(1, Ordering::Relaxed),
+            lost_events: AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn set_action(&self, action: Action) {
+        self.action.store(action.to_u8(), Ordering::Release);
+    }
+
+    pub(crate) fn set_segment(&self, segment: u64) {
+        self.segment.store(segment, Ordering::Release);
+    }
+
+    pub(crate) fn finish(&self) {
+        self.finished.store(true, Ordering::Release);
+        self.set_action(Action::None);
+        self.set_segment(0);
+    }
+
+    pub(crate) fn lost_events(&self) -> u64 {
+        self.lost_events.load(Ordering::Relaxed)
+    }
+
+    /// Marks the calling thread as bound to this sink (tracing-chrome binds
+    /// the thread that builds a layer to that layer).
+    pub(crate) fn bind_current_thread(&self) {
+        BOUND_SINK.with(|b| b.set(self.sink_id));
+    }
+
+    #[inline]
+    fn collecting(&self) -> bool {
+        self.action.load(Ordering::Acquire) != 0
+    }
+
+    /// The open segment, or 0 when nothing is being written.
+    #[inline]
+    fn open_segment(&self) -> u64 {
+        if self.collecting() {
+            self.segment.load(Ordering::Acquire)
+        } else {
+            0
+        }
+    }
+
+    fn bound_here(&self) -> bool {
+        let ok = BOUND_SINK.with(|b| match b.get() {
+            0 => {
+                b.set(self.sink_id);
+                true
+            }
+            id => id == self.sink_id,
+        });
+        if !ok {
+            self.lost_events.fetch_add(1, Ordering::Relaxed);
+        }
+        ok
+    }
+}
+
+// === impl GateFilter ===
+
+/// The per-layer filter half of the gate. See the [module docs](crate::gate).
+#[derive(Debug)]
+pub struct GateFilter {
+    shared: Arc<Shared>,
+    targets: Targets,
+}
+
+impl GateFilter {
+    pub(crate) fn new(shared: Arc<Shared>, targets: Targets) -> GateFilter {
+        GateFilter { shared, targets }
+    }
+}
+
+impl<S> Filter<S> for GateFilter {
+    #[inline]
+    fn enabled(&self, meta: &Metadata<'_>, _cx: &Context<'_, S>) -> bool {
+        self.shared.collecting() && self.targets.would_enable(meta.target(), meta.level())
+    }
+
+    fn callsite_enabled(&self, meta: &'static Metadata<'static>) -> Interest {
+        if self.targets.would_enable(meta.target(), meta.level()) {
+            Interest::sometimes()
+        } else {
+            Interest::never()
+        }
+    }
+
+    fn max_level_hint(&self) -> Option<LevelFilter> {
+        Filter::<S>::max_level_hint(&self.targets)
+    }
+}
+
+// === impl GateLayer ===
+
+/// The layer half of the gate: the Chrome layer behind a per-segment
+/// forwarding check. See the [module docs](crate::gate).
+pub struct GateLayer<S>
+where
+    S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
+{
+    inner: ChromeLayer<S>,
+    shared: Arc<Shared>,
+}
+
+impl<S> std::fmt::Debug for GateLayer<S>
+where
+    S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
+{
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GateLayer").field("shared", &self.shared).finish_non_exhaustive()
+    }
+}
+
+impl<S> GateLayer<S>
+where
+    S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
+{
+    pub(crate) fn new(inner: ChromeLayer<S>, shared: Arc<Shared>) -> GateLayer<S> {
+        GateLayer { inner, shared }
+    }
+}
+
+/// The step number of a `ProfilerStep` span, used to render its name.
+pub(crate) struct StepNumber(pub(crate) u64);
+
+/// Which segment a span was entered in, and how deeply.
+struct Entered {
+    segment: u64,
+    depth: u32,
+}
+
+struct StepVisitor(Option<u64>);
+
+impl tracing_core::field::Visit for StepVisitor {
+    fn record_u64(&mut self, field: &tracing_core::Field, value: u64) {
+        if field.name() == "step" {
+            self.0 = Some(value);
+        }
+    }
+    fn record_i64(&mut self, field: &tracing_core::Field, value: i64) {
+        if field.name() == "step" {
+            self.0 = u64::try_from(value).ok();
+        }
+    }
+    fn record_debug(&mut self, _field: &tracing_core::Field, _value: &dyn std::fmt::Debug) {}
+}
+
+impl<S> Layer<S> for GateLayer<S>
+where
+    S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
+{
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        let meta = attrs.metadata();
+        if meta.name() == STEP_SPAN && meta.target() == TARGET {
+            let mut visitor = StepVisitor(None);
+            attrs.record(&mut visitor);
+            if let (Some(step), Some(span)) = (visitor.0, ctx.span(id)) {
+                span.extensions_mut().insert(StepNumber(step));
+            }
+            // The step number is in the name: no args, so that begin and end
+            // match exactly (speedscope renames spans whose begin has args).
+            return;
+        }
+        if self.shared.open_segment() != 0 {
+            self.inner.on_new_span(attrs, id, ctx);
+        }
+    }
+
+    fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
+        if self.shared.open_segment() != 0 {
+            self.inner.on_record(id, values, ctx);
+        }
+    }
+
+    fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
+        let segment = self.shared.open_segment();
+        if segment == 0 {
+            return;
+        }
+        if !self.shared.bound_here() {
+            return;
+        }
+        {
+            let Some(span) = ctx.span(id) else { return };
+            let mut ext = span.extensions_mut();
+            match ext.get_mut::<Entered>() {
+                Some(entered) if entered.segment == segment => entered.depth += 1,
+                Some(entered) => *entered = Entered { segment, depth: 1 },
+                None => ext.insert(Entered { segment, depth: 1 }),
+            }
+        }
+        self.inner.on_enter(id, ctx);
+    }
+
+    fn on_exit(&self, id: &Id, ctx: Context<'_, S>) {
+        let forward = {
+            let Some(span) = ctx.span(id) else { return };
+            let mut ext = span.extensions_mut();
+            match ext.get_mut::<Entered>() {
+                Some(entered) if entered.depth > 0 => {
+                    entered.depth -= 1;
+                    entered.segment == self.shared.open_segment()
+                }
+                _ => false,
+            }
+        };
+        if forward {
+            self.inner.on_exit(id, ctx);
+        }
+    }
+
+    fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
+        if self.shared.open_segment() != 0 && self.shared.bound_here() {
+            self.inner.on_event(event, ctx);
+        }
+    }
+}
+
+/// Reads the `message` field of an event.
+pub(crate) struct MessageVisitor(pub(crate) Option<String>);
+
+impl tracing_core::field::Visit for MessageVisitor {
+    fn record_str(&mut self, field: &tracing_core::Field, value: &str) {
+        if field.name() == "message" {
+            self.0 = Some(value.to_owned());
+        }
+    }
+    fn record_debug(&mut self, field: &tracing_core::Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "message" {
+            self.0 = Some(format!("{value:?}"));
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! Trace file names: a template, expanded per cycle, that never reuses a name.
+
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::error::{Error, Result};
+
+/// The default file-name template.
+///
+/// `{worker}` is the worker name, `{cycle}` the cycle number, `{time}` the
+/// UTC time the cycle's file was opened (`20261129T134501.123Z`), `{pid}`
+/// the process id.
+pub const DEFAULT_FILE_NAME: &str = "{worker}.cycle{cycle}.{time}.trace.json";
+
+/// Expands the file-name template for each cycle.
+#[derive(Clone, Debug)]
+pub(crate) struct FileNames {
+    dir: PathBuf,
+    template: String,
+    worker: String,
+}
+
+impl FileNames {
+    pub(crate) fn new(dir: PathBuf, template: &str, worker: &str, repeat: u64) -> Result<FileNames> {
+        let bad = |reason| Error::Template { template: template.to_owned(), reason };
+        if template.is_empty() || template.contains('/') || template.contains('\\') {
+            return Err(bad("it must be a plain file name without directories"));
+        }
+        if repeat != 1 && !template.contains("{cycle}") && !template.contains("{time}") {
+            return Err(bad("a schedule with several cycles needs {cycle} or {time} in the name, or the second cycle could not be saved"));
+        }
+        if !template.ends_with(".json") {
+            return Err(bad("it must end with .json"));
+        }
+        Ok(FileNames { dir, template: template.to_owned(), worker: sanitize(worker) })
+    }
+
+    /// The final path for a cycle opened now.
+    pub(crate) fn final_path(&self, cycle: u64) -> PathBuf {
+        let name = self
+            .template
+            .replace("{worker}", &self.worker)
+            .replace("{cycle}", &cycle.to_string())
+            .replace("{pid}", &std::process::id().to_string())
+            .replace("{time}", &utc_stamp(SystemTime::now()));
+        self.dir.join(name)
+    }
+
+    /// The path of a fixed (time-free) name, when the template has no
+    /// `{time}`: used to refuse an existing file before the run starts.
+    pub(crate) fn fixed_path(&self, cycle: u64) -> Option<PathBuf> {
+        (!self.template.contains("{time}")).then(|| self.final_path(cycle))
+    }
+}
+
+/// The partial file next to a final path: `NAME.partial`.
+pub(crate) fn partial_path(final_path: &Path) -> PathBuf {
+    let mut name = final_path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+    name.push(".partial");
+    final_path.with_file_name(name)
+}
+
+/// A hidden temporary file next to a final path, for finalisation.
+pub(crate) fn finishing_path(final_path: &Path) -> PathBuf {
+    let mut name = std::ffi::OsString::from(".");
+    name.push(final_path.file_name().unwrap_or_default());
+    name.push(".finishing");
+    final_path.with_file_name(name)
+}
+
+/// Keeps letters, digits, `-` and `_`; anything else becomes `_`.
+pub(crate) fn sanitize(name: &str) -> String {
+    let cleaned: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+        .collect();
+    if cleaned.is_empty() {
+        "worker".to_owned()
+    } else {
+        cleaned
+    }
+}
+
+/// `20261129T134501.123Z` for a time (UTC, millisecond precision).
+pub(crate) fn utc_stamp(time: SystemTime) -> String {
+    let ms = time.duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
+    let secs = (ms / 1000) as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}{m:02}{d:02}T{:02}{:02}{:02}.{:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        ms % 1000
+    )
+}
+
+/// Days since 1970-01-01 to a proleptic Gregorian date (H. Hinnant's algorithm).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn stamps_are_utc() {
+        let t = UNIX_EPOCH + Duration::from_millis(1_795_959_901_123);
+        assert_eq!(utc_stamp(t), "20261129T134501.123Z");
+        assert_eq!(utc_stamp(UNIX_EPOCH), "19700101T000000.000Z");
+        let leap = UNIX_EPOCH + Duration::from_secs(951_782_400); // 2000-02-29
+        assert!(utc_stamp(leap).starts_with("20000229T"));
+    }
+
+    #[test]
+    fn templates_are_checked() {
+        let dir = PathBuf::from("out");
+        assert!(FileNames::new(dir.clone(), "a/b.json", "w", 1).is_err());
+        assert!(FileNames::new(dir.clone(), "fixed.trace.json", "w", 2).is_err());
+        assert!(FileNames::new(dir.clone(), "fixed.trace.json", "w", 1).is_ok());
+        assert!(FileNames::new(dir.clone(), "x.txt", "w", 1).is_err());
+        let names = FileNames::new(dir, "{worker}.{cycle}.json", "my host/1", 0).unwrap();
+        assert_eq!(names.final_path(3), PathBuf::from("out/my_host_1.3.json"));
+        assert_eq!(partial_path(Path::new("out/a.json")), PathBuf::from("out/a.json.partial"));
+        assert_eq!(finishing_path(Path::new("out/a.json")), PathBuf::from("out/.a.json.finishing"));
+    }
+}
