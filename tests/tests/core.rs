@@ -319,3 +319,21 @@ fn a_killed_process_leaves_a_readable_partial_file() {
     let seg = trace.events.iter().find(|e| e.name == "steptrace_segment").unwrap();
     assert_eq!(seg.args.as_ref().unwrap()["worker"], "child");
 }
+
+#[test]
+fn a_private_path_in_the_manifest_is_flagged() {
+    use tracing_subscriber::prelude::*;
+    let dir = tempfile::tempdir().unwrap();
+    let (layer, mut profiler) = steptrace::Profiler::builder("active=1,repeat=1".parse().unwrap())
+        .out_dir(dir.path())
+        .manifest("cache", "/home/alice/.cache/cubecl")
+        .build()
+        .unwrap();
+    let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    let saved = tracing::dispatcher::with_default(&dispatch, || {
+        profiler.start();
+        profiler.step();
+        profiler.finish().unwrap()
+    });
+    assert!(saved[0].label_warnings.iter().any(|w| w.contains("manifest.cache")), "{:?}", saved[0].label_warnings);
+}

@@ -3,12 +3,20 @@
 //! The gate has two halves that share one [`Shared`] state, written by the
 //! [`Profiler`](crate::Profiler) at each step and read by every thread:
 //!
-//! - [`GateFilter`], a per-layer [`Filter`]. While the current step's action
-//!   is [`Action::None`] (skip or wait phases) it disables every span and
-//!   event, so `tracing` never allocates them: the cheapest path. It returns
+//! - A filter. While the current step's action is [`Action::None`] (skip or
+//!   wait phases) it rejects every span and event. It returns
 //!   [`Interest::sometimes`] for the targets it may keep, so that the decision
 //!   is made again for each span rather than cached per callsite, and
-//!   [`Interest::never`] for targets that are not opted in.
+//!   [`Interest::never`] for targets that are not opted in. It comes in two
+//!   forms:
+//!   - **global** ([`ProfilerBuilder::build_global`], used by
+//!     [`ProfilerBuilder::try_install`]): the gate is the subscriber's only
+//!     layer and rejected spans are never created — the cheapest path;
+//!   - **per-layer** ([`GateFilter`], from [`ProfilerBuilder::build`]), to
+//!     compose with other layers such as a log formatter. tracing-subscriber
+//!     only disables a span outright when every per-layer filter slot
+//!     rejects it, so here a rejected span is still created in the registry
+//!     (other layers may want it); it is just not written.
 //! - [`GateLayer`], which wraps the Chrome layer and forwards enter, exit and
 //!   event callbacks only while a trace segment is open. A span entered in
 //!   one segment forwards its exit only into that same segment, so no file
@@ -217,6 +225,9 @@ where
 {
     inner: ChromeLayer<S>,
     shared: Arc<Shared>,
+    /// Set when the gate filters globally (see [`Profiler::builder`]'s
+    /// `build_global`): spans it rejects are never created at all.
+    global: Option<Targets>,
 }
 
 impl<S> std::fmt::Debug for GateLayer<S>
@@ -232,8 +243,8 @@ impl<S> GateLayer<S>
 where
     S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
 {
-    pub(crate) fn new(inner: ChromeLayer<S>, shared: Arc<Shared>) -> GateLayer<S> {
-        GateLayer { inner, shared }
+    pub(crate) fn new(inner: ChromeLayer<S>, shared: Arc<Shared>, global: Option<Targets>) -> GateLayer<S> {
+        GateLayer { inner, shared, global }
     }
 }
 
@@ -266,6 +277,25 @@ impl<S> Layer<S> for GateLayer<S>
 where
     S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
 {
+    fn register_callsite(&self, meta: &'static Metadata<'static>) -> Interest {
+        match &self.global {
+            Some(targets) if !targets.would_enable(meta.target(), meta.level()) => Interest::never(),
+            _ => Interest::sometimes(),
+        }
+    }
+
+    #[inline]
+    fn enabled(&self, meta: &Metadata<'_>, _ctx: Context<'_, S>) -> bool {
+        match &self.global {
+            Some(targets) => self.shared.collecting() && targets.would_enable(meta.target(), meta.level()),
+            None => true,
+        }
+    }
+
+    fn max_level_hint(&self) -> Option<LevelFilter> {
+        self.global.as_ref().and_then(|t| Filter::<S>::max_level_hint(t))
+    }
+
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
         let meta = attrs.metadata();
         if meta.name() == STEP_SPAN && meta.target() == TARGET {
@@ -346,5 +376,48 @@ impl tracing_core::field::Visit for MessageVisitor {
         if field.name() == "message" {
             self.0 = Some(format!("{value:?}"));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Profiler, Schedule};
+    use tracing_subscriber::prelude::*;
+
+    fn run_step_span(schedule: &str) -> (bool, bool) {
+        let dir = tempfile::tempdir().unwrap();
+        let schedule: Schedule = schedule.parse().unwrap();
+        let (layer, mut profiler) = Profiler::builder(schedule).out_dir(dir.path()).build_global().unwrap();
+        let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+        tracing::dispatcher::with_default(&dispatch, || {
+            profiler.start();
+            let ours = tracing::info_span!(target: "steptrace", "forward");
+            let other = tracing::info_span!(target: "some_crate", "work");
+            (ours.is_disabled(), other.is_disabled())
+        })
+    }
+
+    #[test]
+    fn per_layer_gate_writes_nothing_in_wait_but_lets_other_layers_see_spans() {
+        let dir = tempfile::tempdir().unwrap();
+        let (layer, mut profiler) =
+            Profiler::builder("wait=1,active=1".parse().unwrap()).out_dir(dir.path()).build().unwrap();
+        let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+        let disabled = tracing::dispatcher::with_default(&dispatch, || {
+            profiler.start();
+            tracing::info_span!(target: "steptrace", "forward").is_disabled()
+        });
+        // tracing-subscriber keeps spans that only per-layer filters reject.
+        assert!(!disabled);
+    }
+
+    #[test]
+    fn wait_phase_spans_are_disabled_outright() {
+        // Step 0 waits: the registry never creates the span.
+        assert_eq!(run_step_span("wait=1,active=1"), (true, true));
+        // Step 0 records: our span exists, another crate's does not.
+        assert_eq!(run_step_span("active=1"), (false, true));
+        // Warmup collects (and discards later).
+        assert_eq!(run_step_span("warmup=1,active=1"), (false, true));
     }
 }

@@ -109,12 +109,37 @@ impl ProfilerBuilder {
         self
     }
 
-    /// Builds the layer and the profiler for any subscriber `S`.
+    /// Builds the layer and the profiler for any subscriber `S`, with a
+    /// per-layer filter so the layer composes with others (a log formatter,
+    /// say).
     ///
     /// Add the layer to a subscriber, make it the default, then call
-    /// [`Profiler::start`]. Fails if the output directory cannot be created
-    /// or written, or the file-name template is unusable.
+    /// [`Profiler::start`] right before the first step. Fails if the output
+    /// directory cannot be created or written, the file-name template is
+    /// unusable, or a target directive does not parse. See the
+    /// [gate docs](crate::gate) for what per-layer filtering costs.
     pub fn build<S>(self) -> Result<(ProfilerLayer<S>, Profiler)>
+    where
+        S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
+    {
+        let (chrome, targets, profiler) = self.parts::<S>()?;
+        let shared = profiler.shared.clone();
+        let layer = GateLayer::new(chrome, shared.clone(), None).with_filter(GateFilter::new(shared, targets));
+        Ok((layer, profiler))
+    }
+
+    /// Like [`build`](Self::build), but the gate filters globally: spans it
+    /// rejects (wait and skip phases, other crates' targets) are never
+    /// created. Use it when the layer is the subscriber's only layer.
+    pub fn build_global<S>(self) -> Result<(GateLayer<S>, Profiler)>
+    where
+        S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
+    {
+        let (chrome, targets, profiler) = self.parts::<S>()?;
+        Ok((GateLayer::new(chrome, profiler.shared.clone(), Some(targets)), profiler))
+    }
+
+    fn parts<S>(self) -> Result<(tracing_chrome::ChromeLayer<S>, Targets, Profiler)>
     where
         S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
     {
@@ -157,7 +182,6 @@ impl ProfilerBuilder {
             results: Mutex::new(Vec::new()),
             shared: shared.clone(),
         });
-        let layer = GateLayer::new(chrome, shared.clone()).with_filter(GateFilter::new(shared.clone(), targets));
         let profiler = Profiler {
             schedule: self.schedule,
             step: 0,
@@ -172,20 +196,21 @@ impl ProfilerBuilder {
             current: None,
             segment: None,
             next_segment: 1,
-            reported: 0,
         };
-        Ok((layer, profiler))
+        Ok((chrome, targets, profiler))
     }
 
-    /// Builds, installs a registry with the layer as the global default
-    /// subscriber, and starts the profiler.
+    /// Builds with [`build_global`](Self::build_global) and installs a
+    /// registry with the layer as the process's global default subscriber.
+    ///
+    /// Call [`Profiler::start`] right before the first step, so that set-up
+    /// work is not counted in `ProfilerStep#0`.
     pub fn try_install(self) -> Result<Profiler> {
-        let (layer, mut profiler) = self.build()?;
+        let (layer, profiler) = self.build_global()?;
         tracing_subscriber::registry()
             .with(layer)
             .try_init()
             .map_err(|e| Error::Install(e.to_string()))?;
-        profiler.start();
         Ok(profiler)
     }
 
@@ -261,7 +286,6 @@ pub struct Profiler {
     current: Option<EnteredSpan>,
     segment: Option<Arc<Mutex<SegmentInfo>>>,
     next_segment: u64,
-    reported: usize,
 }
 
 impl std::fmt::Debug for Profiler {
@@ -292,8 +316,9 @@ impl Profiler {
         }
     }
 
-    /// Opens step 0. Call it once the layer is installed; [`step`] calls it
-    /// if needed.
+    /// Opens step 0. Call it once the layer is installed, right before the
+    /// first step's work; [`step`] calls it if it was not called, and step 0
+    /// then holds nothing.
     ///
     /// [`step`]: Profiler::step
     pub fn start(&mut self) {
@@ -407,7 +432,6 @@ impl Profiler {
         // Dropping the guard stops tracing-chrome's writer thread after it
         // has finalised every file.
         self.guard.take();
-        let _ = self.reported;
     }
 
     fn enter_step(&mut self, action: Action) {

@@ -31,6 +31,7 @@ fn main() {
             std::process::exit(1);
         }
     };
+    profiler.start();
     for step in 0..steps {
         steptrace_tests::one_step(Duration::from_micros(200));
         if hang == Some(step) {

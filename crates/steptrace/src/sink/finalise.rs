@@ -222,6 +222,8 @@ pub(crate) fn finalise(
         })
         .collect();
 
+    let manifest = context.manifest();
+    hygiene.check_value("manifest", &Value::Object(manifest.clone()));
     let active = context.schedule.active();
     let expected: Vec<u64> = info.steps.first().map(|&s| (s..s + active).collect()).unwrap_or_default();
     let partial_cycle = (steps.len() as u64) < active;
@@ -252,7 +254,7 @@ pub(crate) fn finalise(
         "dropped_lines": dropped_lines,
         "lost_events_other_sink": context.shared.lost_events(),
         "label_warnings": warnings,
-        "manifest": Value::Object(context.manifest()),
+        "manifest": Value::Object(manifest),
     });
 
     // Write the final file next to it, then link it into place without
@@ -455,6 +457,20 @@ impl Hygiene {
                     self.check_str(key, s);
                 }
             }
+        }
+    }
+
+    /// Checks every string in a JSON value, naming it by its path.
+    fn check_value(&mut self, path: &str, value: &Value) {
+        match value {
+            Value::String(s) => self.check_str(path, s),
+            Value::Array(items) => items.iter().for_each(|v| self.check_value(path, v)),
+            Value::Object(map) => {
+                for (key, v) in map {
+                    self.check_value(&format!("{path}.{key}"), v);
+                }
+            }
+            _ => {}
         }
     }
 

@@ -1,0 +1,187 @@
+//! Property tests of the reader: truncated and arbitrary input.
+
+use proptest::prelude::*;
+use serde_json::{json, Map, Value};
+
+use super::{parse_trace, validate};
+
+fn text() -> impl Strategy<Value = String> {
+    prop_oneof!["[a-zA-Z_.:#0-9]{0,12}", any::<String>(), Just("é\u{1F600}\"\\\n\t\u{0}".to_owned()),]
+}
+
+fn id() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        any::<i64>().prop_map(Value::from),
+        any::<u64>().prop_map(Value::from),
+        text().prop_map(Value::from),
+        Just(Value::Null),
+    ]
+}
+
+fn time() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        any::<u32>().prop_map(Value::from),
+        (-1e12f64..1e12).prop_map(Value::from),
+        (0.0f64..1e9).prop_map(|t| Value::from(t.to_string())),
+    ]
+}
+
+fn arg_value() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(Value::from),
+        text().prop_map(Value::from),
+    ];
+    leaf.prop_recursive(3, 16, 4, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
+            prop::collection::btree_map(text(), inner, 0..4).prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+fn event() -> impl Strategy<Value = Value> {
+    let ph = prop::sample::select(vec!["B", "E", "X", "i", "I", "C", "M", "b", "e", "n", "s", "t", "f", "P", "?"]);
+    (
+        ph,
+        text(),
+        prop::option::of(text()),
+        id(),
+        id(),
+        time(),
+        prop::option::of(time()),
+        id(),
+        prop::option::of(arg_value()),
+        prop::option::of(-1e6f64..1e6),
+    )
+        .prop_map(|(ph, name, cat, pid, tid, ts, dur, id, args, extra)| {
+            let mut ev = Map::new();
+            ev.insert("ph".into(), ph.into());
+            ev.insert("name".into(), name.into());
+            if let Some(cat) = cat {
+                ev.insert("cat".into(), cat.into());
+            }
+            ev.insert("pid".into(), pid);
+            ev.insert("tid".into(), tid);
+            ev.insert("ts".into(), ts);
+            if let Some(dur) = dur {
+                ev.insert("dur".into(), dur);
+            }
+            ev.insert("id".into(), id);
+            if let Some(args) = args {
+                ev.insert("args".into(), args);
+            }
+            if let Some(tts) = extra {
+                ev.insert("tts".into(), json!(tts));
+                ev.insert("sf".into(), json!(-tts));
+                ev.insert("stack".into(), json!([1, {"a": "b"}]));
+            }
+            Value::Object(ev)
+        })
+}
+
+/// A valid trace file: its bytes and the number of events it holds.
+fn trace_file() -> impl Strategy<Value = (Vec<u8>, usize)> {
+    (
+        prop::collection::vec(event(), 0..8),
+        any::<bool>(),
+        any::<bool>(),
+        prop::collection::btree_map("[a-z]{1,8}", arg_value(), 0..3),
+        any::<bool>(),
+    )
+        .prop_map(|(events, object, pretty, meta, events_last)| {
+            let count = events.len();
+            let events = Value::from(events);
+            let doc = if object {
+                let mut parts: Vec<String> =
+                    meta.iter().map(|(key, value)| format!("{}:{}", json!(key), value)).collect();
+                let list = format!("\"traceEvents\":{}", render(&events, pretty));
+                if events_last {
+                    parts.push(list);
+                } else {
+                    parts.insert(0, list);
+                }
+                format!("{{{}}}\n", parts.join(",\n"))
+            } else {
+                format!("{}\n", render(&events, pretty))
+            };
+            (doc.into_bytes(), count)
+        })
+}
+
+fn render(value: &Value, pretty: bool) -> String {
+    if pretty {
+        serde_json::to_string_pretty(value).unwrap()
+    } else {
+        value.to_string()
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    #[test]
+    fn every_prefix_of_a_valid_trace_parses_to_a_prefix_of_its_events((bytes, count) in trace_file()) {
+        let full = parse_trace(&bytes).unwrap();
+        prop_assert!(!full.truncated);
+        prop_assert_eq!(full.events.len(), count);
+        let _ = validate(&full);
+        let complete = bytes.trim_ascii_end().len();
+        let mut seen = 0;
+        for cut in 0..bytes.len() {
+            let prefix = &bytes[..cut];
+            match parse_trace(prefix) {
+                Ok(trace) => {
+                    prop_assert_eq!(trace.format, full.format);
+                    prop_assert!(trace.events.len() <= full.events.len());
+                    prop_assert_eq!(&trace.events[..], &full.events[..trace.events.len()]);
+                    // Events only ever appear as the prefix grows.
+                    prop_assert!(trace.events.len() >= seen);
+                    seen = trace.events.len();
+                    prop_assert_eq!(trace.truncated, cut < complete, "cut at {}", cut);
+                    prop_assert!(trace.dropped_bytes <= cut);
+                    let _ = validate(&trace);
+                }
+                Err(err) => {
+                    // Only a prefix holding no value at all may fail.
+                    prop_assert!(prefix.trim_ascii().is_empty(), "cut at {}: {}", cut, err);
+                    prop_assert!(err.offset().is_some());
+                }
+            }
+        }
+        prop_assert_eq!(seen, count);
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
+        if let Ok(trace) = parse_trace(&bytes) {
+            let _ = validate(&trace);
+        }
+    }
+
+    #[test]
+    fn arbitrary_json_like_text_never_panics(text in r#"[\[\]{}",:0-9a-z \\.eE+\-]{0,200}"#) {
+        match parse_trace(text.as_bytes()) {
+            Ok(trace) => { let _ = validate(&trace); }
+            Err(err) => prop_assert!(err.offset().is_some_and(|o| o <= text.len())),
+        }
+    }
+
+    #[test]
+    fn corrupted_traces_never_panic(
+        (bytes, _) in trace_file(),
+        edits in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..4),
+    ) {
+        let mut bytes = bytes;
+        for (at, byte) in edits {
+            let at = at.index(bytes.len());
+            bytes[at] = byte;
+        }
+        match parse_trace(&bytes) {
+            Ok(trace) => { let _ = validate(&trace); }
+            Err(err) => prop_assert!(err.offset().is_some_and(|o| o <= bytes.len())),
+        }
+    }
+}
