@@ -1,1 +1,29 @@
-//! placeholder
+//! burn integration for steptrace.
+//!
+//! - [`backend`] chooses CUDA, wgpu or the CPU behind probes that cannot
+//!   panic, and labels every fallback with its reason.
+//! - [`Loader`] reads batches on the host in `data.load` spans, optionally
+//!   on named prefetch threads.
+//! - [`step`] copies a batch to the device in a `transfer.h2d` span and runs
+//!   the autodiff step in a `train.step` span with `forward`, `loss`,
+//!   `backward` and `optimizer` children, syncing as the [`SyncPolicy`] says.
+//! - [`run`] drives it all under a [`steptrace::Profiler`] and writes the run
+//!   manifest into every trace.
+#![warn(missing_docs)]
+
+pub mod backend;
+mod config;
+pub mod data;
+mod error;
+mod loader;
+mod private;
+mod run;
+pub mod step;
+mod summary;
+pub mod sync;
+
+pub use config::{Mode, RunConfig, SyncPolicy};
+pub use error::{Error, Result};
+pub use loader::Loader;
+pub use run::run;
+pub use summary::{startup_steps, Anomaly, RunSummary, Stats, StepRecord};

@@ -1,1 +1,28 @@
-fn main(){}
+//! The `steptrace` command line: a thin layer over the libraries.
+
+mod args;
+mod cmd;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    // Mesa's Vulkan device-selection layer complains on headless machines
+    // ("XDG_RUNTIME_DIR is invalid"); it selects nothing we need.
+    if std::env::var_os("NODEVICE_SELECT").is_none() {
+        std::env::set_var("NODEVICE_SELECT", "1");
+    }
+    let cli = args::Cli::parse();
+    let result = match cli.command {
+        args::Command::Train(a) => cmd::train::run(a),
+        args::Command::Backends => cmd::backends::run(),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("steptrace: error: {err:#}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -11,13 +11,21 @@ use steptrace::{Profiler, Schedule};
 use tracing::Dispatch;
 use tracing_subscriber::prelude::*;
 
+/// The profiler as `try_install` sets it up: the gate filters globally.
 fn dispatch_for(schedule: &str, dir: &std::path::Path, limit: u64) -> (Dispatch, Profiler) {
     let schedule: Schedule = schedule.parse().expect("schedule");
     let (layer, profiler) = Profiler::builder(schedule)
         .out_dir(dir)
         .max_file_bytes(limit)
-        .build()
+        .build_global()
         .expect("profiler");
+    (Dispatch::new(tracing_subscriber::registry().with(layer)), profiler)
+}
+
+/// The composable form: the gate as a per-layer filter.
+fn per_layer_dispatch_for(schedule: &str, dir: &std::path::Path) -> (Dispatch, Profiler) {
+    let schedule: Schedule = schedule.parse().expect("schedule");
+    let (layer, profiler) = Profiler::builder(schedule).out_dir(dir).build().expect("profiler");
     (Dispatch::new(tracing_subscriber::registry().with(layer)), profiler)
 }
 
@@ -40,11 +48,21 @@ fn span_cost(c: &mut Criterion) {
     });
     drop(profiler);
 
-    // Active window, written to disk until the cap, then serialised and
-    // discarded by the writer thread (the training thread's cost is the same).
-    let (dispatch, mut profiler) = dispatch_for("wait=0,warmup=0,active=1000000000", dir.path(), 256 << 20);
+    let (dispatch, mut profiler) = per_layer_dispatch_for("skip_first=1000000000,active=1", dir.path());
     tracing::dispatcher::with_default(&dispatch, || {
         profiler.start();
+        group.bench_function("outside_window_per_layer_filter", |b| {
+            b.iter(|| drop(tracing::info_span!(target: "steptrace", "forward").entered()))
+        });
+    });
+    drop(profiler);
+
+    // Active window, written to disk until the cap, then serialised and
+    // discarded by the writer thread (the training thread's cost is the same).
+    let (dispatch, mut profiler) = dispatch_for("wait=0,warmup=1,active=1000000000", dir.path(), 256 << 20);
+    tracing::dispatcher::with_default(&dispatch, || {
+        profiler.start();
+        profiler.step(); // past the warmup step
         group.bench_function("inside_window", |b| {
             b.iter(|| drop(tracing::info_span!(target: "steptrace", "forward").entered()))
         });
@@ -63,9 +81,12 @@ fn writer_throughput(c: &mut Criterion) {
             let mut total = Duration::ZERO;
             for _ in 0..iters {
                 let dir = tempfile::tempdir().expect("tempdir");
-                let (dispatch, mut profiler) = dispatch_for("wait=0,warmup=0,active=2,repeat=1", dir.path(), u64::MAX);
+                let (dispatch, mut profiler) = dispatch_for("wait=0,warmup=1,active=2,repeat=1", dir.path(), u64::MAX);
                 let start = Instant::now();
-                tracing::dispatcher::with_default(&dispatch, || profiler.start());
+                tracing::dispatcher::with_default(&dispatch, || {
+                    profiler.start();
+                    profiler.step(); // past the warmup step
+                });
                 // A fresh thread: tracing-chrome binds each thread to one sink.
                 let d = dispatch.clone();
                 std::thread::spawn(move || {

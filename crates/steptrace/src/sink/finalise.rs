@@ -460,10 +460,12 @@ impl Hygiene {
         }
     }
 
-    /// Checks every string in a JSON value, naming it by its path.
+    /// Checks every string in a JSON value, naming it by its path. The
+    /// manifest is written by the tool, not taken from input: prose there
+    /// is description, so only secrets and private paths are flagged.
     fn check_value(&mut self, path: &str, value: &Value) {
         match value {
-            Value::String(s) => self.check_str(path, s),
+            Value::String(s) => self.check_kinds(path, s, false),
             Value::Array(items) => items.iter().for_each(|v| self.check_value(path, v)),
             Value::Object(map) => {
                 for (key, v) in map {
@@ -475,11 +477,18 @@ impl Hygiene {
     }
 
     pub(super) fn check_str(&mut self, what: &str, text: &str) {
+        self.check_kinds(what, text, true);
+    }
+
+    fn check_kinds(&mut self, what: &str, text: &str, prose: bool) {
         if self.seen.len() >= HYGIENE_CAP || self.seen.contains(text) {
             return;
         }
         self.seen.insert(text.to_owned());
         for finding in crate::hygiene::check_label(text) {
+            if !prose && finding.kind == crate::hygiene::FindingKind::InputContent {
+                continue;
+            }
             self.warnings.push(format!("{what} looks like {:?}: {}", finding.kind, finding.excerpt));
         }
     }

@@ -1,0 +1,113 @@
+//! The instrumented loader: the CPU batch read in a `data.load` span, on the
+//! training thread or on named prefetch threads.
+
+use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::Arc;
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+use crate::data::{BatchSource, HostBatch};
+use crate::error::{Error, Result};
+
+/// Reads batches 0, 1, 2, ... in order.
+///
+/// Without prefetch, each [`next`](Loader::next) reads the batch on the
+/// calling thread inside a `data.load` span. With `workers > 0`, threads
+/// named `loader-0`, `loader-1`, ... read ahead (worker `i` reads batches
+/// `i, i + workers, ...`, each in its own `data.load` span) into bounded
+/// queues, and `next` waits for the batch in a `data.wait` span. Either way
+/// the order and content of batches are the same.
+///
+/// Create the loader before the profiling window opens, so that starting
+/// its threads is not part of a recorded step.
+pub struct Loader {
+    source: Arc<dyn BatchSource>,
+    next: u64,
+    delay: Duration,
+    workers: Vec<Worker>,
+}
+
+struct Worker {
+    rx: Receiver<Result<HostBatch>>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Loader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Loader")
+            .field("next", &self.next)
+            .field("workers", &self.workers.len())
+            .field("delay", &self.delay)
+            .finish()
+    }
+}
+
+impl Loader {
+    /// A loader over `source`. `delay` is added to every read (to plant an
+    /// input bottleneck in experiments); `depth` bounds each worker's queue.
+    pub fn new(source: Arc<dyn BatchSource>, workers: usize, depth: usize, delay: Duration) -> Result<Loader> {
+        let dispatch = tracing::dispatcher::get_default(|d| d.clone());
+        let mut list = Vec::with_capacity(workers);
+        for i in 0..workers {
+            let (tx, rx) = sync_channel(depth.max(1));
+            let (source, dispatch) = (source.clone(), dispatch.clone());
+            let handle = thread::Builder::new()
+                .name(format!("loader-{i}"))
+                .spawn(move || {
+                    tracing::dispatcher::with_default(&dispatch, || {
+                        let mut index = i as u64;
+                        loop {
+                            let batch = read(source.as_ref(), index, delay);
+                            let failed = batch.is_err();
+                            if tx.send(batch).is_err() || failed {
+                                break;
+                            }
+                            index += workers as u64;
+                        }
+                    })
+                })
+                .map_err(|e| Error::Loader(format!("cannot start loader thread: {e}")))?;
+            list.push(Worker { rx, handle: Some(handle) });
+        }
+        Ok(Loader { source, next: 0, delay, workers: list })
+    }
+
+    /// The next batch.
+    pub fn next_batch(&mut self) -> Result<HostBatch> {
+        let index = self.next;
+        self.next += 1;
+        if self.workers.is_empty() {
+            return read(self.source.as_ref(), index, self.delay);
+        }
+        let worker = &self.workers[(index % self.workers.len() as u64) as usize];
+        let _wait = tracing::info_span!(target: "steptrace", "data.wait", batch = index).entered();
+        worker
+            .rx
+            .recv()
+            .map_err(|_| Error::Loader(format!("loader thread stopped before batch {index}")))?
+    }
+
+    /// The source's batch size.
+    pub fn batch_size(&self) -> usize {
+        self.source.batch_size()
+    }
+}
+
+fn read(source: &dyn BatchSource, index: u64, delay: Duration) -> Result<HostBatch> {
+    let _load = tracing::info_span!(target: "steptrace", "data.load", batch = index).entered();
+    if !delay.is_zero() {
+        thread::sleep(delay);
+    }
+    source.batch(index)
+}
+
+impl Drop for Loader {
+    fn drop(&mut self) {
+        // Dropping the receivers makes each worker's next send fail.
+        let handles: Vec<_> = self.workers.iter_mut().filter_map(|w| w.handle.take()).collect();
+        self.workers.clear();
+        for handle in handles {
+            let _ = handle.join();
+        }
+    }
+}

@@ -1,0 +1,134 @@
+//! What a run reports: startup apart from steady state, and the unit stated.
+
+use serde::Serialize;
+use steptrace::SavedTrace;
+
+/// One step as the loop saw it.
+#[derive(Clone, Debug, Serialize)]
+pub struct StepRecord {
+    /// Step number (`ProfilerStep#N`).
+    pub step: u64,
+    /// Wall time of the step in ms, from the end of the previous step to
+    /// the end of this one (after its sync, if the policy syncs).
+    pub ms: f64,
+    /// Samples in the batch.
+    pub samples: usize,
+    /// Loss, when it was read this step (reading it waits for the device).
+    pub loss: Option<f64>,
+}
+
+/// Order statistics of a list of values.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Stats {
+    /// Number of values.
+    pub n: usize,
+    /// Smallest.
+    pub min: f64,
+    /// Median.
+    pub median: f64,
+    /// 90th percentile (nearest rank).
+    pub p90: f64,
+    /// Largest.
+    pub max: f64,
+}
+
+impl Stats {
+    /// Statistics of `values`; `None` if empty.
+    pub fn of(values: &[f64]) -> Option<Stats> {
+        if values.is_empty() {
+            return None;
+        }
+        let mut v = values.to_vec();
+        v.sort_by(f64::total_cmp);
+        let rank = |q: f64| v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
+        let median = if v.len() % 2 == 1 { v[v.len() / 2] } else { (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0 };
+        Some(Stats { n: v.len(), min: v[0], median, p90: rank(0.9), max: v[v.len() - 1] })
+    }
+}
+
+/// A step flagged as possibly leaving the steady state.
+#[derive(Clone, Debug, Serialize)]
+pub struct Anomaly {
+    /// The step.
+    pub step: u64,
+    /// What was seen.
+    pub what: String,
+}
+
+/// The result of a run.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunSummary {
+    /// The backend label, with any fallback and its reason.
+    pub backend: String,
+    /// Whether the backend is a fallback from the one requested.
+    pub fallback: bool,
+    /// Sync policy and what it means for the numbers.
+    pub sync: String,
+    /// Train or infer.
+    pub mode: String,
+    /// Time from the start of the run to the start of step 0 (data, model,
+    /// loader set-up), ms.
+    pub setup_ms: f64,
+    /// Step 0's wall time (startup: compilation, autotune), ms.
+    pub first_step_ms: f64,
+    /// Steps counted as startup (not in the steady figures).
+    pub startup_steps: u64,
+    /// Steady-state ms/step over the remaining steps.
+    pub steady_ms: Option<Stats>,
+    /// Steady-state samples/s, from the median step time.
+    pub steady_samples_per_s: Option<f64>,
+    /// Samples per step.
+    pub batch_size: usize,
+    /// Every step.
+    pub steps: Vec<StepRecord>,
+    /// First loss read.
+    pub first_loss: Option<f64>,
+    /// Last loss read.
+    pub last_loss: Option<f64>,
+    /// Held-out metric: accuracy for classifiers, perplexity for the
+    /// language model.
+    pub held_out: Option<(String, f64)>,
+    /// New shapes or slow steps after startup.
+    pub anomalies: Vec<Anomaly>,
+    /// Trace files written.
+    pub traces: Vec<SavedTrace>,
+    /// Trace errors (the run itself went on).
+    pub trace_errors: Vec<String>,
+    /// cubecl cache location and whether it was warm.
+    pub cache: String,
+    /// Device memory per step: "not observed" where the backend cannot say.
+    pub memory: Option<String>,
+}
+
+impl RunSummary {
+    /// Trace bytes per recorded step, over all files.
+    pub fn trace_bytes_per_step(&self) -> Option<f64> {
+        let steps: usize = self.traces.iter().map(|t| t.steps.len()).sum();
+        let bytes: u64 = self.traces.iter().map(|t| t.bytes).sum();
+        (steps > 0).then(|| bytes as f64 / steps as f64)
+    }
+}
+
+/// How many leading steps are startup: step 0 always, then up to a fifth of
+/// the run, so that compilation of later first-time shapes stays out of the
+/// steady figures.
+pub fn startup_steps(total: u64) -> u64 {
+    (total / 5).max(1).min(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_are_order_statistics() {
+        let s = Stats::of(&[5.0, 1.0, 3.0, 2.0, 4.0]).unwrap();
+        assert_eq!((s.min, s.median, s.max, s.n), (1.0, 3.0, 5.0, 5));
+        assert_eq!(s.p90, 5.0);
+        let s = Stats::of(&[1.0, 2.0, 3.0, 4.0]).unwrap();
+        assert_eq!(s.median, 2.5);
+        assert!(Stats::of(&[]).is_none());
+        assert_eq!(startup_steps(40), 8);
+        assert_eq!(startup_steps(3), 1);
+    }
+}

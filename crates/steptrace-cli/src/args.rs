@@ -1,0 +1,115 @@
+//! Command-line arguments, as close to the flags as possible.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Step-scoped profiling for burn training.
+#[derive(Debug, Parser)]
+#[command(name = "steptrace", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Train (or serve inference requests) with profiling on, one trace per
+    /// schedule cycle.
+    Train(TrainArgs),
+    /// Show which backends are available here and, for each one that is
+    /// not, why.
+    Backends,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum Detail {
+    /// steptrace's own spans only.
+    Steps,
+    /// Also burn's and cubecl's internal spans (about 1 MB per step).
+    Internals,
+}
+
+#[derive(Debug, Args)]
+pub struct TrainArgs {
+    /// Model: mlp, convnet or transformer.
+    #[arg(long, default_value = "mlp")]
+    pub model: String,
+    /// Dataset: digits (embedded), fashion-mnist, shakespeare, synthetic.
+    #[arg(long, default_value = "digits")]
+    pub dataset: String,
+    /// Directory of dataset files read from disk (Fashion-MNIST train split).
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// Backend: auto (CUDA, else wgpu, else CPU; fallbacks are labelled),
+    /// cuda, wgpu or cpu.
+    #[arg(long, default_value = "auto")]
+    pub backend: String,
+    /// Number of steps.
+    #[arg(long, default_value_t = 40)]
+    pub steps: u64,
+    /// Samples per batch.
+    #[arg(long, default_value_t = 64)]
+    pub batch: usize,
+    /// Sequence length (transformer).
+    #[arg(long, default_value_t = 64)]
+    pub seq_len: usize,
+    /// Learning rate.
+    #[arg(long, default_value_t = 1e-3)]
+    pub lr: f64,
+    /// Seed for weights and data order.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Profiling schedule, torch.profiler style.
+    #[arg(long, default_value = "wait=1,warmup=1,active=3,repeat=2")]
+    pub schedule: String,
+    /// Sync policy: none (host launch only), step (true step time) or phase
+    /// (device time per phase; removes overlap).
+    #[arg(long, default_value = "step")]
+    pub sync: String,
+    /// train, or infer (model.load once, then infer.request per step).
+    #[arg(long, default_value = "train")]
+    pub mode: String,
+    /// Loader threads reading ahead (0: read on the training thread).
+    #[arg(long, default_value_t = 0)]
+    pub prefetch: usize,
+    /// Added to every batch read, to plant an input bottleneck.
+    #[arg(long, default_value_t = 0)]
+    pub loader_delay_ms: u64,
+    /// What to record.
+    #[arg(long, value_enum, default_value = "steps")]
+    pub detail: Detail,
+    /// Record device memory in use per step as a counter track.
+    #[arg(long)]
+    pub memory: bool,
+    /// Directory for trace files (never overwritten).
+    #[arg(long, default_value = "traces")]
+    pub out: PathBuf,
+    /// Worker name in file names (default: MODEL-BACKEND).
+    #[arg(long)]
+    pub worker: Option<String>,
+    /// cubecl compilation/autotune cache directory.
+    #[arg(long)]
+    pub cache_dir: Option<PathBuf>,
+    /// Do not enable cubecl's caches.
+    #[arg(long)]
+    pub no_cache: bool,
+    /// Run without the profiler (no traces).
+    #[arg(long)]
+    pub no_profile: bool,
+    /// Also write the run summary as JSON to this new file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// A note copied into the manifest (repeatable).
+    #[arg(long = "note")]
+    pub notes: Vec<String>,
+    /// Synthetic dataset: number of samples.
+    #[arg(long, default_value_t = 4096)]
+    pub synthetic_samples: usize,
+    /// Synthetic dataset: sample shape C,H,W.
+    #[arg(long, default_value = "1,28,28")]
+    pub synthetic_shape: String,
+    /// No progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+}

@@ -1,0 +1,217 @@
+//! End-to-end training runs on burn: each model for a few steps under a
+//! schedule, on the CPU backend and on wgpu (lavapipe in CI), then the
+//! traces are read back.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use steptrace::reader::{read_trace_file, validate, Trace};
+use steptrace::Profiler;
+use steptrace_burn::backend::{self, BackendChoice, BackendKind, CacheConfig};
+use steptrace_burn::{RunConfig, RunSummary};
+use steptrace_models::ModelKind;
+use steptrace_tests::expected_files;
+use tracing_subscriber::prelude::*;
+
+const SCHEDULE: &str = "wait=1,warmup=1,active=2,repeat=2";
+
+fn cache() -> CacheConfig {
+    // cubecl's configuration can be set once per process: one directory for
+    // every test in this binary.
+    CacheConfig::at(PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cubecl-cache"))
+}
+
+fn train(model: ModelKind, dataset: &str, choice: BackendChoice, steps: u64, out: &Path) -> Option<(RunSummary, Vec<Trace>)> {
+    let selection = match backend::select(choice) {
+        Ok(s) => s,
+        Err(err) => {
+            // Only wgpu may be missing (a machine without Vulkan); CI installs lavapipe.
+            assert_eq!(choice, BackendChoice::Wgpu, "{err}");
+            eprintln!("skipping: {err}");
+            return None;
+        }
+    };
+    let state = backend::configure_cubecl_cache(&cache());
+    let mut cfg = RunConfig::new();
+    cfg.model = model;
+    cfg.dataset = dataset.to_owned();
+    cfg.backend = choice;
+    cfg.steps = steps;
+    cfg.batch_size = if model == ModelKind::Transformer { 16 } else { 64 };
+    cfg.seq_len = 32;
+    cfg.learning_rate = 3e-3;
+    let (layer, profiler) = Profiler::builder(SCHEDULE.parse().unwrap()).out_dir(out).worker("e2e").build().unwrap();
+    let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    let summary = tracing::dispatcher::with_default(&dispatch, || {
+        steptrace_burn::run(&cfg, &selection, &state, Some(profiler), &mut |_| {})
+    })
+    .unwrap();
+    let traces = summary.traces.iter().map(|t| read_trace_file(&t.path).unwrap()).collect();
+    Some((summary, traces))
+}
+
+fn steps_in(trace: &Trace) -> Vec<u64> {
+    let set: BTreeSet<u64> = trace
+        .events
+        .iter()
+        .filter(|e| e.ph == "B")
+        .filter_map(|e| e.name.strip_prefix("ProfilerStep#")?.parse().ok())
+        .collect();
+    set.into_iter().collect()
+}
+
+/// The B-event paths (`a>b>c`) on the thread that runs `ProfilerStep`s.
+fn paths(trace: &Trace) -> BTreeSet<String> {
+    let tid = trace.events.iter().find(|e| e.name.starts_with("ProfilerStep#")).and_then(|e| e.tid.clone());
+    let mut stack: Vec<String> = Vec::new();
+    let mut out = BTreeSet::new();
+    for e in trace.events.iter().filter(|e| e.tid == tid) {
+        match e.ph.as_str() {
+            "B" => {
+                let name = if e.name.starts_with("ProfilerStep#") { "ProfilerStep".to_owned() } else { e.name.clone() };
+                stack.push(name);
+                out.insert(stack.join(">"));
+            }
+            "E" => {
+                stack.pop();
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+fn check(model: ModelKind, dataset: &str, choice: BackendChoice) {
+    let dir = tempfile::tempdir().unwrap();
+    let steps = 40;
+    let Some((summary, traces)) = train(model, dataset, choice, steps, dir.path()) else { return };
+    let expected = expected_files(0, 1, 1, 2, 2, false, steps);
+    assert_eq!(traces.len(), expected.len());
+    for (trace, want) in traces.iter().zip(&expected) {
+        assert_eq!(&steps_in(trace), want);
+        assert!(validate(trace).is_empty(), "{:?}", validate(trace));
+        let paths = paths(trace);
+        for want in [
+            "ProfilerStep>data.load",
+            "ProfilerStep>transfer.h2d",
+            "ProfilerStep>train.step>forward",
+            "ProfilerStep>train.step>loss",
+            "ProfilerStep>train.step>backward",
+            "ProfilerStep>train.step>optimizer",
+            "ProfilerStep>sync",
+        ] {
+            assert!(paths.contains(want), "{model} on {choice}: missing {want} in {paths:?}");
+        }
+        let manifest = &trace.metadata["metadata"]["manifest"];
+        assert_eq!(manifest["model"], model.name());
+        assert_eq!(manifest["dataset"], dataset);
+        assert_eq!(manifest["sync_policy"], "step");
+        assert_eq!(manifest["backend"], summary.backend.as_str());
+        assert!(manifest["parameters"].as_u64().unwrap() > 0);
+        assert!(manifest["input_shape"].is_array());
+        let kind = manifest["backend_kind"].as_str().unwrap();
+        assert_eq!(kind, if choice == BackendChoice::Cpu { "cpu" } else { "wgpu" });
+        assert!(!summary.backend.starts_with("cuda"));
+    }
+    // Loss falls over a short run.
+    let (first, last) = (summary.first_loss.unwrap(), summary.last_loss.unwrap());
+    assert!(last < 0.85 * first, "{model} on {choice}: loss {first} -> {last}");
+    assert!(summary.held_out.is_some());
+    assert_eq!(summary.steps.len() as u64, steps);
+}
+
+#[test]
+fn mlp_on_cpu() {
+    check(ModelKind::Mlp, "digits", BackendChoice::Cpu);
+}
+
+#[test]
+fn convnet_on_cpu() {
+    check(ModelKind::ConvNet, "digits", BackendChoice::Cpu);
+}
+
+#[test]
+fn transformer_on_cpu() {
+    check(ModelKind::Transformer, "shakespeare", BackendChoice::Cpu);
+}
+
+#[test]
+fn mlp_on_wgpu() {
+    check(ModelKind::Mlp, "digits", BackendChoice::Wgpu);
+}
+
+#[test]
+fn convnet_on_wgpu() {
+    check(ModelKind::ConvNet, "digits", BackendChoice::Wgpu);
+}
+
+#[test]
+fn transformer_on_wgpu() {
+    check(ModelKind::Transformer, "shakespeare", BackendChoice::Wgpu);
+}
+
+#[test]
+fn auto_without_cuda_is_labelled_as_a_fallback() {
+    if backend::probe(BackendKind::Cuda).available {
+        eprintln!("CUDA is available here: nothing to fall back from");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (summary, traces) = train(ModelKind::Mlp, "digits", BackendChoice::Auto, 6, dir.path()).unwrap();
+    assert!(summary.fallback);
+    assert!(summary.backend.contains("FALLBACK") && summary.backend.contains("CUDA unavailable"), "{}", summary.backend);
+    for trace in &traces {
+        let manifest = &trace.metadata["metadata"]["manifest"];
+        assert!(manifest["fallback_reason"].as_str().unwrap().contains("CUDA"), "{manifest}");
+        assert_eq!(manifest["requested_backend"], "auto");
+        assert!(manifest["backend"].as_str().unwrap().contains("FALLBACK"));
+    }
+}
+
+#[test]
+fn explicit_cuda_without_cuda_is_a_clear_error() {
+    if backend::probe(BackendKind::Cuda).available {
+        return;
+    }
+    let err = backend::select(BackendChoice::Cuda).unwrap_err().to_string();
+    assert!(err.contains("CUDA") && err.contains("unavailable"), "{err}");
+}
+
+#[test]
+fn the_same_seed_gives_the_same_first_loss() {
+    let a = tempfile::tempdir().unwrap();
+    let b = tempfile::tempdir().unwrap();
+    let (x, _) = train(ModelKind::Mlp, "digits", BackendChoice::Cpu, 6, a.path()).unwrap();
+    let (y, _) = train(ModelKind::Mlp, "digits", BackendChoice::Cpu, 6, b.path()).unwrap();
+    assert_eq!(x.first_loss, y.first_loss);
+}
+
+#[test]
+fn a_slow_loader_shows_in_data_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let selection = backend::select(BackendChoice::Cpu).unwrap();
+    let state = backend::configure_cubecl_cache(&cache());
+    let mut cfg = RunConfig::new();
+    cfg.steps = 6;
+    cfg.loader_delay_ms = 20;
+    let (layer, profiler) = Profiler::builder("wait=1,warmup=1,active=3,repeat=1".parse().unwrap()).out_dir(dir.path()).build().unwrap();
+    let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    let summary = tracing::dispatcher::with_default(&dispatch, || {
+        steptrace_burn::run(&cfg, &selection, &state, Some(profiler), &mut |_| {})
+    })
+    .unwrap();
+    let trace = read_trace_file(&summary.traces[0].path).unwrap();
+    // Every recorded data.load lasts at least the planted delay.
+    let mut open = None;
+    let mut loads = Vec::new();
+    for e in trace.events.iter().filter(|e| e.name == "data.load") {
+        match e.ph.as_str() {
+            "B" => open = e.ts,
+            "E" => loads.push(e.ts.unwrap() - open.take().unwrap()),
+            _ => {}
+        }
+    }
+    assert_eq!(loads.len(), 3);
+    assert!(loads.iter().all(|us| *us >= 20_000.0), "{loads:?}");
+    assert_eq!(trace.metadata["metadata"]["manifest"]["loader_delay_ms"], 20);
+}
