@@ -18,7 +18,7 @@ run() {
   local name=$1 limit=$2; shift 2
   local start=$(date +%s.%N)
   timeout "$limit" $B train --quiet --json "work/$name.json" --out "work/traces-$name" --cache-dir "$CACHE" "$@" > "work/$name.log" 2>&1
-  echo "$name rc=$? wall=$(echo "$(date +%s.%N) - $start" | bc)s" | tee -a work/runs.txt
+  rc=$?; echo "$name rc=$rc wall=$(python3 -c "import time; print(round(time.time() - $start, 1))")s" | tee -a work/runs.txt
 }
 S="wait=5,warmup=2,active=5,repeat=2"
 run cuda-mlp-cold      240 --backend cuda --model mlp --dataset digits --batch 256 --steps 60 --schedule "$S"

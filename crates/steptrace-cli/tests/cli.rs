@@ -1,0 +1,91 @@
+//! The `steptrace` command as a user runs it.
+
+use std::process::{Command, Output};
+
+fn steptrace(args: &[&str], dir: &std::path::Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_steptrace"))
+        .args(args)
+        .current_dir(dir)
+        .env("NODEVICE_SELECT", "1")
+        .output()
+        .expect("run steptrace")
+}
+
+fn text(out: &Output) -> (String, String) {
+    (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+fn cuda_available(dir: &std::path::Path) -> bool {
+    let (stdout, _) = text(&steptrace(&["backends"], dir));
+    stdout.lines().any(|l| l.contains("cuda") && l.contains("yes"))
+}
+
+#[test]
+fn backends_lists_every_backend_with_a_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = steptrace(&["backends"], dir.path());
+    assert!(out.status.success());
+    let (stdout, _) = text(&out);
+    for name in ["cuda", "wgpu", "cpu", "--backend auto would use"] {
+        assert!(stdout.contains(name), "{stdout}");
+    }
+    if !cuda_available(dir.path()) {
+        assert!(stdout.contains("FALLBACK"), "{stdout}");
+    }
+}
+
+#[test]
+fn explicit_cuda_without_cuda_fails_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    if cuda_available(dir.path()) {
+        return;
+    }
+    let out = steptrace(&["train", "--backend", "cuda", "--steps", "2"], dir.path());
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(stderr.contains("CUDA") && stderr.contains("unavailable"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(!dir.path().join("traces").exists() || std::fs::read_dir(dir.path().join("traces")).unwrap().next().is_none());
+}
+
+#[test]
+fn a_bad_schedule_names_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = steptrace(&["train", "--backend", "cpu", "--schedule", "wait=1,warmpu=1,active=2"], dir.path());
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr.contains("warmpu"), "{stderr}");
+    let out = steptrace(&["train", "--backend", "cpu", "--schedule", "wait=1,active=0"], dir.path());
+    assert!(text(&out).1.contains("active must be at least 1"));
+}
+
+#[test]
+fn a_cpu_run_writes_labelled_traces_and_refuses_to_overwrite_its_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "train", "--backend", "cpu", "--steps", "6", "--schedule", "wait=1,warmup=1,active=2,repeat=1", "--out", "t",
+        "--json", "summary.json", "--quiet",
+    ];
+    let out = steptrace(&args, dir.path());
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stdout.starts_with("backend: cpu"), "{stdout}");
+    assert!(stdout.contains("steady ms/step") && stdout.contains("wrote t/"), "{stdout}");
+    let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.path().join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["traces"][0]["steps"], serde_json::json!([2, 3]));
+    // A second run with the same --json path is refused before training, and
+    // the first summary is untouched.
+    let before = std::fs::read(dir.path().join("summary.json")).unwrap();
+    let out = steptrace(&args, dir.path());
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out).1.contains("already exists"));
+    assert_eq!(std::fs::read(dir.path().join("summary.json")).unwrap(), before);
+}
+
+#[test]
+fn a_mismatched_model_and_dataset_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = steptrace(&["train", "--backend", "cpu", "--model", "transformer", "--dataset", "digits"], dir.path());
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out).1.contains("shakespeare"));
+}
