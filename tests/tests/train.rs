@@ -15,6 +15,15 @@ use tracing_subscriber::prelude::*;
 
 const SCHEDULE: &str = "wait=1,warmup=1,active=2,repeat=2";
 
+/// burn's NdArray backend keeps one process-wide seed: CPU runs in parallel
+/// tests would reseed each other between `seed` and model init, so they take
+/// turns.
+static CPU_RUNS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn cpu_turn(choice: BackendChoice) -> Option<std::sync::MutexGuard<'static, ()>> {
+    matches!(choice, BackendChoice::Cpu | BackendChoice::Auto).then(|| CPU_RUNS.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
 fn cache() -> CacheConfig {
     // cubecl's configuration can be set once per process: one directory for
     // every test in this binary.
@@ -40,6 +49,7 @@ fn train(model: ModelKind, dataset: &str, choice: BackendChoice, steps: u64, out
     cfg.batch_size = if model == ModelKind::Transformer { 16 } else { 64 };
     cfg.seq_len = 32;
     cfg.learning_rate = 3e-3;
+    let _turn = cpu_turn(choice);
     let (layer, profiler) = Profiler::builder(SCHEDULE.parse().unwrap()).out_dir(out).worker("e2e").build().unwrap();
     let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
     let summary = tracing::dispatcher::with_default(&dispatch, || {
@@ -191,6 +201,7 @@ fn a_slow_loader_shows_in_data_load() {
     let dir = tempfile::tempdir().unwrap();
     let selection = backend::select(BackendChoice::Cpu).unwrap();
     let state = backend::configure_cubecl_cache(&cache());
+    let _turn = cpu_turn(BackendChoice::Cpu);
     let mut cfg = RunConfig::new();
     cfg.steps = 6;
     cfg.loader_delay_ms = 20;
@@ -214,4 +225,89 @@ fn a_slow_loader_shows_in_data_load() {
     assert_eq!(loads.len(), 3);
     assert!(loads.iter().all(|us| *us >= 20_000.0), "{loads:?}");
     assert_eq!(trace.metadata["metadata"]["manifest"]["loader_delay_ms"], 20);
+}
+
+fn run_cfg(cfg: &RunConfig, schedule: &str, out: &Path) -> (RunSummary, Vec<Trace>) {
+    let selection = backend::select(cfg.backend).unwrap();
+    let state = backend::configure_cubecl_cache(&cache());
+    let _turn = cpu_turn(cfg.backend);
+    let (layer, profiler) = Profiler::builder(schedule.parse().unwrap()).out_dir(out).build().unwrap();
+    let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    let summary = tracing::dispatcher::with_default(&dispatch, || {
+        steptrace_burn::run(cfg, &selection, &state, Some(profiler), &mut |_| {})
+    })
+    .unwrap();
+    let traces = summary.traces.iter().map(|t| read_trace_file(&t.path).unwrap()).collect();
+    (summary, traces)
+}
+
+#[test]
+fn inference_keeps_model_load_apart_from_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = RunConfig::new();
+    cfg.backend = BackendChoice::Cpu;
+    cfg.mode = steptrace_burn::Mode::Infer;
+    cfg.steps = 5;
+    let (summary, traces) = run_cfg(&cfg, "wait=1,warmup=1,active=2,repeat=1", dir.path());
+    assert!(summary.model_load_ms.is_some());
+    let paths = paths(&traces[0]);
+    assert!(paths.contains("ProfilerStep>infer.request>forward"), "{paths:?}");
+    assert!(!paths.iter().any(|p| p.contains("train.step") || p.contains("model.load")), "{paths:?}");
+    let manifest = &traces[0].metadata["metadata"]["manifest"];
+    assert_eq!(manifest["mode"], "eval (inference)");
+    assert!(manifest["model_load_ms"].as_f64().is_some());
+}
+
+#[test]
+fn sync_policies_are_visible_and_named() {
+    for (policy, want, unwanted) in [
+        (steptrace_burn::SyncPolicy::None, None, Some("ProfilerStep>sync")),
+        (steptrace_burn::SyncPolicy::Step, Some("ProfilerStep>sync"), Some("ProfilerStep>train.step>forward>sync")),
+        (steptrace_burn::SyncPolicy::Phase, Some("ProfilerStep>train.step>backward>sync"), None),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = RunConfig::new();
+        cfg.backend = BackendChoice::Cpu;
+        cfg.sync = policy;
+        cfg.steps = 5;
+        let (_, traces) = run_cfg(&cfg, "wait=1,warmup=1,active=2,repeat=1", dir.path());
+        let paths = paths(&traces[0]);
+        if let Some(want) = want {
+            assert!(paths.contains(want), "{policy}: {paths:?}");
+        }
+        if let Some(unwanted) = unwanted {
+            assert!(!paths.contains(unwanted), "{policy}: {paths:?}");
+        }
+        let manifest = &traces[0].metadata["metadata"]["manifest"];
+        assert_eq!(manifest["sync_policy"], policy.to_string());
+        assert!(manifest["sync_meaning"].as_str().unwrap().len() > 20);
+    }
+}
+
+#[test]
+fn prefetch_threads_read_batches_in_their_own_spans() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = RunConfig::new();
+    cfg.backend = BackendChoice::Cpu;
+    cfg.prefetch = 2;
+    cfg.steps = 8;
+    let (summary, traces) = run_cfg(&cfg, "wait=1,warmup=1,active=3,repeat=1", dir.path());
+    let trace = &traces[0];
+    let paths = paths(trace);
+    assert!(paths.contains("ProfilerStep>data.wait"), "{paths:?}");
+    assert!(!paths.contains("ProfilerStep>data.load"), "{paths:?}");
+    let threads: Vec<&str> = trace
+        .events
+        .iter()
+        .filter(|e| e.ph == "M" && e.name == "thread_name")
+        .filter_map(|e| e.args.as_ref()?.get("name")?.as_str())
+        .collect();
+    assert!(threads.iter().any(|t| t.starts_with("loader-")), "{threads:?}");
+    // Same batches as without prefetch: the same seed gives the same losses.
+    let mut plain = cfg.clone();
+    plain.prefetch = 0;
+    let other = tempfile::tempdir().unwrap();
+    let (again, _) = run_cfg(&plain, "wait=1,warmup=1,active=3,repeat=1", other.path());
+    assert_eq!(summary.first_loss, again.first_loss);
+    assert_eq!(summary.last_loss, again.last_loss);
 }

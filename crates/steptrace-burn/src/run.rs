@@ -147,10 +147,17 @@ impl Job<'_> {
         let mut optim = AdamConfig::new().init::<B, M>();
         let mut model = Some(model);
         let mut eval_model: Option<M::InnerModule> = None;
+        let mut model_load_ms = None;
         if cfg.mode == Mode::Infer {
+            let load_start = Instant::now();
             let _load = tracing::info_span!(target: "steptrace", "model.load").entered();
             eval_model = model.take().map(|m| m.valid());
             crate::sync::sync::<B>(&device).map_err(|reason| Error::Execution { step: 0, reason })?;
+            let ms_taken = ms(load_start.elapsed());
+            model_load_ms = Some(ms_taken);
+            if let Some(profiler) = &self.profiler {
+                profiler.set_manifest("model_load_ms", ms_taken);
+            }
         }
         let setup_ms = ms(self.started.elapsed());
         if let Some(profiler) = &mut self.profiler {
@@ -254,6 +261,7 @@ impl Job<'_> {
             sync: format!("{}: {}", cfg.sync, cfg.sync.meaning()),
             mode: cfg.mode.to_string(),
             setup_ms,
+            model_load_ms,
             first_step_ms: records.first().map_or(0.0, |r| r.ms),
             startup_steps: startup,
             steady_samples_per_s: steady_ms.as_ref().map(|s| cfg.batch_size as f64 / (s.median / 1000.0)),

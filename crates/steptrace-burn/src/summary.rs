@@ -69,6 +69,9 @@ pub struct RunSummary {
     /// Time from the start of the run to the start of step 0 (data, model,
     /// loader set-up), ms.
     pub setup_ms: f64,
+    /// Inference mode: time to load the model and move it to eval mode
+    /// (kept apart from every request), ms.
+    pub model_load_ms: Option<f64>,
     /// Step 0's wall time (startup: compilation, autotune), ms.
     pub first_step_ms: f64,
     /// Steps counted as startup (not in the steady figures).

@@ -128,6 +128,9 @@ fn print_summary(s: &RunSummary) {
     table.add_row(["mode", s.mode.as_str()]);
     table.add_row(["sync", s.sync.split(':').next().unwrap_or_default()]);
     table.add_row(["setup (data, loader, model)", &format!("{:.1} ms", s.setup_ms)]);
+    if let Some(load) = s.model_load_ms {
+        table.add_row(["model.load (before the first request)".to_owned(), format!("{load:.1} ms")]);
+    }
     table.add_row(["first step (startup)", &format!("{:.1} ms", s.first_step_ms)]);
     match &s.steady_ms {
         Some(st) => {
