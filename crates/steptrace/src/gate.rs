@@ -95,9 +95,26 @@ pub(crate) fn thread_name(id: u64) -> Option<String> {
     THREAD_NAMES.lock().ok()?.get(&id).cloned()
 }
 
+thread_local! {
+    /// Tagged categories already built on this thread, by target.
+    static CATEGORIES: std::cell::RefCell<Vec<(&'static str, String)>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// The category tracing-chrome writes: the target, tagged with the thread.
-pub(crate) fn tagged_category(target: &str) -> String {
-    format!("{target}{TAG}{}", thread_id())
+///
+/// Built once per thread and target (targets are `'static`), then cloned.
+pub(crate) fn tagged_category(target: &'static str) -> String {
+    CATEGORIES.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        if let Some((_, tagged)) = cache.iter().find(|(t, _)| std::ptr::eq(*t, target)) {
+            return tagged.clone();
+        }
+        let tagged = format!("{target}{TAG}{}", thread_id());
+        if cache.len() < 256 {
+            cache.push((target, tagged.clone()));
+        }
+        tagged
+    })
 }
 
 /// Splits a tagged category into its target and thread id.

@@ -229,10 +229,11 @@ where
     S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
 {
     match item {
-        EventOrSpan::Span(span) => match span.extensions().get::<StepNumber>() {
+        EventOrSpan::Span(span) if span.name() == STEP_SPAN => match span.extensions().get::<StepNumber>() {
             Some(StepNumber(n)) => format!("{STEP_SPAN}#{n}"),
             None => span.name().to_owned(),
         },
+        EventOrSpan::Span(span) => span.name().to_owned(),
         // tracing names events "event file:line", which may hold an absolute
         // source path: use the message instead.
         EventOrSpan::Event(event) => {
