@@ -168,3 +168,13 @@ pub fn expected_files(skip_first: u64, wait: u64, warmup: u64, active: u64, repe
     }
     files
 }
+
+/// The thread names a trace declares (`thread_name` metadata events).
+pub fn thread_names(trace: &steptrace::reader::Trace) -> Vec<&str> {
+    trace
+        .events
+        .iter()
+        .filter(|e| e.ph == "M" && e.name == "thread_name")
+        .filter_map(|e| e.args.as_ref()?.get("name")?.as_str())
+        .collect()
+}

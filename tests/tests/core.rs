@@ -79,12 +79,7 @@ fn files_hold_exactly_the_scheduled_steps() {
             assert!(meta["steptrace_version"].is_string() && meta["host_os"].is_string());
             assert_eq!(meta["manifest"]["workload"], "fake");
             // Threads are named; loader threads appear once they have run.
-            let names: Vec<&str> = trace
-                .events
-                .iter()
-                .filter(|e| e.ph == "M" && e.name == "thread_name")
-                .filter_map(|e| e.args.as_ref()?.get("name")?.as_str())
-                .collect();
+            let names = steptrace_tests::thread_names(&trace);
             loader_seen |= names.iter().any(|n| n.starts_with("loader-"));
             let tids: BTreeSet<_> = trace.events.iter().filter(|e| e.ph == "B").map(|e| e.tid.clone()).collect();
             assert!(tids.len() <= names.len(), "{schedule}: every thread is named: {tids:?} vs {names:?}");

@@ -40,7 +40,6 @@ fn train(model: ModelKind, dataset: &str, choice: BackendChoice, steps: u64, out
             return None;
         }
     };
-    let state = backend::configure_cubecl_cache(&cache());
     let mut cfg = RunConfig::new();
     cfg.model = model;
     cfg.dataset = dataset.to_owned();
@@ -49,15 +48,7 @@ fn train(model: ModelKind, dataset: &str, choice: BackendChoice, steps: u64, out
     cfg.batch_size = if model == ModelKind::Transformer { 16 } else { 64 };
     cfg.seq_len = 32;
     cfg.learning_rate = 3e-3;
-    let _turn = cpu_turn(choice);
-    let (layer, profiler) = Profiler::builder(SCHEDULE.parse().unwrap()).out_dir(out).worker("e2e").build().unwrap();
-    let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
-    let summary = tracing::dispatcher::with_default(&dispatch, || {
-        steptrace_burn::run(&cfg, &selection, &state, Some(profiler), &mut |_| {})
-    })
-    .unwrap();
-    let traces = summary.traces.iter().map(|t| read_trace_file(&t.path).unwrap()).collect();
-    Some((summary, traces))
+    Some(run_with(&cfg, &selection, SCHEDULE, out))
 }
 
 fn steps_in(trace: &Trace) -> Vec<u64> {
@@ -199,18 +190,11 @@ fn the_same_seed_gives_the_same_first_loss() {
 #[test]
 fn a_slow_loader_shows_in_data_load() {
     let dir = tempfile::tempdir().unwrap();
-    let selection = backend::select(BackendChoice::Cpu).unwrap();
-    let state = backend::configure_cubecl_cache(&cache());
-    let _turn = cpu_turn(BackendChoice::Cpu);
     let mut cfg = RunConfig::new();
+    cfg.backend = BackendChoice::Cpu;
     cfg.steps = 6;
     cfg.loader_delay_ms = 20;
-    let (layer, profiler) = Profiler::builder("wait=1,warmup=1,active=3,repeat=1".parse().unwrap()).out_dir(dir.path()).build().unwrap();
-    let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
-    let summary = tracing::dispatcher::with_default(&dispatch, || {
-        steptrace_burn::run(&cfg, &selection, &state, Some(profiler), &mut |_| {})
-    })
-    .unwrap();
+    let (summary, _) = run_cfg(&cfg, "wait=1,warmup=1,active=3,repeat=1", dir.path());
     let trace = read_trace_file(&summary.traces[0].path).unwrap();
     // Every recorded data.load lasts at least the planted delay.
     let mut open = None;
@@ -228,13 +212,18 @@ fn a_slow_loader_shows_in_data_load() {
 }
 
 fn run_cfg(cfg: &RunConfig, schedule: &str, out: &Path) -> (RunSummary, Vec<Trace>) {
-    let selection = backend::select(cfg.backend).unwrap();
+    run_with(cfg, &backend::select(cfg.backend).unwrap(), schedule, out)
+}
+
+/// Runs `cfg` under a scoped subscriber with a profiler writing into `out`,
+/// then reads the traces back.
+fn run_with(cfg: &RunConfig, selection: &backend::Selection, schedule: &str, out: &Path) -> (RunSummary, Vec<Trace>) {
     let state = backend::configure_cubecl_cache(&cache());
     let _turn = cpu_turn(cfg.backend);
-    let (layer, profiler) = Profiler::builder(schedule.parse().unwrap()).out_dir(out).build().unwrap();
+    let (layer, profiler) = Profiler::builder(schedule.parse().unwrap()).out_dir(out).worker("e2e").build().unwrap();
     let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
     let summary = tracing::dispatcher::with_default(&dispatch, || {
-        steptrace_burn::run(cfg, &selection, &state, Some(profiler), &mut |_| {})
+        steptrace_burn::run(cfg, selection, &state, Some(profiler), &mut |_| {})
     })
     .unwrap();
     let traces = summary.traces.iter().map(|t| read_trace_file(&t.path).unwrap()).collect();
@@ -296,12 +285,7 @@ fn prefetch_threads_read_batches_in_their_own_spans() {
     let paths = paths(trace);
     assert!(paths.contains("ProfilerStep>data.wait"), "{paths:?}");
     assert!(!paths.contains("ProfilerStep>data.load"), "{paths:?}");
-    let threads: Vec<&str> = trace
-        .events
-        .iter()
-        .filter(|e| e.ph == "M" && e.name == "thread_name")
-        .filter_map(|e| e.args.as_ref()?.get("name")?.as_str())
-        .collect();
+    let threads = steptrace_tests::thread_names(trace);
     assert!(threads.iter().any(|t| t.starts_with("loader-")), "{threads:?}");
     // Same batches as without prefetch: the same seed gives the same losses.
     let mut plain = cfg.clone();
