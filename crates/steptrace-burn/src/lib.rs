@@ -25,5 +25,6 @@ pub mod sync;
 pub use config::{Mode, RunConfig, SyncPolicy};
 pub use error::{Error, Result};
 pub use loader::Loader;
+pub use private::{tilde as home_relative, tilde_str as home_relative_str};
 pub use run::run;
 pub use summary::{startup_steps, Anomaly, RunSummary, Stats, StepRecord};

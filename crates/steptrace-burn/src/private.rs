@@ -3,12 +3,12 @@
 use std::path::Path;
 
 /// `path` with the home directory replaced by `$HOME`.
-pub(crate) fn tilde(path: &Path) -> String {
+pub fn tilde(path: &Path) -> String {
     tilde_str(&path.display().to_string())
 }
 
 /// `text` with a leading home directory replaced by `$HOME` (which names no user).
-pub(crate) fn tilde_str(text: &str) -> String {
+pub fn tilde_str(text: &str) -> String {
     match std::env::var("HOME") {
         Ok(home) if !home.is_empty() && home != "/" && text.starts_with(&home) => {
             format!("$HOME{}", &text[home.len()..])

@@ -73,7 +73,7 @@ pub fn run(a: TrainArgs) -> anyhow::Result<ExitCode> {
     let cache = backend::configure_cubecl_cache(&cfg.cache);
     println!(
         "cubecl cache: {} ({})",
-        cache.dir.display(),
+        steptrace_burn::home_relative(&cache.dir),
         if cache.warm { "warm" } else { "cold: the first steps include compilation and autotune" }
     );
     println!("sync: {} ({})", cfg.sync, cfg.sync.meaning());
