@@ -18,9 +18,9 @@
 //!     rejects it, so here a rejected span is still created in the registry
 //!     (other layers may want it); it is just not written.
 //! - [`GateLayer`], which wraps the Chrome layer and forwards enter, exit and
-//!   event callbacks only while a trace segment is open. A span entered in
-//!   one segment forwards its exit only into that same segment, so no file
-//!   gets an end without its begin. During warmup the segment is open and
+//!   event callbacks only while a trace segment is open. An end whose begin
+//!   went to an earlier segment (or to none) is dropped when the file is
+//!   finalised, so no file keeps an end without its begin. During warmup the segment is open and
 //!   spans are written, then the finaliser drops everything before the first
 //!   recorded step: the collector's start-up happens, but outside the window.
 //!
@@ -268,12 +268,6 @@ where
 /// The step number of a `ProfilerStep` span, used to render its name.
 pub(crate) struct StepNumber(pub(crate) u64);
 
-/// Which segment a span was entered in, and how deeply.
-struct Entered {
-    segment: u64,
-    depth: u32,
-}
-
 struct StepVisitor(Option<u64>);
 
 impl tracing_core::field::Visit for StepVisitor {
@@ -337,38 +331,17 @@ where
     }
 
     fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
-        let segment = self.shared.open_segment();
-        if segment == 0 {
-            return;
+        if self.shared.open_segment() != 0 && self.shared.bound_here() {
+            self.inner.on_enter(id, ctx);
         }
-        if !self.shared.bound_here() {
-            return;
-        }
-        {
-            let Some(span) = ctx.span(id) else { return };
-            let mut ext = span.extensions_mut();
-            match ext.get_mut::<Entered>() {
-                Some(entered) if entered.segment == segment => entered.depth += 1,
-                Some(entered) => *entered = Entered { segment, depth: 1 },
-                None => ext.insert(Entered { segment, depth: 1 }),
-            }
-        }
-        self.inner.on_enter(id, ctx);
     }
 
+    /// Ends are forwarded while a segment is open, without per-span
+    /// bookkeeping: an end whose begin went to an earlier segment (or to
+    /// none) has no begin in this file, and spans on one thread nest, so the
+    /// finaliser's per-thread pairing finds it unmatched and drops it.
     fn on_exit(&self, id: &Id, ctx: Context<'_, S>) {
-        let forward = {
-            let Some(span) = ctx.span(id) else { return };
-            let mut ext = span.extensions_mut();
-            match ext.get_mut::<Entered>() {
-                Some(entered) if entered.depth > 0 => {
-                    entered.depth -= 1;
-                    entered.segment == self.shared.open_segment()
-                }
-                _ => false,
-            }
-        };
-        if forward {
+        if self.shared.open_segment() != 0 && self.shared.bound_here() {
             self.inner.on_exit(id, ctx);
         }
     }
