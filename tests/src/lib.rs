@@ -178,3 +178,12 @@ pub fn thread_names(trace: &steptrace::reader::Trace) -> Vec<&str> {
         .filter_map(|e| e.args.as_ref()?.get("name")?.as_str())
         .collect()
 }
+
+/// Runs `f` with `layer` in a registry as this thread's default subscriber.
+pub fn with_layer<L, R>(layer: L, f: impl FnOnce() -> R) -> R
+where
+    L: tracing_subscriber::Layer<tracing_subscriber::Registry> + Send + Sync + 'static,
+{
+    let dispatch = Dispatch::new(tracing_subscriber::registry().with(layer));
+    tracing::dispatcher::with_default(&dispatch, f)
+}

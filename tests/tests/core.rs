@@ -161,9 +161,7 @@ fn an_existing_file_is_never_overwritten() {
         .file_name("{worker}.{cycle}.trace.json")
         .build()
         .unwrap();
-    use tracing_subscriber::prelude::*;
-    let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
-    let result = tracing::dispatcher::with_default(&dispatch, || {
+    let result = steptrace_tests::with_layer(layer, || {
         profiler.start();
         for _ in 0..3 {
             steptrace_tests::one_step(std::time::Duration::from_micros(50));
@@ -190,9 +188,7 @@ fn a_write_failure_is_an_error_not_a_panic() {
         .max_file_bytes(2_000)
         .build()
         .unwrap();
-    use tracing_subscriber::prelude::*;
-    let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
-    let finished = tracing::dispatcher::with_default(&dispatch, || {
+    let finished = steptrace_tests::with_layer(layer, || {
         profiler.start();
         for _ in 0..6 {
             steptrace_tests::one_step(std::time::Duration::from_micros(50));
@@ -230,7 +226,6 @@ fn an_unusable_directory_is_a_clear_error() {
 
 #[test]
 fn other_crates_spans_are_opt_in() {
-    use tracing_subscriber::prelude::*;
     let run = |targets: &[&str]| {
         let dir = tempfile::tempdir().unwrap();
         let (layer, mut profiler) = steptrace::Profiler::builder("active=2,repeat=1".parse().unwrap())
@@ -238,8 +233,7 @@ fn other_crates_spans_are_opt_in() {
             .targets(targets.iter().copied())
             .build()
             .unwrap();
-        let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
-        let saved = tracing::dispatcher::with_default(&dispatch, || {
+        let saved = steptrace_tests::with_layer(layer, || {
             profiler.start();
             for _ in 0..2 {
                 let _ours = tracing::info_span!(target: "steptrace_burn::train", "train.step").entered();
@@ -261,14 +255,12 @@ fn other_crates_spans_are_opt_in() {
 
 #[test]
 fn suspicious_labels_are_reported_at_finalisation() {
-    use tracing_subscriber::prelude::*;
     let dir = tempfile::tempdir().unwrap();
     let (layer, mut profiler) = steptrace::Profiler::builder("active=1,repeat=1".parse().unwrap())
         .out_dir(dir.path())
         .build()
         .unwrap();
-    let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
-    let saved = tracing::dispatcher::with_default(&dispatch, || {
+    let saved = steptrace_tests::with_layer(layer, || {
         profiler.start();
         let _s = tracing::info_span!(target: "steptrace", "data.load", user = "alice@example.org").entered();
         drop(_s);
@@ -317,15 +309,13 @@ fn a_killed_process_leaves_a_readable_partial_file() {
 
 #[test]
 fn a_private_path_in_the_manifest_is_flagged() {
-    use tracing_subscriber::prelude::*;
     let dir = tempfile::tempdir().unwrap();
     let (layer, mut profiler) = steptrace::Profiler::builder("active=1,repeat=1".parse().unwrap())
         .out_dir(dir.path())
         .manifest("cache", "/home/alice/.cache/cubecl")
         .build()
         .unwrap();
-    let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
-    let saved = tracing::dispatcher::with_default(&dispatch, || {
+    let saved = steptrace_tests::with_layer(layer, || {
         profiler.start();
         profiler.step();
         profiler.finish().unwrap()

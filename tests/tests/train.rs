@@ -11,7 +11,6 @@ use steptrace_burn::backend::{self, BackendChoice, BackendKind, CacheConfig};
 use steptrace_burn::{RunConfig, RunSummary};
 use steptrace_models::ModelKind;
 use steptrace_tests::expected_files;
-use tracing_subscriber::prelude::*;
 
 const SCHEDULE: &str = "wait=1,warmup=1,active=2,repeat=2";
 
@@ -221,8 +220,7 @@ fn run_with(cfg: &RunConfig, selection: &backend::Selection, schedule: &str, out
     let state = backend::configure_cubecl_cache(&cache());
     let _turn = cpu_turn(cfg.backend);
     let (layer, profiler) = Profiler::builder(schedule.parse().unwrap()).out_dir(out).worker("e2e").build().unwrap();
-    let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
-    let summary = tracing::dispatcher::with_default(&dispatch, || {
+    let summary = steptrace_tests::with_layer(layer, || {
         steptrace_burn::run(cfg, selection, &state, Some(profiler), &mut |_| {})
     })
     .unwrap();

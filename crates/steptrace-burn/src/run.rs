@@ -94,12 +94,9 @@ impl Job<'_> {
     fn manifest<B: Backend, M: burn::module::Module<B>>(&self, model: &M) -> Vec<(&'static str, Value)> {
         let cfg = self.cfg;
         let info = self.source.info();
-        let first = self.source.batch(0).ok();
-        let shape = first.as_ref().map(|b| b.input.shape.to_vec());
         vec![
             ("model", json!(cfg.model.name())),
             ("parameters", json!(model.num_params())),
-            ("input_shape", json!(shape)),
             ("batch_size", json!(cfg.batch_size)),
             ("precision", json!("f32")),
             ("mode", json!(match cfg.mode { Mode::Train => "train", Mode::Infer => "eval (inference)" })),
@@ -174,6 +171,11 @@ impl Job<'_> {
             let batch: HostBatch = self.loader.next_batch()?;
             let samples = batch.samples;
             let shape = step::input_shape(&batch.input);
+            if step == 0 {
+                if let Some(profiler) = &self.profiler {
+                    profiler.set_manifest("input_shape", json!(shape));
+                }
+            }
             if step < startup {
                 if !startup_shapes.contains(&shape) {
                     startup_shapes.push(shape);

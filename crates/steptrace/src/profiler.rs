@@ -174,7 +174,7 @@ impl ProfilerBuilder {
             .build();
         shared.bind_current_thread();
         let context = Arc::new(SinkContext {
-            worker: names_worker(&self.worker),
+            worker: crate::sink::sanitize_worker(&self.worker),
             schedule: self.schedule,
             targets: described.join(","),
             epoch_unix_ms,
@@ -218,10 +218,6 @@ impl ProfilerBuilder {
     pub fn install(self) -> Profiler {
         self.try_install().expect("failed to install the steptrace profiler")
     }
-}
-
-fn names_worker(worker: &str) -> String {
-    crate::sink::sanitize_worker(worker)
 }
 
 fn render_name<S>(item: &EventOrSpan<'_, '_, S>) -> String
