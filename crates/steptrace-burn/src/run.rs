@@ -125,6 +125,8 @@ impl Job<'_> {
             ("loader_delay_ms", json!(cfg.loader_delay_ms)),
             ("internals", json!(cfg.internals)),
             ("burn_version", json!("0.21.0")),
+            ("steps", json!(cfg.steps)),
+            ("startup_steps", json!(startup_steps(cfg.steps))),
             ("notes", json!(cfg.notes)),
         ]
     }
@@ -227,6 +229,19 @@ impl Job<'_> {
                             what: format!("{elapsed:.1} ms, {:.1}x the steady median: a new compile path?", elapsed / s.median),
                         });
                     }
+                }
+            }
+            if step == 0 {
+                if let Some(profiler) = &self.profiler {
+                    // Startup, measured before any window records.
+                    profiler.set_manifest(
+                        "startup",
+                        json!({
+                            "setup_ms": setup_ms,
+                            "first_step_ms": elapsed,
+                            "cubecl_cache": if self.cache.warm { "warm" } else { "cold" },
+                        }),
+                    );
                 }
             }
             let record = StepRecord { step, ms: elapsed, samples, loss: loss_value.flatten() };

@@ -20,6 +20,44 @@ pub enum Command {
     /// Show which backends are available here and, for each one that is
     /// not, why.
     Backends,
+    /// Read traces back: step timing, span summary, device view and
+    /// hypotheses, each with its next experiment.
+    Report(ReportArgs),
+    /// List what a trace would reveal if shared, and flag secrets, private
+    /// paths and input content (exit status 3 when something is flagged).
+    Inspect(InspectArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Trace files of one run (its cycles), or a directory: then the most
+    /// recent run's `*.trace.json` files in it.
+    #[arg(required = true)]
+    pub traces: Vec<PathBuf>,
+    /// Print the report as JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Write an SVG plot of step times to this new file.
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+    /// Samples per step, for traces that do not record it (torch.profiler).
+    #[arg(long)]
+    pub batch: Option<u64>,
+    /// Rows of the span table (the JSON output has all of them).
+    #[arg(long, default_value_t = 20)]
+    pub top: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct InspectArgs {
+    /// The trace file.
+    pub trace: PathBuf,
+    /// Write a sanitised copy to this new file (never overwritten).
+    #[arg(long)]
+    pub redact: Option<PathBuf>,
+    /// Print the inventory as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -60,8 +98,9 @@ pub struct TrainArgs {
     /// Seed for weights and data order.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
-    /// Profiling schedule, torch.profiler style.
-    #[arg(long, default_value = "wait=1,warmup=1,active=3,repeat=2")]
+    /// Profiling schedule, torch.profiler style. The default skips the
+    /// first 10 steps (startup: compilation, autotune) before recording.
+    #[arg(long, default_value = "skip_first=10,wait=1,warmup=1,active=3,repeat=2")]
     pub schedule: String,
     /// Sync policy: none (host launch only), step (true step time) or phase
     /// (device time per phase; removes overlap).

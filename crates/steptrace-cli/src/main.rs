@@ -17,6 +17,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         args::Command::Train(a) => cmd::train::run(a),
         args::Command::Backends => cmd::backends::run(),
+        args::Command::Report(a) => cmd::report::run(a),
+        args::Command::Inspect(a) => cmd::inspect::run(a),
     };
     match result {
         Ok(code) => code,

@@ -1,24 +1,8 @@
 //! The `steptrace` command as a user runs it.
 
-use std::process::{Command, Output};
+mod common;
 
-fn steptrace(args: &[&str], dir: &std::path::Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_steptrace"))
-        .args(args)
-        .current_dir(dir)
-        .env("NODEVICE_SELECT", "1")
-        .output()
-        .expect("run steptrace")
-}
-
-fn text(out: &Output) -> (String, String) {
-    (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
-}
-
-fn cuda_available(dir: &std::path::Path) -> bool {
-    let (stdout, _) = text(&steptrace(&["backends"], dir));
-    stdout.lines().any(|l| l.contains("cuda") && l.contains("yes"))
-}
+use common::{cuda_available, steptrace, text};
 
 #[test]
 fn backends_lists_every_backend_with_a_reason() {

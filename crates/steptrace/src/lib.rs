@@ -46,6 +46,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 mod error;
+pub mod analysis;
 pub mod gate;
 pub mod hygiene;
 mod profiler;

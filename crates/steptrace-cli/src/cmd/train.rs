@@ -46,6 +46,29 @@ fn config(a: &TrainArgs) -> anyhow::Result<RunConfig> {
     Ok(cfg)
 }
 
+/// The `steptrace train` command that repeats this run's workload (paths
+/// left out: they are private and not part of the workload).
+fn command_line(a: &TrainArgs) -> String {
+    let mut cmd = format!(
+        "steptrace train --model {} --dataset {} --backend {} --steps {} --batch {} --lr {} --seed {} --schedule {} \
+         --sync {} --mode {} --prefetch {}",
+        a.model, a.dataset, a.backend, a.steps, a.batch, a.lr, a.seed, a.schedule, a.sync, a.mode, a.prefetch
+    );
+    if a.model == "transformer" {
+        cmd.push_str(&format!(" --seq-len {}", a.seq_len));
+    }
+    if a.loader_delay_ms > 0 {
+        cmd.push_str(&format!(" --loader-delay-ms {}", a.loader_delay_ms));
+    }
+    if matches!(a.detail, Detail::Internals) {
+        cmd.push_str(" --detail internals");
+    }
+    if a.dataset == "synthetic" {
+        cmd.push_str(&format!(" --synthetic-samples {} --synthetic-shape {}", a.synthetic_samples, a.synthetic_shape));
+    }
+    cmd
+}
+
 fn parse_shape(text: &str) -> anyhow::Result<[usize; 3]> {
     let parts: Vec<usize> = text
         .split(',')
@@ -86,7 +109,10 @@ pub fn run(a: TrainArgs) -> anyhow::Result<ExitCode> {
         if cfg.internals {
             builder = builder.targets(INTERNAL_TARGETS.iter().copied());
         }
-        Some(builder.try_install()?)
+        let profiler = builder.try_install()?;
+        // What a report needs to propose the exact next experiment.
+        profiler.set_manifest("command", command_line(&a));
+        Some(profiler)
     };
 
     let bar = if a.quiet { ProgressBar::hidden() } else { ProgressBar::new(cfg.steps) };

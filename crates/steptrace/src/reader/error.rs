@@ -93,7 +93,8 @@ impl ReadError {
     }
 
     /// The same error, attributed to the file at `path`.
-    pub(crate) fn with_path(mut self, path: &Path) -> Self {
+    #[must_use]
+    pub fn with_path(mut self, path: &Path) -> Self {
         self.path = Some(path.to_path_buf());
         self
     }

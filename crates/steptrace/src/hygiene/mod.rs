@@ -41,6 +41,10 @@ use serde_json::Value;
 
 use crate::reader::{Trace, TraceEvent, TrackId};
 
+mod redact;
+
+pub use redact::{redact_label, redact_trace_value};
+
 /// What a label seems to leak.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
@@ -152,6 +156,30 @@ fn trivially_clean(text: &str) -> bool {
 }
 
 fn check(text: &str, checks: Checks) -> Vec<Finding> {
+    let hits = hits(text, checks);
+    // One finding per stretch of text and kind: hits are sorted by start,
+    // so a hit overlaps an earlier one of its kind if it starts before the
+    // furthest end seen for that kind.
+    let mut reach: Vec<(FindingKind, usize)> = Vec::new();
+    let mut findings = Vec::new();
+    for hit in hits {
+        match reach.iter_mut().find(|(kind, _)| *kind == hit.kind) {
+            Some((_, end)) if hit.start < *end => *end = (*end).max(hit.end),
+            Some((_, end)) => {
+                *end = hit.end;
+                findings.push(Finding { kind: hit.kind, excerpt: clip(hit.excerpt) });
+            }
+            None => {
+                reach.push((hit.kind, hit.end));
+                findings.push(Finding { kind: hit.kind, excerpt: clip(hit.excerpt) });
+            }
+        }
+    }
+    findings
+}
+
+/// Every hit in `text`, sorted by start.
+fn hits(text: &str, checks: Checks) -> Vec<Hit> {
     if trivially_clean(text) {
         return Vec::new();
     }
@@ -182,25 +210,7 @@ fn check(text: &str, checks: Checks) -> Vec<Finding> {
         h.kind != FindingKind::Email || !inside_token
     });
     hits.sort_by_key(|hit| (hit.start, hit.kind));
-    // One finding per stretch of text and kind: hits are sorted by start,
-    // so a hit overlaps an earlier one of its kind if it starts before the
-    // furthest end seen for that kind.
-    let mut reach: Vec<(FindingKind, usize)> = Vec::new();
-    let mut findings = Vec::new();
-    for hit in hits {
-        match reach.iter_mut().find(|(kind, _)| *kind == hit.kind) {
-            Some((_, end)) if hit.start < *end => *end = (*end).max(hit.end),
-            Some((_, end)) => {
-                *end = hit.end;
-                findings.push(Finding { kind: hit.kind, excerpt: clip(hit.excerpt) });
-            }
-            None => {
-                reach.push((hit.kind, hit.end));
-                findings.push(Finding { kind: hit.kind, excerpt: clip(hit.excerpt) });
-            }
-        }
-    }
-    findings
+    hits
 }
 
 /// Excerpts are kept to 64 characters.

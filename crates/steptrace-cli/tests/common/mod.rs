@@ -1,0 +1,23 @@
+//! Running the `steptrace` binary as a user would.
+#![allow(dead_code)]
+
+use std::process::{Command, Output};
+
+pub fn steptrace(args: &[&str], dir: &std::path::Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_steptrace"))
+        .args(args)
+        .current_dir(dir)
+        .env("NODEVICE_SELECT", "1")
+        .output()
+        .expect("run steptrace")
+}
+
+pub fn text(out: &Output) -> (String, String) {
+    (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+pub fn cuda_available(dir: &std::path::Path) -> bool {
+    let (stdout, _) = text(&steptrace(&["backends"], dir));
+    stdout.lines().any(|l| l.contains("cuda") && l.contains("yes"))
+}
+
