@@ -134,6 +134,9 @@ pub struct RunConfig {
     pub synthetic_shape: [usize; 3],
     /// Free-form notes copied into the manifest.
     pub notes: Vec<String>,
+    /// Read the loss back every this many steps (it waits for the device);
+    /// 0: only at the first and last step, as `steptrace bench` does.
+    pub loss_every: u64,
 }
 
 impl RunConfig {
@@ -161,6 +164,7 @@ impl RunConfig {
             synthetic_samples: 4096,
             synthetic_shape: [1, 28, 28],
             notes: Vec::new(),
+            loss_every: 10,
         }
     }
 

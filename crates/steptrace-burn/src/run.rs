@@ -20,7 +20,6 @@ use crate::step::{self, DeviceTarget, Logits, StepModel};
 use crate::summary::{startup_steps, Anomaly, RunSummary, Stats, StepRecord};
 
 /// Reads the loss every this many steps (a read waits for the device).
-const LOSS_EVERY: u64 = 10;
 /// Held-out batches for the final metric.
 const EVAL_BATCHES: u64 = 8;
 
@@ -143,6 +142,8 @@ impl Job<'_> {
                 profiler.set_manifest(key, value);
             }
         }
+        let parameters = model.num_params();
+        let mut first_shape: Option<Vec<usize>> = None;
         let mut optim = AdamConfig::new().init::<B, M>();
         let mut model = Some(model);
         let mut eval_model: Option<M::InnerModule> = None;
@@ -177,6 +178,7 @@ impl Job<'_> {
                 if let Some(profiler) = &self.profiler {
                     profiler.set_manifest("input_shape", json!(shape));
                 }
+                first_shape = Some(shape.clone());
             }
             if step < startup {
                 if !startup_shapes.contains(&shape) {
@@ -189,7 +191,7 @@ impl Job<'_> {
             }
             let exec = |reason| Error::Execution { step, reason };
             let on_device = step::transfer::<B>(batch, &device).map_err(exec)?;
-            let read_loss = step == 0 || step + 1 == cfg.steps || step % LOSS_EVERY == 0;
+            let read_loss = step == 0 || step + 1 == cfg.steps || (cfg.loss_every > 0 && step % cfg.loss_every == 0);
             let loss_value = match cfg.mode {
                 Mode::Train => {
                     let current = model.take().ok_or_else(|| exec("model lost".into()))?;
@@ -274,6 +276,10 @@ impl Job<'_> {
         let losses: Vec<f64> = records.iter().filter_map(|r| r.loss).collect();
         Ok(RunSummary {
             backend: self.selection.label(),
+            backend_kind: self.selection.kind.to_string(),
+            device: self.selection.device.clone(),
+            parameters,
+            input_shape: first_shape.unwrap_or_default(),
             fallback: self.selection.is_fallback(),
             sync: format!("{}: {}", cfg.sync, cfg.sync.meaning()),
             mode: cfg.mode.to_string(),

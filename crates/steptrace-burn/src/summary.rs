@@ -17,34 +17,7 @@ pub struct StepRecord {
     pub loss: Option<f64>,
 }
 
-/// Order statistics of a list of values.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Stats {
-    /// Number of values.
-    pub n: usize,
-    /// Smallest.
-    pub min: f64,
-    /// Median.
-    pub median: f64,
-    /// 90th percentile (nearest rank).
-    pub p90: f64,
-    /// Largest.
-    pub max: f64,
-}
-
-impl Stats {
-    /// Statistics of `values`; `None` if empty.
-    pub fn of(values: &[f64]) -> Option<Stats> {
-        if values.is_empty() {
-            return None;
-        }
-        let mut v = values.to_vec();
-        v.sort_by(f64::total_cmp);
-        let rank = |q: f64| v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
-        let median = if v.len() % 2 == 1 { v[v.len() / 2] } else { (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0 };
-        Some(Stats { n: v.len(), min: v[0], median, p90: rank(0.9), max: v[v.len() - 1] })
-    }
-}
+pub use steptrace::analysis::Stats;
 
 /// A step flagged as possibly leaving the steady state.
 #[derive(Clone, Debug, Serialize)]
@@ -60,6 +33,14 @@ pub struct Anomaly {
 pub struct RunSummary {
     /// The backend label, with any fallback and its reason.
     pub backend: String,
+    /// `cuda`, `wgpu` or `cpu`.
+    pub backend_kind: String,
+    /// The device (adapter) name.
+    pub device: String,
+    /// Trainable parameters.
+    pub parameters: usize,
+    /// The shape of the first batch's input.
+    pub input_shape: Vec<usize>,
     /// Whether the backend is a fallback from the one requested.
     pub fallback: bool,
     /// Sync policy and what it means for the numbers.
@@ -124,14 +105,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn stats_are_order_statistics() {
-        let s = Stats::of(&[5.0, 1.0, 3.0, 2.0, 4.0]).unwrap();
-        assert_eq!((s.min, s.median, s.max, s.n), (1.0, 3.0, 5.0, 5));
-        assert_eq!(s.p90, 5.0);
-        let s = Stats::of(&[1.0, 2.0, 3.0, 4.0]).unwrap();
-        assert_eq!(s.median, 2.5);
-        assert!(Stats::of(&[]).is_none());
+    fn startup_is_step_0_then_a_fifth_of_the_run() {
         assert_eq!(startup_steps(40), 8);
         assert_eq!(startup_steps(3), 1);
+        assert_eq!(startup_steps(1), 1);
     }
 }

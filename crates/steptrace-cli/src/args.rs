@@ -26,6 +26,12 @@ pub enum Command {
     /// List what a trace would reveal if shared, and flag secrets, private
     /// paths and input content (exit status 3 when something is flagged).
     Inspect(InspectArgs),
+    /// Measure a workload outside the profiler (or with it, to measure its
+    /// overhead): warm-up, then N steps, R runs; raw values and spread.
+    Bench(BenchArgs),
+    /// Compare two bench results that differ only in a declared variable,
+    /// or run one workload on several backends side by side.
+    Compare(CompareArgs),
 }
 
 #[derive(Debug, Args)]
@@ -68,8 +74,9 @@ pub enum Detail {
     Internals,
 }
 
-#[derive(Debug, Args)]
-pub struct TrainArgs {
+/// What is run: shared by `train`, `bench` and `compare --backends`.
+#[derive(Clone, Debug, Args)]
+pub struct WorkloadArgs {
     /// Model: mlp, convnet or transformer.
     #[arg(long, default_value = "mlp")]
     pub model: String,
@@ -83,9 +90,6 @@ pub struct TrainArgs {
     /// cuda, wgpu or cpu.
     #[arg(long, default_value = "auto")]
     pub backend: String,
-    /// Number of steps.
-    #[arg(long, default_value_t = 40)]
-    pub steps: u64,
     /// Samples per batch.
     #[arg(long, default_value_t = 64)]
     pub batch: usize,
@@ -95,13 +99,10 @@ pub struct TrainArgs {
     /// Learning rate.
     #[arg(long, default_value_t = 1e-3)]
     pub lr: f64,
-    /// Seed for weights and data order.
+    /// Seed for weights and data order: the same seed is the same starting
+    /// state.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
-    /// Profiling schedule, torch.profiler style. The default skips the
-    /// first 10 steps (startup: compilation, autotune) before recording.
-    #[arg(long, default_value = "skip_first=10,wait=1,warmup=1,active=3,repeat=2")]
-    pub schedule: String,
     /// Sync policy: none (host launch only), step (true step time) or phase
     /// (device time per phase; removes overlap).
     #[arg(long, default_value = "step")]
@@ -115,6 +116,31 @@ pub struct TrainArgs {
     /// Added to every batch read, to plant an input bottleneck.
     #[arg(long, default_value_t = 0)]
     pub loader_delay_ms: u64,
+    /// cubecl compilation/autotune cache directory.
+    #[arg(long)]
+    pub cache_dir: Option<PathBuf>,
+    /// Do not enable cubecl's caches.
+    #[arg(long)]
+    pub no_cache: bool,
+    /// Synthetic dataset: number of samples.
+    #[arg(long, default_value_t = 4096)]
+    pub synthetic_samples: usize,
+    /// Synthetic dataset: sample shape C,H,W.
+    #[arg(long, default_value = "1,28,28")]
+    pub synthetic_shape: String,
+}
+
+#[derive(Debug, Args)]
+pub struct TrainArgs {
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
+    /// Number of steps.
+    #[arg(long, default_value_t = 40)]
+    pub steps: u64,
+    /// Profiling schedule, torch.profiler style. The default skips the
+    /// first 10 steps (startup: compilation, autotune) before recording.
+    #[arg(long, default_value = "skip_first=10,wait=1,warmup=1,active=3,repeat=2")]
+    pub schedule: String,
     /// What to record.
     #[arg(long, value_enum, default_value = "steps")]
     pub detail: Detail,
@@ -127,12 +153,6 @@ pub struct TrainArgs {
     /// Worker name in file names (default: MODEL-BACKEND).
     #[arg(long)]
     pub worker: Option<String>,
-    /// cubecl compilation/autotune cache directory.
-    #[arg(long)]
-    pub cache_dir: Option<PathBuf>,
-    /// Do not enable cubecl's caches.
-    #[arg(long)]
-    pub no_cache: bool,
     /// Run without the profiler (no traces).
     #[arg(long)]
     pub no_profile: bool,
@@ -142,13 +162,77 @@ pub struct TrainArgs {
     /// A note copied into the manifest (repeatable).
     #[arg(long = "note")]
     pub notes: Vec<String>,
-    /// Synthetic dataset: number of samples.
-    #[arg(long, default_value_t = 4096)]
-    pub synthetic_samples: usize,
-    /// Synthetic dataset: sample shape C,H,W.
-    #[arg(long, default_value = "1,28,28")]
-    pub synthetic_shape: String,
+    /// Read the loss back every N steps (it waits for the device); 0: at
+    /// the first and last step only.
+    #[arg(long, default_value_t = 10)]
+    pub loss_every: u64,
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
+}
+
+/// What `bench --profile` installs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ProfileMode {
+    /// No subscriber at all.
+    Off,
+    /// The profiler installed, every step in its wait phase (spans gated).
+    Wait,
+    /// The profiler recording every measured step.
+    Active,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
+    /// Steps run before measuring (startup, warm-up) in each run.
+    #[arg(long, default_value_t = 10)]
+    pub warmup: u64,
+    /// Measured steps per run.
+    #[arg(long, default_value_t = 50)]
+    pub steps: u64,
+    /// Runs, each a fresh process from the same starting state (seed).
+    #[arg(long, default_value_t = 5)]
+    pub runs: u64,
+    /// Profiler during the runs: off, wait (installed, gated) or active.
+    #[arg(long, value_enum, default_value = "off")]
+    pub profile: ProfileMode,
+    /// Write the result as JSON to this new file (never overwritten).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Where `--profile active` writes its traces.
+    #[arg(long, default_value = "bench-traces")]
+    pub trace_dir: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// Two bench results (A then B), from `steptrace bench --json`.
+    pub results: Vec<PathBuf>,
+    /// The fingerprint keys allowed to differ (backend, batch, fusion,
+    /// prefetch, sync, profile, ...); comma-separated or repeated.
+    #[arg(long, value_delimiter = ',')]
+    pub vary: Vec<String>,
+    /// Run the same workload on each of these backends back to back
+    /// (e.g. cuda,wgpu,cpu) instead of reading results.
+    #[arg(long, value_delimiter = ',')]
+    pub backends: Vec<String>,
+    /// Smallest relative difference worth claiming.
+    #[arg(long, default_value_t = 0.01)]
+    pub threshold: f64,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
+    /// With --backends: warm-up steps per run.
+    #[arg(long, default_value_t = 10)]
+    pub warmup: u64,
+    /// With --backends: measured steps per run.
+    #[arg(long, default_value_t = 30)]
+    pub steps: u64,
+    /// With --backends: runs per backend.
+    #[arg(long, default_value_t = 3)]
+    pub runs: u64,
 }

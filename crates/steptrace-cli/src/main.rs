@@ -19,6 +19,8 @@ fn main() -> ExitCode {
         args::Command::Backends => cmd::backends::run(),
         args::Command::Report(a) => cmd::report::run(a),
         args::Command::Inspect(a) => cmd::inspect::run(a),
+        args::Command::Bench(a) => cmd::bench::run(a),
+        args::Command::Compare(a) => cmd::compare::run(a),
     };
     match result {
         Ok(code) => code,

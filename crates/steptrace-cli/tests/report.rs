@@ -65,6 +65,12 @@ fn a_slow_loader_yields_the_input_pipeline_hypothesis() {
     let command = h["command"].as_str().unwrap();
     assert!(command.starts_with("steptrace train --model mlp") && command.ends_with("--prefetch 2"), "{command}");
     assert!(command.contains("--loader-delay-ms 40"), "{command}");
+    // steptrace's own traces (manifest prose included) are clean to share.
+    for entry in std::fs::read_dir(dir.path().join("t")).unwrap() {
+        let path = entry.unwrap().path();
+        let out = steptrace(&["inspect", path.to_str().unwrap()], dir.path());
+        assert!(out.status.success(), "{:?}", text(&out));
+    }
     // The planted delay is at least 40 ms of each recorded step.
     let load = json["spans"]["rows"].as_array().unwrap().iter().find(|r| r["name"] == "data.load").unwrap();
     assert!(load["mean_ms"].as_f64().unwrap() >= 40.0, "{load}");

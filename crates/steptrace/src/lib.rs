@@ -47,6 +47,7 @@
 
 mod error;
 pub mod analysis;
+pub mod bench;
 pub mod gate;
 pub mod hygiene;
 mod profiler;

@@ -164,7 +164,14 @@ pub fn render(r: &Report, top: usize) -> String {
         let _ = writeln!(o, "startup  {}{declared}; kept out of the steady figures", startup.join(", "));
     }
     if let Some(Value::Object(s)) = &run.startup {
-        let parts: Vec<String> = s.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let parts: Vec<String> = s
+            .iter()
+            .map(|(k, v)| match (v.as_f64(), v.as_str()) {
+                (Some(x), _) => format!("{k} {}", ms(x)),
+                (None, Some(text)) => format!("{k} {text}"),
+                _ => format!("{k} {v}"),
+            })
+            .collect();
         let _ = writeln!(o, "         measured by the run: {}", parts.join(", "));
     }
     let listed: Vec<String> = t.steps.iter().filter(|s| !s.startup).map(|s| format!("#{} {}", s.step, ms(s.ms))).collect();

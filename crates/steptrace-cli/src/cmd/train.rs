@@ -11,60 +11,91 @@ use steptrace::{Profiler, Schedule};
 use steptrace_burn::backend::{self, BackendChoice, CacheConfig};
 use steptrace_burn::{Mode, RunConfig, RunSummary, SyncPolicy};
 
-use crate::args::{Detail, TrainArgs};
+use crate::args::{Detail, TrainArgs, WorkloadArgs};
 
 /// Targets of burn's and cubecl's internal spans.
 const INTERNAL_TARGETS: &[&str] = &["cubecl=trace", "burn=trace"];
 
-fn config(a: &TrainArgs) -> anyhow::Result<RunConfig> {
+/// The run configuration of a workload.
+pub fn config(w: &WorkloadArgs, steps: u64) -> anyhow::Result<RunConfig> {
     let mut cfg = RunConfig::new();
-    cfg.model = a.model.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
-    cfg.dataset = a.dataset.clone();
-    cfg.data_dir = a.data_dir.clone();
-    cfg.backend = a.backend.parse::<BackendChoice>().map_err(|e| anyhow::anyhow!("{e}"))?;
-    cfg.steps = a.steps;
-    cfg.batch_size = a.batch;
-    cfg.seq_len = a.seq_len;
-    cfg.learning_rate = a.lr;
-    cfg.seed = a.seed;
-    cfg.sync = a.sync.parse::<SyncPolicy>().map_err(anyhow::Error::msg)?;
-    cfg.mode = a.mode.parse::<Mode>().map_err(anyhow::Error::msg)?;
-    cfg.prefetch = a.prefetch;
-    cfg.loader_delay_ms = a.loader_delay_ms;
-    cfg.internals = matches!(a.detail, Detail::Internals);
-    cfg.memory = a.memory;
-    cfg.notes = a.notes.clone();
-    cfg.synthetic_samples = a.synthetic_samples;
-    cfg.synthetic_shape = parse_shape(&a.synthetic_shape)?;
+    cfg.model = w.model.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
+    cfg.dataset = w.dataset.clone();
+    cfg.data_dir = w.data_dir.clone();
+    cfg.backend = w.backend.parse::<BackendChoice>().map_err(|e| anyhow::anyhow!("{e}"))?;
+    cfg.steps = steps;
+    cfg.batch_size = w.batch;
+    cfg.seq_len = w.seq_len;
+    cfg.learning_rate = w.lr;
+    cfg.seed = w.seed;
+    cfg.sync = w.sync.parse::<SyncPolicy>().map_err(anyhow::Error::msg)?;
+    cfg.mode = w.mode.parse::<Mode>().map_err(anyhow::Error::msg)?;
+    cfg.prefetch = w.prefetch;
+    cfg.loader_delay_ms = w.loader_delay_ms;
+    cfg.synthetic_samples = w.synthetic_samples;
+    cfg.synthetic_shape = parse_shape(&w.synthetic_shape)?;
     let mut cache = CacheConfig::default();
-    if let Some(dir) = &a.cache_dir {
+    if let Some(dir) = &w.cache_dir {
         cache.dir = dir.clone();
     }
-    cache.enabled = !a.no_cache;
+    cache.enabled = !w.no_cache;
     cfg.cache = cache;
     cfg.validate().map_err(anyhow::Error::msg)?;
     Ok(cfg)
+}
+
+/// The workload as command-line flags. Paths are included only when
+/// `with_paths` (they are private: kept out of manifests).
+pub fn workload_flags(w: &WorkloadArgs, with_paths: bool) -> Vec<String> {
+    let mut flags = Vec::new();
+    let mut push = |k: &str, v: String| {
+        flags.push(k.to_owned());
+        flags.push(v);
+    };
+    push("--model", w.model.clone());
+    push("--dataset", w.dataset.clone());
+    push("--backend", w.backend.clone());
+    push("--batch", w.batch.to_string());
+    push("--lr", w.lr.to_string());
+    push("--seed", w.seed.to_string());
+    push("--sync", w.sync.clone());
+    push("--mode", w.mode.clone());
+    push("--prefetch", w.prefetch.to_string());
+    if w.model == "transformer" {
+        push("--seq-len", w.seq_len.to_string());
+    }
+    if w.loader_delay_ms > 0 {
+        push("--loader-delay-ms", w.loader_delay_ms.to_string());
+    }
+    if w.dataset == "synthetic" {
+        push("--synthetic-samples", w.synthetic_samples.to_string());
+        push("--synthetic-shape", w.synthetic_shape.clone());
+    }
+    if with_paths {
+        if let Some(dir) = &w.data_dir {
+            push("--data-dir", dir.display().to_string());
+        }
+        if let Some(dir) = &w.cache_dir {
+            push("--cache-dir", dir.display().to_string());
+        }
+    }
+    if w.no_cache {
+        flags.push("--no-cache".into());
+    }
+    flags
 }
 
 /// The `steptrace train` command that repeats this run's workload (paths
 /// left out: they are private and not part of the workload).
 fn command_line(a: &TrainArgs) -> String {
     let mut cmd = format!(
-        "steptrace train --model {} --dataset {} --backend {} --steps {} --batch {} --lr {} --seed {} --schedule {} \
-         --sync {} --mode {} --prefetch {}",
-        a.model, a.dataset, a.backend, a.steps, a.batch, a.lr, a.seed, a.schedule, a.sync, a.mode, a.prefetch
+        "steptrace train {} --steps {} --schedule {}",
+        workload_flags(&a.workload, false).join(" "),
+        a.steps,
+        a.schedule
     );
-    if a.model == "transformer" {
-        cmd.push_str(&format!(" --seq-len {}", a.seq_len));
-    }
-    if a.loader_delay_ms > 0 {
-        cmd.push_str(&format!(" --loader-delay-ms {}", a.loader_delay_ms));
-    }
     if matches!(a.detail, Detail::Internals) {
         cmd.push_str(" --detail internals");
-    }
-    if a.dataset == "synthetic" {
-        cmd.push_str(&format!(" --synthetic-samples {} --synthetic-shape {}", a.synthetic_samples, a.synthetic_shape));
     }
     cmd
 }
@@ -82,7 +113,11 @@ fn parse_shape(text: &str) -> anyhow::Result<[usize; 3]> {
 }
 
 pub fn run(a: TrainArgs) -> anyhow::Result<ExitCode> {
-    let cfg = config(&a)?;
+    let mut cfg = config(&a.workload, a.steps)?;
+    cfg.internals = matches!(a.detail, Detail::Internals);
+    cfg.memory = a.memory;
+    cfg.notes = a.notes.clone();
+    cfg.loss_every = a.loss_every;
     let schedule: Schedule = a.schedule.parse()?;
     if let Some(path) = a.json.as_ref().filter(|p| p.exists()) {
         bail!("{} already exists; steptrace never overwrites a result: choose another --json path", path.display());

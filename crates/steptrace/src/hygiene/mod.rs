@@ -869,7 +869,16 @@ const DIAGNOSTIC_KEYS: &[&str] = &[
     "notes",
     "message",
     "description",
+    "meaning",
 ];
+
+/// Whether a metadata key names a diagnostic: one of [`DIAGNOSTIC_KEYS`],
+/// alone or as a suffix (`fallback_reason`, `sync_meaning`).
+fn is_diagnostic(key: &str) -> bool {
+    DIAGNOSTIC_KEYS
+        .iter()
+        .any(|k| key == *k || key.strip_suffix(k).is_some_and(|head| head.ends_with('_') || head.ends_with('.')))
+}
 
 /// Arrays of this many numbers or more in event arguments are input
 /// content.
@@ -999,7 +1008,7 @@ impl<'a> Scanner<'a> {
             Value::String(s) => {
                 let mut checks = checks;
                 if let Some(Step::Key(key)) = path.iter().rev().find(|s| matches!(s, Step::Key(_))) {
-                    if matches!(base, Base::Metadata) && DIAGNOSTIC_KEYS.contains(key) {
+                    if matches!(base, Base::Metadata) && is_diagnostic(key) {
                         checks = Checks { prose: false };
                     }
                     self.pair(base, path, key, s);

@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{hits, token, Checks, FindingKind, DIAGNOSTIC_KEYS, NUMERIC_ARRAY};
+use super::{hits, is_diagnostic, token, Checks, FindingKind, NUMERIC_ARRAY};
 
 fn marker(kind: FindingKind) -> String {
     format!("[*** redacted {kind} ***]")
@@ -128,7 +128,7 @@ fn keys(map: &mut Map<String, Value>, _place: Place) -> usize {
 
 fn walk(value: &mut Value, key: Option<&str>, place: Place) -> usize {
     let checks = match (place, key) {
-        (Place::Metadata, Some(k)) if DIAGNOSTIC_KEYS.contains(&k) => Checks { prose: false },
+        (Place::Metadata, Some(k)) if is_diagnostic(k) => Checks { prose: false },
         _ => Checks::ALL,
     };
     match value {

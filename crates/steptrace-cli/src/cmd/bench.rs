@@ -1,0 +1,204 @@
+//! `steptrace bench`: the workload measured outside the profiler (or with
+//! it, to measure its overhead), run after run, each run a fresh `steptrace
+//! train` process from the same starting state.
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+
+use anyhow::{bail, Context};
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
+use serde_json::{json, Value};
+use steptrace::bench::{BenchResult, Fingerprint, RunRecord};
+
+use super::train::{config, workload_flags};
+use crate::args::{BenchArgs, ProfileMode, WorkloadArgs};
+
+pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
+    if let Some(path) = a.json.as_ref().filter(|p| p.exists()) {
+        bail!("{} already exists; steptrace never overwrites a result: choose another --json path", path.display());
+    }
+    let protocol = Protocol { warmup: a.warmup, steps: a.steps, runs: a.runs, profile: a.profile, trace_dir: a.trace_dir };
+    let result = bench(&a.workload, &protocol, true)?;
+    print!("{}", render(&result));
+    if let Some(path) = &a.json {
+        write_new(path, &result)?;
+        println!("result written to {}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// How a workload is measured.
+pub struct Protocol {
+    pub warmup: u64,
+    pub steps: u64,
+    pub runs: u64,
+    pub profile: ProfileMode,
+    pub trace_dir: PathBuf,
+}
+
+/// Runs the workload `protocol.runs` times and gathers the result.
+pub fn bench(w: &WorkloadArgs, protocol: &Protocol, progress: bool) -> anyhow::Result<BenchResult> {
+    if protocol.runs == 0 || protocol.steps == 0 {
+        bail!("--runs and --steps must be at least 1");
+    }
+    // Check the workload before starting any process.
+    config(w, protocol.warmup + protocol.steps + 1)?;
+    let scratch = tempfile::tempdir().context("cannot create a scratch directory")?;
+    let mut runs = Vec::new();
+    let mut last = None;
+    for i in 0..protocol.runs {
+        let summary = run_once(w, protocol, scratch.path(), i)?;
+        let record = record(&summary, protocol)?;
+        if progress {
+            eprintln!("run {}/{}: median {:.3} ms/step", i + 1, protocol.runs, record.median_ms);
+        }
+        runs.push(record);
+        last = Some(summary);
+    }
+    let summary = last.context("no run")?;
+    let text = |key: &str| summary.get(key).cloned().unwrap_or(Value::Null);
+    let mut fp = Fingerprint::new();
+    for (key, value) in [
+        ("model", json!(w.model)),
+        ("dataset", json!(w.dataset)),
+        ("input_shape", text("input_shape")),
+        ("parameters", text("parameters")),
+        ("batch", json!(w.batch)),
+        ("precision", json!("f32")),
+        ("seed", json!(w.seed)),
+        ("lr", json!(w.lr)),
+        ("mode", json!(w.mode)),
+        ("sync", json!(w.sync)),
+        ("prefetch", json!(w.prefetch)),
+        ("loader_delay_ms", json!(w.loader_delay_ms)),
+        ("backend", text("backend_kind")),
+        ("device", text("device")),
+        ("requested_backend", json!(w.backend)),
+        ("fallback", text("fallback")),
+        ("fusion", json!(true)),
+        ("autotune", json!(true)),
+        ("profile", json!(format!("{:?}", protocol.profile).to_lowercase())),
+        ("warmup", json!(protocol.warmup)),
+        ("steps", json!(protocol.steps)),
+        ("steptrace_version", json!(env!("CARGO_PKG_VERSION"))),
+        ("burn_version", json!("0.21.0")),
+    ] {
+        fp.insert(key.to_owned(), value);
+    }
+    if w.model == "transformer" {
+        fp.insert("seq_len".into(), json!(w.seq_len));
+    }
+    let label = summary.get("backend").and_then(Value::as_str).unwrap_or_default().to_owned();
+    BenchResult::new(fp, label, protocol.warmup, protocol.steps, w.batch as u64, runs).map_err(anyhow::Error::msg)
+}
+
+/// One `steptrace train` process; returns its summary JSON.
+fn run_once(w: &WorkloadArgs, protocol: &Protocol, scratch: &Path, index: u64) -> anyhow::Result<Value> {
+    let json_path = scratch.join(format!("run{index}.json"));
+    // One extra step reads the final loss back; it is not measured.
+    let total = protocol.warmup + protocol.steps + 1;
+    let exe = std::env::current_exe().context("cannot find the steptrace executable")?;
+    let mut cmd = Command::new(exe);
+    cmd.arg("train").args(workload_flags(w, true)).args(["--steps", &total.to_string()]);
+    cmd.args(["--loss-every", "0", "--quiet", "--json"]).arg(&json_path);
+    match protocol.profile {
+        ProfileMode::Off => {
+            cmd.arg("--no-profile");
+        }
+        ProfileMode::Wait => {
+            // Installed and gated: no step ever reaches the active phase.
+            cmd.args(["--schedule", &format!("wait={},active=1,repeat=1", total + 1)]);
+            cmd.arg("--out").arg(scratch.join("traces"));
+        }
+        ProfileMode::Active => {
+            cmd.args(["--schedule", &format!("wait=0,warmup=1,active={},repeat=1", total - 1)]);
+            cmd.arg("--out").arg(&protocol.trace_dir).args(["--worker", &format!("bench-run{index}")]);
+        }
+    }
+    let out = cmd.stdin(Stdio::null()).output().context("cannot start a run")?;
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let reason = stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no message");
+        bail!("run {} failed: {}", index + 1, reason.trim_start_matches("steptrace: error: "));
+    }
+    let text = std::fs::read(&json_path).with_context(|| format!("run {} wrote no summary", index + 1))?;
+    serde_json::from_slice(&text).context("unreadable run summary")
+}
+
+fn record(summary: &Value, protocol: &Protocol) -> anyhow::Result<RunRecord> {
+    let steps = summary["steps"].as_array().context("summary without steps")?;
+    let ms = |s: &Value| s["ms"].as_f64();
+    let measured: Vec<f64> = steps
+        .iter()
+        .skip(protocol.warmup as usize)
+        .take(protocol.steps as usize)
+        .filter_map(ms)
+        .collect();
+    let first_step_ms = summary["first_step_ms"].as_f64().unwrap_or(0.0);
+    let cache = summary["cache"].as_str().unwrap_or_default();
+    Ok(RunRecord {
+        time_to_first_step_ms: summary["setup_ms"].as_f64().unwrap_or(0.0) + first_step_ms,
+        first_step_ms,
+        cache: if cache.contains("(warm)") { "warm" } else { "cold" }.into(),
+        median_ms: steptrace::analysis::median(&measured).context("no measured step")?,
+        step_ms: measured,
+        first_loss: summary["first_loss"].as_f64(),
+        final_loss: summary["last_loss"].as_f64(),
+        held_out: summary["held_out"]
+            .as_array()
+            .and_then(|h| Some((h.first()?.as_str()?.to_owned(), h.get(1)?.as_f64()?))),
+    })
+}
+
+pub fn write_new(path: &Path, value: &impl serde::Serialize) -> anyhow::Result<()> {
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .with_context(|| format!("cannot create {} (an existing file is never overwritten)", path.display()))?;
+    serde_json::to_writer_pretty(&mut file, value)?;
+    writeln!(file)?;
+    Ok(())
+}
+
+pub fn render(r: &BenchResult) -> String {
+    let s = &r.summary;
+    let mut table = Table::new();
+    table.load_style(UTF8_FULL_CONDENSED).set_header(["", "value"]);
+    let stats = |x: &steptrace::bench::StatsRecord| {
+        format!("median {:.3}  min {:.3}  max {:.3}  std {:.3}  IQR {:.3}", x.median, x.min, x.max, x.std, x.iqr)
+    };
+    table.add_row(["backend".to_owned(), r.backend_label.clone()]);
+    table.add_row(["protocol".to_owned(), format!("{} warm-up + {} measured steps, {} runs", r.warmup, r.steps, r.runs.len())]);
+    table.add_row(["ms/step, run medians".to_owned(), stats(&s.run_medians_ms)]);
+    table.add_row(["ms/step, every step".to_owned(), stats(&s.all_steps_ms)]);
+    table.add_row(["samples/s".to_owned(), format!("{:.0} (batch {} at the median)", s.samples_per_s, r.batch_size)]);
+    table.add_row(["time to first step, ms".to_owned(), stats(&s.time_to_first_step_ms)]);
+    let first: Vec<String> = r.runs.iter().map(|run| format!("{:.1} ({})", run.first_step_ms, run.cache)).collect();
+    table.add_row(["first step, ms".to_owned(), first.join(", ")]);
+    let medians: Vec<String> = r.runs.iter().map(|run| format!("{:.3}", run.median_ms)).collect();
+    table.add_row(["run medians, ms".to_owned(), medians.join(", ")]);
+    let loss = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |l| format!("{l:.4}"));
+    let finals: Vec<String> = r.runs.iter().map(|run| loss(run.final_loss)).collect();
+    table.add_row(["final loss per run".to_owned(), finals.join(", ")]);
+    if let Some((name, _)) = r.runs.first().and_then(|run| run.held_out.clone()) {
+        let values: Vec<String> =
+            r.runs.iter().filter_map(|run| run.held_out.as_ref().map(|h| format!("{:.4}", h.1))).collect();
+        table.add_row([format!("held-out {name}"), values.join(", ")]);
+    }
+    table.add_row([
+        "same starting state".to_owned(),
+        if s.same_first_loss {
+            format!("yes: every run's first loss is {}", loss(r.runs[0].first_loss))
+        } else {
+            "NO: first losses differ between runs".to_owned()
+        },
+    ]);
+    let mut out = format!("{table}\n");
+    if r.fingerprint.get("fallback").and_then(Value::as_bool) == Some(true) {
+        out.push_str("NOTE: a fallback backend: these figures do not describe a GPU.\n");
+    }
+    out
+}

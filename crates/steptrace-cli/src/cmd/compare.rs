@@ -1,0 +1,167 @@
+//! `steptrace compare`: two bench results that differ in one declared
+//! variable, or one workload on several backends side by side.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::{bail, Context};
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
+use steptrace::bench::{compare, BenchResult, Comparison, Verdict};
+
+use super::bench::{bench, Protocol};
+use crate::args::{CompareArgs, ProfileMode};
+
+pub fn run(a: CompareArgs) -> anyhow::Result<ExitCode> {
+    if !a.backends.is_empty() {
+        return backends(&a);
+    }
+    let [pa, pb] = a.results.as_slice() else {
+        bail!("compare needs two bench results (A.json B.json), or --backends cuda,wgpu[,cpu]");
+    };
+    let (ra, rb) = (load(pa)?, load(pb)?);
+    let vary = expand(&a.vary);
+    let c = compare(&ra, &rb, &vary, a.threshold).map_err(anyhow::Error::msg)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&c)?);
+    } else {
+        print!("{}", render(&c, &ra, &rb));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn load(path: &Path) -> anyhow::Result<BenchResult> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    serde_json::from_slice(&bytes).with_context(|| format!("{} is not a steptrace bench result", path.display()))
+}
+
+/// Declared variables and the fingerprint keys that follow from them.
+fn expand(vary: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    for v in vary {
+        out.push(v.clone());
+        let implied: &[&str] = match v.as_str() {
+            "backend" => &["device", "requested_backend", "fallback"],
+            "batch" => &["input_shape"],
+            "model" => &["parameters", "input_shape"],
+            "dataset" => &["input_shape"],
+            _ => &[],
+        };
+        out.extend(implied.iter().map(|s| (*s).to_owned()));
+    }
+    out
+}
+
+fn verdict(c: &Comparison) -> String {
+    match &c.verdict {
+        Verdict::NoMeasurableDifference { reason } => format!("no measurable difference ({reason})"),
+        Verdict::BFaster { speedup } => format!(
+            "B is faster: {speedup:.2}x less time per sample (95% interval of B/A: {:.3}–{:.3})",
+            c.interval.0, c.interval.1
+        ),
+        Verdict::BSlower { slowdown } => format!(
+            "B is slower: {slowdown:.2}x more time per sample (95% interval of B/A: {:.3}–{:.3})",
+            c.interval.0, c.interval.1
+        ),
+    }
+}
+
+fn render(c: &Comparison, a: &BenchResult, b: &BenchResult) -> String {
+    let mut table = Table::new();
+    table.load_style(UTF8_FULL_CONDENSED).set_header(["", "A", "B"]);
+    for (key, (va, vb)) in &c.differences {
+        table.add_row([key.clone(), va.to_string(), vb.to_string()]);
+    }
+    table.add_row(["backend".to_owned(), a.backend_label.clone(), b.backend_label.clone()]);
+    table.add_row([
+        "ms/step (median of run medians)".to_owned(),
+        format!("{:.3}", a.summary.run_medians_ms.median),
+        format!("{:.3}", b.summary.run_medians_ms.median),
+    ]);
+    table.add_row(["µs/sample".to_owned(), format!("{:.3}", c.a_us_per_sample), format!("{:.3}", c.b_us_per_sample)]);
+    table.add_row(["runs".to_owned(), a.runs.len().to_string(), b.runs.len().to_string()]);
+    let loss = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |l| format!("{l:.4}"));
+    table.add_row(["final loss".to_owned(), loss(c.final_loss.0), loss(c.final_loss.1)]);
+    if let Some((name, va, vb)) = &c.held_out {
+        table.add_row([format!("held-out {name}"), format!("{va:.4}"), format!("{vb:.4}")]);
+    }
+    let mut out = format!("{table}\n");
+    out.push_str(&format!(
+        "time per sample B/A: {:.3} (95% bootstrap interval {:.3}–{:.3}; run spread {:.3} µs/sample)\n",
+        c.ratio, c.interval.0, c.interval.1, c.spread_us_per_sample
+    ));
+    out.push_str(&format!("verdict: {}\n", verdict(c)));
+    if let Some((name, va, vb)) = &c.held_out {
+        out.push_str(&format!("quality: held-out {name} {:+.4} (B − A); keep it in the decision\n", vb - va));
+    }
+    for w in &c.warnings {
+        out.push_str(&format!("warning: {w}\n"));
+    }
+    out
+}
+
+/// The same workload on each backend, back to back.
+fn backends(a: &CompareArgs) -> anyhow::Result<ExitCode> {
+    let protocol =
+        Protocol { warmup: a.warmup, steps: a.steps, runs: a.runs, profile: ProfileMode::Off, trace_dir: "bench-traces".into() };
+    let mut results: Vec<(String, Result<BenchResult, String>)> = Vec::new();
+    for backend in &a.backends {
+        let mut w = a.workload.clone();
+        w.backend = backend.clone();
+        eprintln!("== {backend}");
+        let result = bench(&w, &protocol, true).map_err(|e| format!("{e:#}"));
+        results.push((backend.clone(), result));
+    }
+    let mut table = Table::new();
+    table.load_style(UTF8_FULL_CONDENSED).set_header([
+        "requested",
+        "ran on",
+        "ms/step median",
+        "run spread (min–max)",
+        "samples/s",
+        "first step ms",
+        "final loss",
+        "held-out",
+    ]);
+    for (backend, result) in &results {
+        match result {
+            Ok(r) => {
+                let s = &r.summary;
+                let held = r.runs.iter().find_map(|run| run.held_out.clone());
+                table.add_row([
+                    backend.clone(),
+                    r.backend_label.clone(),
+                    format!("{:.3}", s.run_medians_ms.median),
+                    format!("{:.3}–{:.3}", s.run_medians_ms.min, s.run_medians_ms.max),
+                    format!("{:.0}", s.samples_per_s),
+                    format!("{:.1}", r.runs[0].first_step_ms),
+                    r.runs.last().and_then(|x| x.final_loss).map_or("-".into(), |l| format!("{l:.4}")),
+                    held.map_or("-".into(), |(n, v)| format!("{n} {v:.4}")),
+                ]);
+            }
+            Err(reason) => {
+                table.add_row([
+                    backend.clone(),
+                    format!("not available: {reason}"),
+                    "-".into(),
+                    "-".into(),
+                    "-".into(),
+                    "-".into(),
+                    "-".into(),
+                    "-".into(),
+                ]);
+            }
+        }
+    }
+    println!("{table}");
+    let ok: Vec<&BenchResult> = results.iter().filter_map(|(_, r)| r.as_ref().ok()).collect();
+    if let Some((first, rest)) = ok.split_first() {
+        for other in rest {
+            let c = compare(first, other, &expand(&["backend".to_owned()]), a.threshold).map_err(anyhow::Error::msg)?;
+            println!("{} vs {}: {}", other.backend_label, first.backend_label, verdict(&c));
+        }
+    }
+    if results.iter().any(|(_, r)| r.is_err()) {
+        println!("a backend that is not available is reported, not replaced by another");
+    }
+    Ok(ExitCode::SUCCESS)
+}
