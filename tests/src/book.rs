@@ -36,6 +36,10 @@ mod startup_and_steady_state {}
 mod reading_a_trace {}
 
 #[cfg(doctest)]
+#[doc = include_str!("../../book/src/report.md")]
+mod report {}
+
+#[cfg(doctest)]
 #[doc = include_str!("../../book/src/cheap-and-clean.md")]
 mod cheap_and_clean {}
 
