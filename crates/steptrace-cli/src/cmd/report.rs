@@ -140,7 +140,7 @@ pub fn render(r: &Report, top: usize) -> String {
         (Some(s), Some(w)) => {
             let _ = writeln!(o, "steady   {}", stats_line(s, "ms/step"));
             if let Some(rate) = &t.steady_samples_per_s {
-                let _ = writeln!(o, "         {}", stats_line(rate, "samples/s").replace("n=", "n="));
+                let _ = writeln!(o, "         {}", stats_line(rate, "samples/s"));
             }
             let rate = w.samples_per_s.map_or_else(String::new, |x| format!(" = {x:.0} samples/s"));
             let _ = writeln!(

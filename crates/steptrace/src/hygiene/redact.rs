@@ -68,7 +68,7 @@ pub fn redact_trace_value(value: &mut Value) -> usize {
                     changed += walk(item, Some(key), Place::Metadata);
                 }
             }
-            changed += keys(top, Place::Metadata);
+            changed += keys(top);
         }
         _ => {}
     }
@@ -111,11 +111,11 @@ fn event(value: &mut Value) -> usize {
         }
         changed += walk(item, Some(key), Place::Event);
     }
-    changed + keys(args, Place::Event)
+    changed + keys(args)
 }
 
 /// Renames flagged keys (keeping them distinct).
-fn keys(map: &mut Map<String, Value>, _place: Place) -> usize {
+fn keys(map: &mut Map<String, Value>) -> usize {
     let flagged: Vec<String> = map.keys().filter(|k| !hits(k, Checks::ALL).is_empty()).cloned().collect();
     for (i, key) in flagged.iter().enumerate() {
         if let Some(item) = map.remove(key) {
@@ -151,7 +151,7 @@ fn walk(value: &mut Value, key: Option<&str>, place: Place) -> usize {
             for (k, item) in map.iter_mut() {
                 changed += walk(item, Some(k), place);
             }
-            changed + keys(map, place)
+            changed + keys(map)
         }
         Value::Null | Value::Bool(_) | Value::Number(_) => 0,
     }
