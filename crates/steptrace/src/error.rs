@@ -57,6 +57,9 @@ pub enum Error {
     /// The subscriber could not be installed as the global default.
     #[error("could not install the steptrace subscriber: {0}")]
     Install(String),
+    /// A manifest field was given a value of the wrong type.
+    #[error(transparent)]
+    Manifest(#[from] crate::format::ManifestError),
     /// A trace could not be read.
     #[error(transparent)]
     Read(#[from] crate::reader::ReadError),

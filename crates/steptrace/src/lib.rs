@@ -2,6 +2,14 @@
 //!
 //! # Brief overview
 //!
+//! The crate reads as collect → format → read:
+//!
+//! - [`collect`]: the schedule, the profiler, the gate that decides which
+//!   spans are kept, and the [sink](crate::sink) that writes them;
+//! - [`format`]: the trace file as types, shared by every writer and reader;
+//! - [`read`]: the reader, the report, label [hygiene](crate::hygiene) and
+//!   bench results.
+//!
 //! - [`Schedule`] decides, step by step, whether spans are skipped, warmed
 //!   up or recorded, with torch.profiler's semantics.
 //! - [`Profiler`] is advanced once per step with [`Profiler::step`]; each
@@ -45,17 +53,13 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+pub mod collect;
 mod error;
-pub mod analysis;
-pub mod bench;
-pub mod gate;
-pub mod hygiene;
-mod profiler;
-pub mod reader;
-pub mod schedule;
-pub mod sink;
+pub mod format;
+pub mod read;
 
+pub use collect::{gate, schedule, sink};
+pub use collect::{Action, Profiler, ProfilerBuilder, ProfilerLayer, Schedule, ScheduleError};
 pub use error::{Error, Result};
-pub use profiler::{Profiler, ProfilerBuilder, ProfilerLayer};
-pub use schedule::{Action, Schedule, ScheduleError};
+pub use read::{analysis, bench, hygiene, reader};
 pub use sink::SavedTrace;

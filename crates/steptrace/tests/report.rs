@@ -1,7 +1,7 @@
 //! The report on synthetic traces whose answers are computed by hand.
 
 use serde_json::{json, Value};
-use steptrace::analysis::{Report, ReportOptions, Timing};
+use steptrace::analysis::{Change, Experiment, Report, ReportOptions, Timing};
 use steptrace::reader::parse_trace;
 
 /// A steptrace-style object trace from `events`, with a manifest.
@@ -124,7 +124,16 @@ fn a_slow_input_gives_the_input_pipeline_hypothesis_with_numbers() {
     assert!(h.evidence.contains("60%"), "{}", h.evidence);
     assert!(h.evidence.contains("6.90 ms"), "{}", h.evidence); // median of 6, 7.2, 6.6, 7.8
     assert!(h.evidence.contains("nothing queued"), "{}", h.evidence);
-    assert_eq!(h.command.as_deref(), Some("steptrace train --model mlp --backend cuda --batch 32 --prefetch 2"));
+    // The next experiment is typed: twice the prefetch threads (from 0, two).
+    assert_eq!(h.experiment, Some(Experiment::of([Change::Prefetch(2)])));
+    // Rendered by the caller, who knows its flags, into the run's command.
+    let mut r = r.clone();
+    r.render_commands(|cmd, changes| format!("{cmd} | {changes:?}"));
+    let h = r.hypotheses.iter().find(|h| h.id == "input-pipeline").unwrap();
+    assert_eq!(
+        h.command.as_deref(),
+        Some("steptrace train --model mlp --backend cuda --batch 32 --prefetch 0 | [Prefetch(2)]")
+    );
 
     // A fast loader raises nothing.
     let (mut events, b) = steps();
@@ -133,7 +142,7 @@ fn a_slow_input_gives_the_input_pipeline_hypothesis_with_numbers() {
     }
     let r = report(events, manifest("step"));
     assert!(r.hypotheses.iter().all(|h| h.id != "input-pipeline"));
-    assert!(r.not_examined.iter().any(|n| n.why.contains("--detail internals")));
+    assert!(r.not_examined.iter().any(|n| n.enable == Some(Change::RecordInternals)));
 }
 
 #[test]
@@ -150,7 +159,7 @@ fn device_events_of_torch_traces_are_observed() {
     }
     let doc = json!({"schemaVersion": 1, "traceEvents": events});
     let t = parse_trace(&serde_json::to_vec(&doc).unwrap()).unwrap();
-    let r = Report::build(&[("k.json".into(), t)], &ReportOptions { batch_size: Some(8) }).unwrap();
+    let r = Report::build(&[("k.json".into(), t)], &ReportOptions { batch_size: Some(8), ..ReportOptions::default() }).unwrap();
     assert_eq!(r.sources[0].producer, steptrace::analysis::Producer::TorchProfiler);
     // Step 0 is startup (no declaration); steps 1..3 are steady, 10 ms each.
     assert_eq!(r.timing.steady_ms.as_ref().unwrap().n, 3);
@@ -182,7 +191,7 @@ fn files_of_different_runs_are_refused() {
     let a = trace(events.clone(), manifest("step"));
     let b = trace(events, manifest("none"));
     let err = Report::build(&[("a.json".into(), a), ("b.json".into(), b)], &ReportOptions::default()).unwrap_err();
-    assert!(err.contains("b.json does not come from the same run as a.json"), "{err}");
+    assert!(err.to_string().contains("b.json does not come from the same run as a.json"), "{err}");
 }
 
 mod properties {
@@ -213,7 +222,7 @@ mod properties {
         fn any_events_give_a_consistent_report(events in prop::collection::vec(event(), 0..60)) {
             let bytes = serde_json::to_vec(&json!({"traceEvents": events})).unwrap();
             let trace = parse_trace(&bytes).unwrap();
-            let report = Report::build(&[("p.json".into(), trace)], &ReportOptions { batch_size: Some(4) }).unwrap();
+            let report = Report::build(&[("p.json".into(), trace)], &ReportOptions { batch_size: Some(4), ..ReportOptions::default() }).unwrap();
             for row in &report.spans.rows {
                 prop_assert!(row.busy_ms <= report.spans.wall_ms + 1e-9, "{row:?}");
                 prop_assert!(row.busy_ms <= row.total_ms + 1e-9, "{row:?}");

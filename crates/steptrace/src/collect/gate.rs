@@ -1,0 +1,353 @@
+//! Which spans are kept: the schedule gate.
+//!
+//! The gate has two halves that share one [`Shared`] state, written by the
+//! [`Profiler`](crate::Profiler) at each step and read by every thread:
+//!
+//! - A filter. While the current step's action is [`Action::None`] (skip or
+//!   wait phases) it rejects every span and event. It returns
+//!   [`Interest::sometimes`] for the targets it may keep, so that the decision
+//!   is made again for each span rather than cached per callsite, and
+//!   [`Interest::never`] for targets that are not opted in. It comes in two
+//!   forms:
+//!   - **global** ([`ProfilerBuilder::build_global`], used by
+//!     [`ProfilerBuilder::try_install`]): the gate is the subscriber's only
+//!     layer and rejected spans are never created — the cheapest path;
+//!   - **per-layer** ([`GateFilter`], from [`ProfilerBuilder::build`]), to
+//!     compose with other layers such as a log formatter. tracing-subscriber
+//!     only disables a span outright when every per-layer filter slot
+//!     rejects it, so here a rejected span is still created in the registry
+//!     (other layers may want it); it is just not written.
+//! - [`GateLayer`], which wraps the Chrome layer and forwards enter, exit and
+//!   event callbacks only while a trace segment is open. An end whose begin
+//!   went to an earlier segment (or to none) is dropped when the file is
+//!   finalised, so no file keeps an end without its begin. During warmup the segment is open and
+//!   spans are written, then the finaliser drops everything before the first
+//!   recorded step: the collector's start-up happens, but outside the window.
+//!
+//! # Target policy
+//!
+//! steptrace's own spans (targets starting with `steptrace`) are always
+//! kept. Spans of other crates, such as burn's and cubecl's internals (about
+//! 1 MB of TRACE spans per step), are kept only for targets the caller opts
+//! in to with [`ProfilerBuilder::targets`](crate::ProfilerBuilder::targets).
+
+use std::cell::Cell;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
+
+use tracing_chrome::ChromeLayer;
+use tracing_core::span::{Attributes, Id, Record};
+use tracing_core::{Event, Interest, Metadata, Subscriber};
+use tracing_subscriber::filter::{LevelFilter, Targets};
+use tracing_subscriber::layer::{Context, Filter, Layer};
+use tracing_subscriber::registry::LookupSpan;
+
+use crate::schedule::Action;
+
+pub use crate::format::names::{STEP_SPAN, TARGET};
+
+static NEXT_SINK: AtomicU64 = AtomicU64::new(1);
+
+
+thread_local! {
+    /// The sink this thread's tracing-chrome sender is bound to.
+    ///
+    /// tracing-chrome binds each thread, once, to the channel of the first
+    /// Chrome layer it sends to. Events of a thread bound to another sink
+    /// would land in that sink's file (or nowhere), so they are counted
+    /// instead.
+    static BOUND_SINK: Cell<u64> = const { Cell::new(0) };
+
+}
+
+pub(crate) use super::threads::{tagged_category, thread_name};
+
+/// State shared between the profiler and the gate on every thread.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    action: AtomicU8,
+    segment: AtomicU64,
+    finished: AtomicBool,
+    sink_id: u64,
+    lost_events: AtomicU64,
+}
+
+impl Shared {
+    pub(crate) fn new() -> Shared {
+        Shared {
+            action: AtomicU8::new(Action::None.to_u8()),
+            segment: AtomicU64::new(0),
+            finished: AtomicBool::new(false),
+            sink_id: NEXT_SINK.fetch_add(1, Ordering::Relaxed),
+            lost_events: AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn set_action(&self, action: Action) {
+        self.action.store(action.to_u8(), Ordering::Release);
+    }
+
+    pub(crate) fn set_segment(&self, segment: u64) {
+        self.segment.store(segment, Ordering::Release);
+    }
+
+    pub(crate) fn finish(&self) {
+        self.finished.store(true, Ordering::Release);
+        self.set_action(Action::None);
+        self.set_segment(0);
+    }
+
+    pub(crate) fn lost_events(&self) -> u64 {
+        self.lost_events.load(Ordering::Relaxed)
+    }
+
+    /// Marks the calling thread as bound to this sink (tracing-chrome binds
+    /// the thread that builds a layer to that layer).
+    pub(crate) fn bind_current_thread(&self) {
+        BOUND_SINK.with(|b| b.set(self.sink_id));
+    }
+
+    #[inline]
+    fn collecting(&self) -> bool {
+        self.action.load(Ordering::Acquire) != 0
+    }
+
+    /// The open segment, or 0 when nothing is being written.
+    #[inline]
+    fn open_segment(&self) -> u64 {
+        if self.collecting() {
+            self.segment.load(Ordering::Acquire)
+        } else {
+            0
+        }
+    }
+
+    fn bound_here(&self) -> bool {
+        let ok = BOUND_SINK.with(|b| match b.get() {
+            0 => {
+                b.set(self.sink_id);
+                true
+            }
+            id => id == self.sink_id,
+        });
+        if !ok {
+            self.lost_events.fetch_add(1, Ordering::Relaxed);
+        }
+        ok
+    }
+}
+
+// === impl GateFilter ===
+
+/// The per-layer filter half of the gate. See the [module docs](crate::gate).
+#[derive(Debug)]
+pub struct GateFilter {
+    shared: Arc<Shared>,
+    targets: Targets,
+}
+
+impl GateFilter {
+    pub(crate) fn new(shared: Arc<Shared>, targets: Targets) -> GateFilter {
+        GateFilter { shared, targets }
+    }
+}
+
+impl<S> Filter<S> for GateFilter {
+    #[inline]
+    fn enabled(&self, meta: &Metadata<'_>, _cx: &Context<'_, S>) -> bool {
+        self.shared.collecting() && self.targets.would_enable(meta.target(), meta.level())
+    }
+
+    fn callsite_enabled(&self, meta: &'static Metadata<'static>) -> Interest {
+        if self.targets.would_enable(meta.target(), meta.level()) {
+            Interest::sometimes()
+        } else {
+            Interest::never()
+        }
+    }
+
+    fn max_level_hint(&self) -> Option<LevelFilter> {
+        Filter::<S>::max_level_hint(&self.targets)
+    }
+}
+
+// === impl GateLayer ===
+
+/// The layer half of the gate: the Chrome layer behind a per-segment
+/// forwarding check. See the [module docs](crate::gate).
+pub struct GateLayer<S>
+where
+    S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
+{
+    inner: ChromeLayer<S>,
+    shared: Arc<Shared>,
+    /// Set when the gate filters globally (see [`Profiler::builder`]'s
+    /// `build_global`): spans it rejects are never created at all.
+    global: Option<Targets>,
+}
+
+impl<S> std::fmt::Debug for GateLayer<S>
+where
+    S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
+{
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GateLayer").field("shared", &self.shared).finish_non_exhaustive()
+    }
+}
+
+impl<S> GateLayer<S>
+where
+    S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
+{
+    pub(crate) fn new(inner: ChromeLayer<S>, shared: Arc<Shared>, global: Option<Targets>) -> GateLayer<S> {
+        GateLayer { inner, shared, global }
+    }
+}
+
+/// The step number of a `ProfilerStep` span, used to render its name.
+pub(crate) struct StepNumber(pub(crate) u64);
+
+struct StepVisitor(Option<u64>);
+
+impl tracing_core::field::Visit for StepVisitor {
+    fn record_u64(&mut self, field: &tracing_core::Field, value: u64) {
+        if field.name() == "step" {
+            self.0 = Some(value);
+        }
+    }
+    fn record_i64(&mut self, field: &tracing_core::Field, value: i64) {
+        if field.name() == "step" {
+            self.0 = u64::try_from(value).ok();
+        }
+    }
+    fn record_debug(&mut self, _field: &tracing_core::Field, _value: &dyn std::fmt::Debug) {}
+}
+
+impl<S> Layer<S> for GateLayer<S>
+where
+    S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
+{
+    fn register_callsite(&self, meta: &'static Metadata<'static>) -> Interest {
+        match &self.global {
+            Some(targets) if !targets.would_enable(meta.target(), meta.level()) => Interest::never(),
+            _ => Interest::sometimes(),
+        }
+    }
+
+    #[inline]
+    fn enabled(&self, meta: &Metadata<'_>, _ctx: Context<'_, S>) -> bool {
+        match &self.global {
+            Some(targets) => self.shared.collecting() && targets.would_enable(meta.target(), meta.level()),
+            None => true,
+        }
+    }
+
+    fn max_level_hint(&self) -> Option<LevelFilter> {
+        self.global.as_ref().and_then(|t| Filter::<S>::max_level_hint(t))
+    }
+
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        let meta = attrs.metadata();
+        if meta.name() == STEP_SPAN && meta.target() == TARGET {
+            let mut visitor = StepVisitor(None);
+            attrs.record(&mut visitor);
+            if let (Some(step), Some(span)) = (visitor.0, ctx.span(id)) {
+                span.extensions_mut().insert(StepNumber(step));
+            }
+            // The step number is in the name: no args, so that begin and end
+            // match exactly (speedscope renames spans whose begin has args).
+            return;
+        }
+        if self.shared.open_segment() != 0 {
+            self.inner.on_new_span(attrs, id, ctx);
+        }
+    }
+
+    fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
+        if self.shared.open_segment() != 0 {
+            self.inner.on_record(id, values, ctx);
+        }
+    }
+
+    fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
+        if self.shared.open_segment() != 0 && self.shared.bound_here() {
+            self.inner.on_enter(id, ctx);
+        }
+    }
+
+    /// Ends are forwarded while a segment is open, without per-span
+    /// bookkeeping: an end whose begin went to an earlier segment (or to
+    /// none) has no begin in this file, and spans on one thread nest, so the
+    /// finaliser's per-thread pairing finds it unmatched and drops it.
+    fn on_exit(&self, id: &Id, ctx: Context<'_, S>) {
+        if self.shared.open_segment() != 0 && self.shared.bound_here() {
+            self.inner.on_exit(id, ctx);
+        }
+    }
+
+    fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
+        if self.shared.open_segment() != 0 && self.shared.bound_here() {
+            self.inner.on_event(event, ctx);
+        }
+    }
+}
+
+/// Reads the `message` field of an event.
+pub(crate) struct MessageVisitor(pub(crate) Option<String>);
+
+impl tracing_core::field::Visit for MessageVisitor {
+    fn record_str(&mut self, field: &tracing_core::Field, value: &str) {
+        if field.name() == "message" {
+            self.0 = Some(value.to_owned());
+        }
+    }
+    fn record_debug(&mut self, field: &tracing_core::Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "message" {
+            self.0 = Some(format!("{value:?}"));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Profiler, Schedule};
+    use tracing_subscriber::prelude::*;
+
+    fn run_step_span(schedule: &str) -> (bool, bool) {
+        let dir = tempfile::tempdir().unwrap();
+        let schedule: Schedule = schedule.parse().unwrap();
+        let (layer, mut profiler) = Profiler::builder(schedule).out_dir(dir.path()).build_global().unwrap();
+        let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+        tracing::dispatcher::with_default(&dispatch, || {
+            profiler.start();
+            let ours = tracing::info_span!(target: "steptrace", "forward");
+            let other = tracing::info_span!(target: "some_crate", "work");
+            (ours.is_disabled(), other.is_disabled())
+        })
+    }
+
+    #[test]
+    fn per_layer_gate_writes_nothing_in_wait_but_lets_other_layers_see_spans() {
+        let dir = tempfile::tempdir().unwrap();
+        let (layer, mut profiler) =
+            Profiler::builder("wait=1,active=1".parse().unwrap()).out_dir(dir.path()).build().unwrap();
+        let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+        let disabled = tracing::dispatcher::with_default(&dispatch, || {
+            profiler.start();
+            tracing::info_span!(target: "steptrace", "forward").is_disabled()
+        });
+        // tracing-subscriber keeps spans that only per-layer filters reject.
+        assert!(!disabled);
+    }
+
+    #[test]
+    fn wait_phase_spans_are_disabled_outright() {
+        // Step 0 waits: the registry never creates the span.
+        assert_eq!(run_step_span("wait=1,active=1"), (true, true));
+        // Step 0 records: our span exists, another crate's does not.
+        assert_eq!(run_step_span("active=1"), (false, true));
+        // Warmup collects (and discards later).
+        assert_eq!(run_step_span("warmup=1,active=1"), (false, true));
+    }
+}

@@ -1,0 +1,12 @@
+//! Collection: which steps are recorded ([`schedule`]), the handle that
+//! advances them ([`Profiler`]), and the [`gate`] that decides, once, which
+//! spans are kept. The [sink](crate::sink) writes what the gate keeps.
+
+pub mod gate;
+mod profiler;
+pub mod schedule;
+pub mod sink;
+mod threads;
+
+pub use profiler::{Profiler, ProfilerBuilder, ProfilerLayer};
+pub use schedule::{Action, Schedule, ScheduleError};

@@ -1,0 +1,494 @@
+//! The step-driven profiler handle and its builder.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+use tracing::span::EnteredSpan;
+use tracing_chrome::FlushGuard;
+use tracing_core::Subscriber;
+use tracing_subscriber::filter::{Filtered, Targets};
+use tracing_subscriber::layer::{Layer, SubscriberExt};
+use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::util::SubscriberInitExt;
+
+use crate::error::{Error, Result};
+use crate::format::names::{STEP_SPAN, TARGET};
+use crate::format::{Manifest, ManifestError};
+use crate::gate::{GateFilter, GateLayer, Shared};
+use crate::schedule::{Action, Schedule};
+use crate::sink::{chrome_layer, FileNames, SavedTrace, SegmentInfo, SegmentWriter, SinkContext, DEFAULT_FILE_NAME};
+
+/// The layer to add to a `tracing_subscriber::registry()`: the Chrome sink
+/// behind the schedule gate.
+pub type ProfilerLayer<S> = Filtered<GateLayer<S>, GateFilter, S>;
+
+/// Configures a [`Profiler`].
+///
+/// # Examples
+///
+/// ```
+/// use steptrace::{Profiler, Schedule};
+/// use tracing_subscriber::prelude::*;
+///
+/// # fn docs() -> Result<(), steptrace::Error> {
+/// let schedule: Schedule = "wait=1,warmup=1,active=2,repeat=1".parse()?;
+/// let (layer, mut profiler) = Profiler::builder(schedule).out_dir("traces").build()?;
+/// tracing_subscriber::registry().with(layer).init();
+/// profiler.start();
+/// for _ in 0..4 {
+///     let _load = tracing::info_span!(target: "steptrace", "data.load").entered();
+///     profiler.step();
+/// }
+/// let saved = profiler.finish()?;
+/// assert_eq!(saved[0].steps, vec![2, 3]);
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct ProfilerBuilder {
+    schedule: Schedule,
+    out_dir: PathBuf,
+    worker: String,
+    file_name: String,
+    targets: Vec<String>,
+    include_args: bool,
+    manifest: Manifest,
+    manifest_error: Option<ManifestError>,
+    limit: Option<u64>,
+}
+
+impl ProfilerBuilder {
+    /// Writes trace files into `dir` (created if missing). Default: `traces`.
+    pub fn out_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.out_dir = dir.into();
+        self
+    }
+
+    /// Names this process in file names and traces. Default: `steptrace-{pid}`.
+    pub fn worker(mut self, worker: impl Into<String>) -> Self {
+        self.worker = worker.into();
+        self
+    }
+
+    /// Sets the file-name template (see [`DEFAULT_FILE_NAME`]).
+    pub fn file_name(mut self, template: impl Into<String>) -> Self {
+        self.file_name = template.into();
+        self
+    }
+
+    /// Opts in to other crates' spans, as `tracing_subscriber::filter::Targets`
+    /// directives such as `"my_crate=info"` or `"cubecl_runtime=trace"`.
+    ///
+    /// steptrace's own spans are always kept; see the
+    /// [target policy](crate::gate#target-policy).
+    pub fn targets<I, T>(mut self, directives: I) -> Self
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<String>,
+    {
+        self.targets.extend(directives.into_iter().map(Into::into));
+        self
+    }
+
+    /// Whether span fields are written as event arguments. Default: true.
+    pub fn include_args(mut self, include: bool) -> Self {
+        self.include_args = include;
+        self
+    }
+
+    /// Adds a field to the run manifest written into every trace's
+    /// metadata: a known [`Manifest`] field by its name, or a field of
+    /// your own. A value of the wrong type for a known field makes
+    /// [`build`](Self::build) fail.
+    pub fn manifest(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
+        if let Err(err) = self.manifest.set(&key.into(), value.into()) {
+            self.manifest_error.get_or_insert(err);
+        }
+        self
+    }
+
+    /// Sets the whole run manifest.
+    pub fn with_manifest(mut self, manifest: Manifest) -> Self {
+        self.manifest = manifest;
+        self
+    }
+
+    /// Caps each trace file at `bytes`; beyond it, writing stops and the
+    /// cycle is reported as a write error, like a full disk.
+    pub fn max_file_bytes(mut self, bytes: u64) -> Self {
+        self.limit = Some(bytes);
+        self
+    }
+
+    /// Builds the layer and the profiler for any subscriber `S`, with a
+    /// per-layer filter so the layer composes with others (a log formatter,
+    /// say).
+    ///
+    /// Add the layer to a subscriber, make it the default, then call
+    /// [`Profiler::start`] right before the first step. Fails if the output
+    /// directory cannot be created or written, the file-name template is
+    /// unusable, or a target directive does not parse. See the
+    /// [gate docs](crate::gate) for what per-layer filtering costs.
+    pub fn build<S>(self) -> Result<(ProfilerLayer<S>, Profiler)>
+    where
+        S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
+    {
+        let (chrome, targets, profiler) = self.parts::<S>()?;
+        let shared = profiler.shared.clone();
+        let layer = GateLayer::new(chrome, shared.clone(), None).with_filter(GateFilter::new(shared, targets));
+        Ok((layer, profiler))
+    }
+
+    /// Like [`build`](Self::build), but the gate filters globally: spans it
+    /// rejects (wait and skip phases, other crates' targets) are never
+    /// created. Use it when the layer is the subscriber's only layer.
+    pub fn build_global<S>(self) -> Result<(GateLayer<S>, Profiler)>
+    where
+        S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
+    {
+        let (chrome, targets, profiler) = self.parts::<S>()?;
+        Ok((GateLayer::new(chrome, profiler.shared.clone(), Some(targets)), profiler))
+    }
+
+    fn parts<S>(self) -> Result<(tracing_chrome::ChromeLayer<S>, Targets, Profiler)>
+    where
+        S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
+    {
+        let names = FileNames::new(self.out_dir.clone(), &self.file_name, &self.worker, self.schedule.repeat())?;
+        prepare_dir(&self.out_dir)?;
+        if let Some(path) = names.fixed_path(0).filter(|p| p.exists()) {
+            return Err(Error::Exists { path });
+        }
+        let mut targets = Targets::new().with_target(TARGET, tracing::Level::TRACE);
+        let mut described = vec![format!("{TARGET}=trace")];
+        for directive in &self.targets {
+            let parsed: Targets = directive.parse().map_err(|e: tracing_subscriber::filter::ParseError| {
+                Error::Targets { directive: directive.clone(), reason: e.to_string() }
+            })?;
+            targets = targets.with_targets(parsed);
+            described.push(directive.clone());
+        }
+
+        if let Some(err) = self.manifest_error {
+            return Err(Error::Manifest(err));
+        }
+        let shared = Arc::new(Shared::new());
+        let epoch_unix_ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
+        let (chrome, guard) = chrome_layer::<S>(self.include_args);
+        shared.bind_current_thread();
+        let context = Arc::new(SinkContext {
+            worker: crate::sink::sanitize_worker(&self.worker),
+            schedule: self.schedule,
+            targets: described.join(","),
+            epoch_unix_ms,
+            manifest: Mutex::new(self.manifest),
+            results: Mutex::new(Vec::new()),
+            shared: shared.clone(),
+        });
+        let profiler = Profiler {
+            schedule: self.schedule,
+            step: 0,
+            action: Action::None,
+            started: false,
+            finished: false,
+            shared,
+            guard: Some(guard),
+            names,
+            context,
+            limit: self.limit,
+            current: None,
+            segment: None,
+            next_segment: 1,
+        };
+        Ok((chrome, targets, profiler))
+    }
+
+    /// Builds with [`build_global`](Self::build_global) and installs a
+    /// registry with the layer as the process's global default subscriber.
+    ///
+    /// Call [`Profiler::start`] right before the first step, so that set-up
+    /// work is not counted in `ProfilerStep#0`.
+    pub fn try_install(self) -> Result<Profiler> {
+        let (layer, profiler) = self.build_global()?;
+        tracing_subscriber::registry()
+            .with(layer)
+            .try_init()
+            .map_err(|e| Error::Install(e.to_string()))?;
+        Ok(profiler)
+    }
+
+    /// Like [`try_install`](Self::try_install), but panics on failure.
+    pub fn install(self) -> Profiler {
+        self.try_install().expect("failed to install the steptrace profiler")
+    }
+}
+
+fn prepare_dir(dir: &Path) -> Result<()> {
+    let err = |source| Error::OutDir { path: dir.to_path_buf(), source };
+    fs::create_dir_all(dir).map_err(err)?;
+    let probe = dir.join(format!(".steptrace-probe-{}", std::process::id()));
+    fs::OpenOptions::new().write(true).create_new(true).open(&probe).map_err(err)?;
+    fs::remove_file(&probe).map_err(err)?;
+    Ok(())
+}
+
+/// The profiler handle: advance it once per training step.
+///
+/// Like `torch.profiler.profile`, the profiler opens `ProfilerStep#0` when
+/// it starts, and each [`step`](Profiler::step) closes the current step's
+/// span, advances the [`Schedule`], and opens the next one. A cycle's file
+/// is saved when its last active step ends. Finishing (or dropping) the
+/// profiler in the middle of a cycle saves that partial cycle, marked
+/// `"partial": true`.
+///
+/// The profiler lives on the thread that drives the steps; spans of other
+/// threads are gated by the same schedule.
+///
+/// Write failures never panic the training thread: they are kept in
+/// [`errors`](Profiler::errors) and returned by
+/// [`finish`](Profiler::finish); nothing is printed.
+pub struct Profiler {
+    schedule: Schedule,
+    step: u64,
+    action: Action,
+    started: bool,
+    finished: bool,
+    shared: Arc<Shared>,
+    guard: Option<FlushGuard>,
+    names: FileNames,
+    context: Arc<SinkContext>,
+    limit: Option<u64>,
+    current: Option<EnteredSpan>,
+    segment: Option<Arc<Mutex<SegmentInfo>>>,
+    next_segment: u64,
+}
+
+impl std::fmt::Debug for Profiler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Profiler")
+            .field("schedule", &self.schedule)
+            .field("step", &self.step)
+            .field("action", &self.action)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Profiler {
+    /// Starts configuring a profiler with a schedule.
+    pub fn builder(schedule: Schedule) -> ProfilerBuilder {
+        ProfilerBuilder {
+            schedule,
+            out_dir: PathBuf::from("traces"),
+            worker: format!("steptrace-{}", std::process::id()),
+            file_name: DEFAULT_FILE_NAME.to_owned(),
+            targets: Vec::new(),
+            include_args: true,
+            manifest: Manifest::default(),
+            manifest_error: None,
+            limit: None,
+        }
+    }
+
+    /// Opens step 0. Call it once the layer is installed, right before the
+    /// first step's work; [`step`] calls it if it was not called, and step 0
+    /// then holds nothing.
+    ///
+    /// [`step`]: Profiler::step
+    pub fn start(&mut self) {
+        if self.started || self.finished {
+            return;
+        }
+        self.started = true;
+        self.enter_step(self.schedule.action(0));
+    }
+
+    /// Ends the current step and begins the next one.
+    pub fn step(&mut self) {
+        if self.finished {
+            return;
+        }
+        if !self.started {
+            self.start();
+        }
+        self.current.take();
+        let prev = self.action;
+        self.step += 1;
+        let next = self.schedule.action(self.step);
+        if prev.collects() && (prev == Action::RecordAndSave || !next.collects()) {
+            self.close_segment(false);
+        }
+        self.enter_step(next);
+    }
+
+    /// The current step number (the `N` of `ProfilerStep#N`).
+    pub fn step_num(&self) -> u64 {
+        self.step
+    }
+
+    /// The current step's action.
+    pub fn action(&self) -> Action {
+        self.action
+    }
+
+    /// The schedule.
+    pub fn schedule(&self) -> Schedule {
+        self.schedule
+    }
+
+    /// Adds or replaces a manifest field by name (a known [`Manifest`]
+    /// field, or one of your own); it appears in traces saved from now on.
+    ///
+    /// # Errors
+    ///
+    /// When the value does not fit a known field's type; the manifest is
+    /// unchanged then.
+    pub fn set_manifest(&self, key: impl Into<String>, value: impl Into<Value>) -> Result<(), ManifestError> {
+        let (key, value) = (key.into(), value.into());
+        match self.context.manifest.lock() {
+            Ok(mut manifest) => manifest.set(&key, value),
+            Err(_) => Ok(()),
+        }
+    }
+
+    /// Changes the manifest in place; the change appears in traces saved
+    /// from now on.
+    pub fn update_manifest(&self, change: impl FnOnce(&mut Manifest)) {
+        if let Ok(mut manifest) = self.context.manifest.lock() {
+            change(&mut manifest);
+        }
+    }
+
+    /// Warnings about the configuration (for example a schedule without
+    /// warmup), for the caller to show.
+    pub fn warnings(&self) -> Vec<String> {
+        self.schedule.warning().into_iter().map(|w| w.to_string()).collect()
+    }
+
+    /// Traces finished so far (the writer finalises them in the background).
+    pub fn saved(&self) -> Vec<SavedTrace> {
+        self.context
+            .results
+            .lock()
+            .map(|r| r.iter().filter_map(|r| r.as_ref().ok().cloned()).collect())
+            .unwrap_or_default()
+    }
+
+    /// Errors so far, as messages.
+    pub fn errors(&self) -> Vec<String> {
+        self.context
+            .results
+            .lock()
+            .map(|r| r.iter().filter_map(|r| r.as_ref().err().map(|e| e.to_string())).collect())
+            .unwrap_or_default()
+    }
+
+    /// Events dropped because their thread was bound to another profiler's
+    /// sink (tracing-chrome binds each thread to one Chrome layer for life).
+    pub fn lost_events(&self) -> u64 {
+        self.shared.lost_events()
+    }
+
+    /// Ends profiling: closes the current step, saves a cycle cut short,
+    /// waits for every file to be written, and returns them.
+    ///
+    /// Returns the first write error if any cycle could not be saved (the
+    /// others are still on disk, and each error was printed when it
+    /// happened).
+    pub fn finish(mut self) -> Result<Vec<SavedTrace>> {
+        self.finish_inner();
+        let results = std::mem::take(&mut *self.context.results.lock().map_err(|_| Error::Install("poisoned".into()))?);
+        let mut saved = Vec::new();
+        let mut first_err = None;
+        for result in results {
+            match result {
+                Ok(trace) => saved.push(trace),
+                Err(err) => {
+                    first_err.get_or_insert(err);
+                }
+            }
+        }
+        match first_err {
+            Some(err) => Err(err),
+            None => Ok(saved),
+        }
+    }
+
+    fn finish_inner(&mut self) {
+        if self.finished {
+            return;
+        }
+        self.current.take();
+        if self.segment.is_some() {
+            self.close_segment(true);
+        }
+        self.finished = true;
+        self.shared.finish();
+        // Dropping the guard stops tracing-chrome's writer thread after it
+        // has finalised every file.
+        self.guard.take();
+    }
+
+    fn enter_step(&mut self, action: Action) {
+        if action.collects() && self.segment.is_none() {
+            self.open_segment();
+        }
+        self.action = action;
+        self.shared.set_action(action);
+        if action.records() {
+            if let Some(info) = &self.segment {
+                if let Ok(mut info) = info.lock() {
+                    info.steps.push(self.step);
+                }
+            }
+        }
+        let span = tracing::info_span!(target: TARGET, STEP_SPAN, step = self.step);
+        self.current = Some(span.entered());
+        if action.collects() {
+            if let Some(guard) = &self.guard {
+                guard.flush();
+            }
+        }
+    }
+
+    fn open_segment(&mut self) {
+        let cycle = self.schedule.cycle_of(self.step).unwrap_or(0);
+        let info = Arc::new(Mutex::new(SegmentInfo {
+            cycle,
+            final_path: self.names.final_path(cycle),
+            steps: Vec::new(),
+            ended_by_finish: false,
+        }));
+        match SegmentWriter::create(info.clone(), self.context.clone(), self.limit) {
+            Ok(writer) => {
+                if let Some(guard) = &self.guard {
+                    guard.start_new(Some(Box::new(writer)));
+                }
+                self.shared.set_segment(self.next_segment);
+                self.next_segment += 1;
+                self.segment = Some(info);
+            }
+            Err(err) => self.context.push_result(Err(err)),
+        }
+    }
+
+    fn close_segment(&mut self, by_finish: bool) {
+        self.shared.set_segment(0);
+        if let Some(info) = self.segment.take() {
+            if let Ok(mut info) = info.lock() {
+                info.ended_by_finish = by_finish;
+            }
+            if let Some(guard) = &self.guard {
+                guard.start_new(Some(Box::new(io::sink())));
+            }
+        }
+    }
+}
+
+impl Drop for Profiler {
+    fn drop(&mut self) {
+        self.finish_inner();
+    }
+}

@@ -1,0 +1,105 @@
+//! Edits of single event lines: clipping, re-tagging, counters.
+
+use std::borrow::Cow;
+
+use serde_json::{json, Map, Value};
+
+use super::lines::Line;
+use crate::format::names::meta;
+use crate::format::tag::SEPARATOR_ESCAPED;
+
+/// Moves an event to `ts` and marks it clipped.
+pub(super) fn clip(text: &[u8], ts: f64, edge: &str, thread: u64) -> Vec<u8> {
+    let Ok(Value::Object(mut event)) = serde_json::from_slice::<Value>(text) else {
+        return text.to_vec();
+    };
+    untag(&mut event, thread);
+    event.insert("ts".into(), json!(ts));
+    let args = event.entry("args").or_insert_with(|| Value::Object(Map::new()));
+    if let Value::Object(args) = args {
+        args.insert(meta::CLIPPED_ARG.into(), json!(edge));
+    }
+    Value::Object(event).to_string().into_bytes()
+}
+
+/// Writes a raw tracing-chrome line with steptrace's thread id as its
+/// `tid` and the thread tag removed from its `cat`.
+///
+/// Fast path: byte edits when each pattern occurs exactly once. Otherwise
+/// (for example a span field also named `tid`), the event is re-serialised.
+pub(super) fn retag(text: &[u8], tid: Option<u64>, thread: u64) -> Cow<'_, [u8]> {
+    let tag_at = find_all(text, SEPARATOR_ESCAPED.as_bytes());
+    let tid_pattern = tid.map(|t| format!("\"tid\":{t}"));
+    let tid_at: Vec<usize> = match &tid_pattern {
+        Some(p) => find_all(text, p.as_bytes())
+            .into_iter()
+            .filter(|i| matches!(text.get(i + p.len()), Some(b',' | b'}')))
+            .collect(),
+        None => Vec::new(),
+    };
+    if let ([tag], [at], Some(p)) = (&tag_at[..], &tid_at[..], &tid_pattern) {
+        let tag_end = crate::format::tag::escaped_tag_end(text, *tag);
+        let new_tid = format!("\"tid\":{thread}");
+        let mut out = Vec::with_capacity(text.len());
+        let mut cursor = 0;
+        let mut edits = [(*tag, tag_end, ""), (*at, at + p.len(), new_tid.as_str())];
+        edits.sort_by_key(|e| e.0);
+        for (from, to, with) in edits {
+            out.extend_from_slice(&text[cursor..from]);
+            out.extend_from_slice(with.as_bytes());
+            cursor = to;
+        }
+        out.extend_from_slice(&text[cursor..]);
+        return Cow::Owned(out);
+    }
+    match serde_json::from_slice::<Value>(text) {
+        Ok(Value::Object(mut event)) => {
+            untag(&mut event, thread);
+            Cow::Owned(Value::Object(event).to_string().into_bytes())
+        }
+        _ => Cow::Borrowed(text),
+    }
+}
+
+/// Sets `tid` to steptrace's thread id and removes the tag from `cat`.
+fn untag(event: &mut Map<String, Value>, thread: u64) {
+    event.insert("tid".into(), json!(thread));
+    if let Some(Value::String(cat)) = event.get("cat") {
+        if let Some((target, _)) = crate::format::tag::split(cat) {
+            let target = target.to_owned();
+            event.insert("cat".into(), json!(target));
+        }
+    }
+}
+
+fn find_all(haystack: &[u8], needle: &[u8]) -> Vec<usize> {
+    if needle.is_empty() || haystack.len() < needle.len() {
+        return Vec::new();
+    }
+    haystack.windows(needle.len()).enumerate().filter(|(_, w)| *w == needle).map(|(i, _)| i).collect()
+}
+
+/// An instant event of [`COUNTER_TARGET`](crate::format::names::COUNTER_TARGET) as a counter event.
+pub(super) fn counter(line: &Line<'_>, ts: f64, thread: u64) -> Vec<u8> {
+    let mut series = Map::new();
+    if let Some(Value::Object(args)) = &line.args {
+        for (key, value) in args.iter().filter(|(k, _)| k.as_str() != "message") {
+            let number = match value {
+                Value::Number(n) => n.as_f64(),
+                Value::String(s) => s.parse::<f64>().ok(),
+                _ => None,
+            };
+            if let Some(n) = number {
+                series.insert(key.clone(), json!(n));
+            }
+        }
+    }
+    json!({
+        "ph": "C", "pid": 1, "tid": thread, "ts": ts,
+        "name": line.name.as_deref().unwrap_or("counter"),
+        "args": series,
+    })
+    .to_string()
+    .into_bytes()
+}
+

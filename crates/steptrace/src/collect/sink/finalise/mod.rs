@@ -1,0 +1,138 @@
+//! Turns a cycle's partial array-format file into its final object-format
+//! file: parse the lines ([`lines`]), cut them to the window ([`window`]),
+//! describe the file ([`TraceMetadata`]) and write it without replacing
+//! anything ([`write`]).
+//!
+//! See the [sink docs](crate::sink) for what is kept, clipped and dropped.
+
+mod edit;
+mod lines;
+mod window;
+mod write;
+
+use std::borrow::Cow;
+use std::fs;
+use std::io;
+use std::path::Path;
+
+use serde_json::json;
+
+use self::lines::{Lines, Pairs};
+use self::window::{cut, Out, Window};
+use super::names::finishing_path;
+use super::segment::{SegmentInfo, SinkContext};
+use super::SavedTrace;
+use crate::error::Error;
+use crate::format::names::meta;
+use crate::format::{ClockInfo, FormatVersion, ScheduleInfo, TraceMetadata, WindowUs};
+use crate::hygiene::LabelScanner;
+
+/// Most distinct strings checked for label hygiene per file.
+const HYGIENE_CAP: usize = 4096;
+
+pub(crate) fn finalise(info: &SegmentInfo, partial: &Path, context: &SinkContext) -> Result<Option<SavedTrace>, Error> {
+    let write_err = |source: io::Error| Error::Write {
+        path: info.final_path.clone(),
+        kept: partial.exists().then(|| partial.to_path_buf()),
+        source,
+    };
+    let bytes = fs::read(partial).map_err(write_err)?;
+    let lines = Lines::parse(&bytes);
+    let pairs = Pairs::of(&lines.events);
+    let Some(window) = Window::find(info, &lines.events, &pairs) else {
+        // Nothing was recorded (the run ended during warmup): no file.
+        let _ = fs::remove_file(partial);
+        return Ok(None);
+    };
+    let mut labels = LabelScanner::with_limit(HYGIENE_CAP);
+    let cut = cut(&lines.events, &pairs, &window, &mut labels);
+    let clipped = cut.clipped;
+    let out = final_lines(cut, &mut labels);
+    let metadata = metadata(info, context, &window, clipped, lines.dropped, labels);
+
+    let tmp = finishing_path(&info.final_path);
+    let written = write::write_final(&tmp, &out, &metadata).map_err(|e| {
+        let _ = fs::remove_file(&tmp);
+        write_err(e)
+    })?;
+    if let Err(err) = write::link_no_clobber(&tmp, &info.final_path) {
+        let _ = fs::remove_file(&tmp);
+        return Err(if err.kind() == io::ErrorKind::AlreadyExists {
+            Error::Exists { path: info.final_path.clone() }
+        } else {
+            write_err(err)
+        });
+    }
+    let _ = fs::remove_file(&tmp);
+    let _ = fs::remove_file(partial);
+    Ok(Some(SavedTrace {
+        path: info.final_path.clone(),
+        cycle: info.cycle,
+        partial: metadata.partial,
+        steps: metadata.steps,
+        events: out.len(),
+        bytes: written,
+        label_warnings: metadata.label_warnings,
+    }))
+}
+
+/// The kept lines with steptrace's thread names, every line re-tagged.
+fn final_lines<'a>(mut cut: window::Cut<'a>, labels: &mut LabelScanner) -> Vec<Cow<'a, [u8]>> {
+    for &thread in &cut.threads {
+        let name = crate::gate::thread_name(thread).unwrap_or_else(|| format!("thread {thread}"));
+        labels.label("thread name", &name);
+        let m = json!({ "ph": "M", "pid": 1, "tid": thread, "name": meta::THREAD_NAME, "args": { "name": name } });
+        cut.out.push(Out::Done(m.to_string().into_bytes()));
+    }
+    cut.out
+        .into_iter()
+        .map(|line| match line {
+            Out::Raw(text, tid, thread) => edit::retag(text, tid, thread),
+            Out::Done(bytes) => Cow::Owned(bytes),
+        })
+        .collect()
+}
+
+/// What the file holds and how it was made.
+fn metadata(
+    info: &SegmentInfo,
+    context: &SinkContext,
+    window: &Window,
+    clipped: usize,
+    dropped_lines: usize,
+    mut labels: LabelScanner,
+) -> TraceMetadata {
+    let manifest = context.manifest();
+    labels.tool_value("manifest", &serde_json::to_value(&manifest).unwrap_or_default());
+    let s = &context.schedule;
+    let active = s.active();
+    let steps = window.steps.clone();
+    let partial = (steps.len() as u64) < active;
+    let mut m = TraceMetadata::default();
+    m.steptrace_version = env!("CARGO_PKG_VERSION").to_owned();
+    m.format = FormatVersion::CURRENT.to_string();
+    m.host_os = Some(std::env::consts::OS.to_owned());
+    m.host_arch = Some(std::env::consts::ARCH.to_owned());
+    m.worker = Some(context.worker.clone());
+    m.cycle = Some(info.cycle);
+    let mut schedule = ScheduleInfo::default();
+    schedule.text = s.to_string();
+    (schedule.skip_first, schedule.wait, schedule.warmup) = (s.skip_first(), s.wait(), s.warmup());
+    (schedule.active, schedule.repeat, schedule.skip_first_wait) = (active, s.repeat(), s.skip_first_wait());
+    m.schedule = Some(schedule);
+    m.expected_steps = info.steps.first().map(|&first| (first..first + active).collect()).unwrap_or_default();
+    m.partial_reason = partial.then(|| {
+        format!("the profiler finished inside the cycle: {} of {} active steps recorded", steps.len(), active)
+    });
+    m.steps = steps;
+    m.partial = partial;
+    m.window_us = Some(WindowUs::new(window.start, window.end));
+    m.clock = Some(ClockInfo::us_since(context.epoch_unix_ms as u64));
+    m.targets = Some(context.targets.clone());
+    m.clipped_spans = clipped as u64;
+    m.dropped_lines = dropped_lines as u64;
+    m.lost_events_other_sink = context.shared.lost_events();
+    m.label_warnings = labels.into_warnings();
+    m.manifest = manifest;
+    m
+}

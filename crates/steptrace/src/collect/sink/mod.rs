@@ -1,0 +1,84 @@
+//! The Chrome-trace sink: one file per cycle, written through tracing-chrome.
+//!
+//! # Files
+//!
+//! While a cycle is collected (warmup and active steps), tracing-chrome's
+//! writer thread streams events in the JSON *array* format into
+//! `NAME.partial` next to the final name. When the cycle ends, the partial
+//! file is finalised on that writer thread, off the training thread:
+//!
+//! 1. events before the first recorded step (warmup) and after the last one
+//!    are dropped;
+//! 2. spans that straddle a window edge are clipped to it: a begin before the
+//!    window is moved to its start, and a span still open at its end gets a
+//!    synthetic end there (both marked `steptrace.clipped` in their args), so
+//!    each thread's begins and ends stay balanced;
+//! 3. the result is written in the JSON *object* format,
+//!    `{"traceEvents":[...],"displayTimeUnit":"ms","metadata":{...}}`, to a
+//!    temporary file, synced, then linked to its final name only if no file
+//!    has that name, and the partial file is removed.
+//!
+//! Names come from a template (default
+//! [`DEFAULT_FILE_NAME`]); an existing file is never overwritten: the
+//! partial file is created exclusively and the final link fails rather than
+//! replace anything.
+//!
+//! # Counters
+//! 
+//! Events with the target [`COUNTER_TARGET`] become Chrome counter (`"C"`)
+//! events: `tracing::info!(target: "steptrace::counter", bytes = 123, "device memory")`
+//! draws a `device memory` track with a `bytes` series.
+//! 
+//! # After a crash
+//!
+//! A process killed mid-window leaves `NAME.partial`: an array-format trace
+//! without its closing `]`, holding every event flushed up to the last
+//! completed step (the profiler flushes at each step while collecting), and
+//! possibly a cut-off last event. It has no window clipping and includes the
+//! warmup steps. [`read_trace_file`](crate::reader::read_trace_file) loads
+//! it and reports it as truncated; viewers of the array format accept the
+//! missing bracket.
+//!
+//! # Metadata
+//!
+//! The `metadata` object records the schedule, the steps covered, whether
+//! the cycle is partial and why, the crate version, host OS, the window in
+//! trace time, counts of clipped spans and dropped events, label warnings,
+//! and the run manifest given with
+//! [`ProfilerBuilder::manifest`](crate::ProfilerBuilder::manifest).
+
+mod chrome;
+mod finalise;
+mod names;
+mod segment;
+
+pub(crate) use chrome::chrome_layer;
+pub use crate::format::names::COUNTER_TARGET;
+pub use names::DEFAULT_FILE_NAME;
+pub(crate) use names::FileNames;
+pub(crate) use names::sanitize as sanitize_worker;
+pub(crate) use segment::{SegmentInfo, SegmentWriter, SinkContext};
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// A trace file written by the sink.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct SavedTrace {
+    /// The finished file.
+    pub path: PathBuf,
+    /// The schedule cycle it covers (from 0).
+    pub cycle: u64,
+    /// The recorded steps it holds, as in `ProfilerStep#N`.
+    pub steps: Vec<u64>,
+    /// Whether the cycle was cut short (fewer steps than `active`).
+    pub partial: bool,
+    /// Number of events in the file.
+    pub events: usize,
+    /// Size of the file in bytes.
+    pub bytes: u64,
+    /// Labels that look like secrets, private paths or input content.
+    pub label_warnings: Vec<String>,
+}

@@ -1,0 +1,199 @@
+//! The writer that tracing-chrome streams one cycle into.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{json, Value};
+
+use super::finalise::finalise;
+use super::names::partial_path;
+use super::SavedTrace;
+use crate::error::Error;
+use crate::format::names::meta;
+use crate::format::{FormatVersion, Manifest, SegmentHeader};
+use crate::schedule::Schedule;
+
+/// What the sink knows about the whole run, shared with every segment.
+#[derive(Debug)]
+pub(crate) struct SinkContext {
+    pub(crate) worker: String,
+    pub(crate) schedule: Schedule,
+    pub(crate) targets: String,
+    /// Unix time (ms) of trace time 0.
+    pub(crate) epoch_unix_ms: u128,
+    pub(crate) manifest: Mutex<Manifest>,
+    pub(crate) results: Mutex<Vec<Result<SavedTrace, Error>>>,
+    pub(crate) shared: Arc<crate::gate::Shared>,
+}
+
+impl SinkContext {
+    /// Keeps a cycle's outcome for the profiler's caller (nothing is
+    /// printed: label warnings travel in the [`SavedTrace`], errors in
+    /// [`Profiler::errors`](crate::Profiler::errors)).
+    pub(crate) fn push_result(&self, result: Result<SavedTrace, Error>) {
+        if let Ok(mut results) = self.results.lock() {
+            results.push(result);
+        }
+    }
+
+    pub(crate) fn manifest(&self) -> Manifest {
+        self.manifest.lock().map(|m| m.clone()).unwrap_or_default()
+    }
+}
+
+/// One cycle's bookkeeping, written by the profiler, read when finalising.
+#[derive(Debug)]
+pub(crate) struct SegmentInfo {
+    pub(crate) cycle: u64,
+    pub(crate) final_path: PathBuf,
+    /// Steps whose `ProfilerStep` span was opened while recording.
+    pub(crate) steps: Vec<u64>,
+    /// Whether the profiler finished (or was dropped) inside this cycle.
+    pub(crate) ended_by_finish: bool,
+}
+
+/// Receives tracing-chrome's array-format stream for one cycle and
+/// finalises the file when tracing-chrome lets go of it.
+///
+/// Write errors never reach tracing-chrome (whose writer thread would panic
+/// on them): the first one is kept and reported when the segment ends.
+pub(crate) struct SegmentWriter {
+    file: Option<File>,
+    partial: PathBuf,
+    header: Option<Vec<u8>>,
+    error: Option<io::Error>,
+    info: Arc<Mutex<SegmentInfo>>,
+    context: Arc<SinkContext>,
+    limit: Option<u64>,
+    written: u64,
+}
+
+impl SegmentWriter {
+    /// Creates `NAME.partial` exclusively: an existing file is an error and
+    /// stays untouched.
+    pub(crate) fn create(
+        info: Arc<Mutex<SegmentInfo>>,
+        context: Arc<SinkContext>,
+        limit: Option<u64>,
+    ) -> Result<SegmentWriter, Error> {
+        let (final_path, cycle) = {
+            let info = info.lock().map_err(|_| poisoned())?;
+            (info.final_path.clone(), info.cycle)
+        };
+        if final_path.exists() {
+            return Err(Error::Exists { path: final_path });
+        }
+        let partial = partial_path(&final_path);
+        let file = OpenOptions::new().write(true).create_new(true).open(&partial).map_err(|source| {
+            if source.kind() == io::ErrorKind::AlreadyExists {
+                Error::Exists { path: partial.clone() }
+            } else {
+                Error::Write { path: final_path.clone(), kept: None, source }
+            }
+        })?;
+        let header = header_lines(&context, cycle);
+        Ok(SegmentWriter { file: Some(file), partial, header: Some(header), error: None, info, context, limit, written: 0 })
+    }
+
+    fn write_file(&mut self, buf: &[u8]) -> io::Result<()> {
+        if let Some(limit) = self.limit {
+            if self.written + buf.len() as u64 > limit {
+                return Err(io::Error::new(
+                    io::ErrorKind::StorageFull,
+                    format!("trace size limit of {limit} bytes reached"),
+                ));
+            }
+        }
+        match self.file.as_mut() {
+            Some(file) => file.write_all(buf)?,
+            None => return Err(io::Error::other("trace file already closed")),
+        }
+        self.written += buf.len() as u64;
+        Ok(())
+    }
+}
+
+/// Two metadata events written right after the opening `[`: the process name,
+/// and the run's description, so that a file cut short by a crash still says
+/// what it is.
+fn header_lines(context: &SinkContext, cycle: u64) -> Vec<u8> {
+    let process = json!({
+        "ph": "M", "pid": 1, "tid": 0, "name": meta::PROCESS_NAME,
+        "args": { "name": format!("steptrace: {}", context.worker) },
+    });
+    let header = SegmentHeader {
+        format: Some(FormatVersion::CURRENT.to_string()),
+        worker: context.worker.clone(),
+        cycle,
+        schedule: context.schedule.to_string(),
+        epoch_unix_ms: context.epoch_unix_ms as u64,
+        steptrace_version: env!("CARGO_PKG_VERSION").to_owned(),
+        manifest: context.manifest(),
+    };
+    let segment = json!({
+        "ph": "M", "pid": 1, "tid": 0, "name": meta::SEGMENT,
+        "args": serde_json::to_value(&header).unwrap_or(Value::Null),
+    });
+    format!("{process},\n{segment},\n").into_bytes()
+}
+
+fn poisoned() -> Error {
+    Error::Install("profiler state lock poisoned".to_owned())
+}
+
+impl Write for SegmentWriter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if self.error.is_some() {
+            return Ok(buf.len());
+        }
+        let result = match self.header.take() {
+            Some(header) if buf.starts_with(b"[\n") => self
+                .write_file(b"[\n")
+                .and_then(|()| self.write_file(&header))
+                .and_then(|()| self.write_file(&buf[2..])),
+            _ => self.write_file(buf),
+        };
+        if let Err(err) = result {
+            self.error = Some(err);
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        if self.error.is_none() {
+            if let Some(Err(err)) = self.file.as_mut().map(File::flush) {
+                self.error = Some(err);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for SegmentWriter {
+    fn drop(&mut self) {
+        // Close the partial file before reading it back.
+        if let Some(file) = self.file.take() {
+            if self.error.is_none() {
+                if let Err(err) = file.sync_data() {
+                    self.error = Some(err);
+                }
+            }
+        }
+        let Ok(info) = self.info.lock() else { return };
+        let result = match self.error.take() {
+            Some(source) => Err(Error::Write {
+                path: info.final_path.clone(),
+                kept: self.partial.exists().then(|| self.partial.clone()),
+                source,
+            }),
+            None => finalise(&info, &self.partial, &self.context),
+        };
+        match result {
+            Ok(Some(saved)) => self.context.push_result(Ok(saved)),
+            Ok(None) => {}
+            Err(err) => self.context.push_result(Err(err)),
+        }
+    }
+}

@@ -1,0 +1,168 @@
+//! Every name steptrace writes into a trace, with what it means.
+//!
+//! Writers use these constants (the burn crate's spans, the sink's
+//! metadata events); readers match on them (the report's rules). The book's
+//! reference chapter is checked against [`SPANS`].
+
+/// The `tracing` target of steptrace's own spans and events. Spans of
+/// other targets are written only when opted in.
+pub const TARGET: &str = "steptrace";
+
+/// Events of this target become Chrome counter (`"C"`) events: the
+/// message names the counter track, numeric fields are its series.
+pub const COUNTER_TARGET: &str = "steptrace::counter";
+
+/// The span that wraps each step, written as `ProfilerStep#N`.
+pub const STEP_SPAN: &str = "ProfilerStep";
+
+/// The CPU reading and collating one batch on the training thread.
+pub const DATA_LOAD: &str = "data.load";
+/// The training thread waiting for a batch from the prefetch threads.
+pub const DATA_WAIT: &str = "data.wait";
+/// Copying a batch from host memory to the device.
+pub const TRANSFER_H2D: &str = "transfer.h2d";
+/// One autodiff training step: forward, loss, backward and optimizer.
+pub const TRAIN_STEP: &str = "train.step";
+/// The model's forward pass.
+pub const FORWARD: &str = "forward";
+/// The loss computation.
+pub const LOSS: &str = "loss";
+/// The backward pass (gradients).
+pub const BACKWARD: &str = "backward";
+/// The optimizer update.
+pub const OPTIMIZER: &str = "optimizer";
+/// The host waiting until the device has finished the work queued so far.
+pub const SYNC: &str = "sync";
+/// Reading the loss back to the host, which waits for the device.
+pub const LOSS_READ: &str = "loss.read";
+/// Inference mode: loading the model and moving it to eval mode.
+pub const MODEL_LOAD: &str = "model.load";
+/// Inference mode: one request (a forward pass on one batch).
+pub const INFER_REQUEST: &str = "infer.request";
+
+/// The report's row that groups every `ProfilerStep#N` span.
+pub const STEP_ROW: &str = "ProfilerStep#*";
+
+/// One named span and its meaning.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NameInfo {
+    /// The name as written.
+    pub name: &'static str,
+    /// One line of meaning.
+    pub meaning: &'static str,
+}
+
+/// Every span name steptrace writes, in the order a step runs them.
+pub const SPANS: &[NameInfo] = &[
+    NameInfo { name: "ProfilerStep#N", meaning: "one step, from one `step()` call to the next: the wall-clock step boundary" },
+    NameInfo { name: DATA_LOAD, meaning: "the CPU reading and collating one batch" },
+    NameInfo { name: DATA_WAIT, meaning: "the training thread waiting for a batch prepared by prefetch threads" },
+    NameInfo { name: TRANSFER_H2D, meaning: "copying the batch from host memory to the device" },
+    NameInfo { name: TRAIN_STEP, meaning: "one autodiff step: forward, loss, backward, optimizer" },
+    NameInfo { name: FORWARD, meaning: "the model's forward pass" },
+    NameInfo { name: LOSS, meaning: "the loss computation" },
+    NameInfo { name: BACKWARD, meaning: "the backward pass" },
+    NameInfo { name: OPTIMIZER, meaning: "the optimizer update" },
+    NameInfo { name: SYNC, meaning: "the host waiting for the device to finish the work queued so far" },
+    NameInfo { name: LOSS_READ, meaning: "reading the loss back to the host (waits for the device)" },
+    NameInfo { name: MODEL_LOAD, meaning: "inference: loading the model (before step 0)" },
+    NameInfo { name: INFER_REQUEST, meaning: "inference: one request" },
+];
+
+/// Instant-event messages the run loop writes.
+pub mod instants {
+    /// A batch shape first seen after the startup steps (a new compile path).
+    pub const NEW_SHAPE: &str = "new input shape after startup";
+    /// A steady step far slower than the steady median.
+    pub const SLOW_STEP: &str = "slow step after startup: a new compile path?";
+}
+
+/// Counter tracks the run loop writes.
+pub mod counters {
+    /// Device memory in use, series `bytes`.
+    pub const DEVICE_MEMORY: &str = "device memory in use";
+}
+
+/// Chrome metadata (`"ph":"M"`) event names and argument keys.
+pub mod meta {
+    /// Names a process track.
+    pub const PROCESS_NAME: &str = "process_name";
+    /// Labels a process track (shown under its name in Perfetto).
+    pub const PROCESS_LABELS: &str = "process_labels";
+    /// Orders process tracks.
+    pub const PROCESS_SORT_INDEX: &str = "process_sort_index";
+    /// Names a thread track.
+    pub const THREAD_NAME: &str = "thread_name";
+    /// Orders thread tracks.
+    pub const THREAD_SORT_INDEX: &str = "thread_sort_index";
+    /// The header event of a partial (streaming) file: see
+    /// [`SegmentHeader`](crate::format::SegmentHeader).
+    pub const SEGMENT: &str = "steptrace_segment";
+    /// The argument marking a span cut at a window edge (`begin` or `end`).
+    pub const CLIPPED_ARG: &str = "steptrace.clipped";
+}
+
+/// Keys of the `metadata` object that hold prose written by steptrace
+/// (label hygiene does not read them as input content).
+pub mod keys {
+    /// Why a cycle was cut short.
+    pub const PARTIAL_REASON: &str = "partial_reason";
+    /// Labels that looked like leaks.
+    pub const LABEL_WARNINGS: &str = "label_warnings";
+}
+
+/// The span name of step `n`: `ProfilerStep#n`.
+#[must_use]
+pub fn step_name(n: u64) -> String {
+    format!("{STEP_SPAN}#{n}")
+}
+
+/// `N` of a `ProfilerStep#N` span name.
+///
+/// ```
+/// use steptrace::format::names::{step_name, step_number};
+/// assert_eq!(step_number(&step_name(12)), Some(12));
+/// assert_eq!(step_number("ProfilerStep"), None);
+/// ```
+#[must_use]
+pub fn step_number(name: &str) -> Option<u64> {
+    name.strip_prefix(STEP_SPAN)?.strip_prefix('#')?.parse().ok()
+}
+
+/// Names the report reads as the host reading input: steptrace's
+/// `data.load`/`data.wait` and torch's `enumerate(DataLoader)…`.
+#[must_use]
+pub fn is_input(name: &str) -> bool {
+    name == DATA_LOAD || name == DATA_WAIT || name.starts_with("enumerate(DataLoader)")
+}
+
+/// Names the report reads as the host waiting for the device: `sync`,
+/// `loss.read` (it copies the loss back) and CUDA's `…Synchronize` calls.
+#[must_use]
+pub fn is_wait(name: &str) -> bool {
+    name == SYNC || name == LOSS_READ || name.ends_with("Synchronize")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_listed_span_is_distinct_and_described() {
+        let mut names: Vec<&str> = SPANS.iter().map(|s| s.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), SPANS.len());
+        assert!(SPANS.iter().all(|s| !s.meaning.is_empty()));
+    }
+
+    #[test]
+    fn step_names_round_trip_and_reject_lookalikes() {
+        assert_eq!(step_name(3), "ProfilerStep#3");
+        assert_eq!(step_number("ProfilerStep#3"), Some(3));
+        assert_eq!(step_number("ProfilerStep#x"), None);
+        assert_eq!(step_number("ProfilerStep3"), None);
+        assert!(is_wait("cudaDeviceSynchronize") && is_wait(SYNC) && !is_wait(FORWARD));
+        assert!(is_input(DATA_WAIT) && is_input("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"));
+    }
+}

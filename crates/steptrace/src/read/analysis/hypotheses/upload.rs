@@ -1,0 +1,88 @@
+//! The same data uploaded again every step.
+
+use std::collections::BTreeMap;
+
+use super::{Change, Context, Experiment, Hypothesis, NotExamined, CONFIRM};
+use crate::analysis::device::per_step;
+use crate::analysis::spans::{Span, Spans};
+use crate::analysis::stats::Stats;
+use crate::format::device::is_device_cat;
+use crate::format::names::TRANSFER_H2D;
+
+fn under(spans: &Spans, mut i: usize, pred: impl Fn(&Span) -> bool) -> bool {
+    while let Some(p) = spans.spans[i].parent {
+        if pred(&spans.spans[p]) {
+            return true;
+        }
+        i = p;
+    }
+    false
+}
+
+pub(super) fn check(cx: &Context<'_>, found: &mut Vec<Hypothesis>, skipped: &mut Vec<NotExamined>) {
+    let vocab = cx.vocab;
+    let any = cx.loaded.iter().any(|l| l.spans.spans.iter().any(|s| vocab.is_upload(s)));
+    if !any {
+        skipped.push(NotExamined {
+            check: "the same constant uploaded again each step",
+            why: "the trace has no upload events: record the backend's internal spans (steptrace) or CUDA activity \
+                  (torch.profiler)"
+                .into(),
+            enable: Some(Change::RecordInternals),
+        });
+        return;
+    }
+    // Uploads the step's own thread asks for (device-side copies of
+    // torch.profiler sit on stream tracks), outermost only, outside the
+    // batch transfer; named by the span that asked for them.
+    let mut callers: BTreeMap<String, usize> = BTreeMap::new();
+    let per = per_step(cx.loaded, |l, a, b, step| {
+        let mut n = 0;
+        for (i, s) in l.spans.starting_in(a, b) {
+            let on_thread = s.thread == step.thread || is_device_cat(s.cat.as_deref());
+            if !on_thread || !vocab.is_upload(s) {
+                continue;
+            }
+            if under(&l.spans, i, |p| vocab.is_upload(p) || p.name == TRANSFER_H2D) {
+                continue;
+            }
+            n += 1;
+            let parent = s.parent.map_or("", |p| l.spans.spans[p].name.as_str());
+            *callers.entry(format!("`{}` in `{parent}`", s.name)).or_default() += 1;
+        }
+        Some(n as f64)
+    });
+    let counts: Vec<f64> = per.iter().map(|x| x.0).collect();
+    let Some(stats) = Stats::of(&counts) else { return };
+    // torch.profiler's copies are not nested in a batch span: allow the
+    // input and target copies.
+    let batch_span = cx.loaded.iter().any(|l| l.spans.spans.iter().any(|s| s.name == TRANSFER_H2D));
+    let allowance = if batch_span { 0.0 } else { 2.0 };
+    if stats.min <= allowance || stats.max != stats.min {
+        return;
+    }
+    let mut by_caller: Vec<(String, usize)> = callers.into_iter().collect();
+    by_caller.sort_by(|a, b| b.1.cmp(&a.1));
+    let named: Vec<String> =
+        by_caller.iter().take(3).map(|(what, n)| format!("{what} ×{}", *n as f64 / stats.n as f64)).collect();
+    found.push(Hypothesis {
+        id: "repeated-upload",
+        evidence: format!(
+            "{} uploads start in every one of {} steps outside the batch transfer{} (per step: {})",
+            stats.min,
+            stats.n,
+            if allowance > 0.0 { " (two are allowed for the input and target copies)" } else { "" },
+            named.join(", ")
+        ),
+        hypothesis: "a tensor that does not change (a constant, a mask, optimizer state) is moved to the device \
+                     again each step: wrong placement or lifetime"
+            .into(),
+        next: format!(
+            "check whether these calls copy data or are no-ops on a tensor already there (time them alone); if they \
+             copy, create that tensor once on the device, and check that the outputs (loss, held-out metric) are \
+             unchanged; {CONFIRM}"
+        ),
+        experiment: Some(Experiment::of([Change::RecordInternals])),
+        command: None,
+    });
+}

@@ -1,0 +1,143 @@
+//! What the report knows of each file and of the run: the spans rebuilt
+//! from it, its steps, who wrote it, and the manifest.
+
+use serde::Serialize;
+
+use super::ops::BackendOps;
+use super::spans::{Span, Spans};
+use super::steps::StepRow;
+use crate::format::{device, Manifest, ScheduleInfo, Steptrace};
+use crate::reader::Trace;
+
+/// Who wrote a trace, as far as its content tells.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Producer {
+    /// `steptrace train` or another program using steptrace's sink.
+    Steptrace,
+    /// torch.profiler (Kineto).
+    TorchProfiler,
+    /// Any other Chrome trace.
+    Other,
+}
+
+/// What the run was, from the steptrace manifest (absent elsewhere).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct RunInfo {
+    /// Backend label, with the fallback and its reason when there is one.
+    pub backend: Option<String>,
+    /// `cuda`, `wgpu` or `cpu`.
+    pub backend_kind: Option<String>,
+    /// The device.
+    pub device: Option<String>,
+    /// Why the requested backend was not used; `None` if it was.
+    pub fallback_reason: Option<String>,
+    /// The sync policy.
+    pub sync_policy: Option<String>,
+    /// What the sync policy means for the numbers.
+    pub sync_meaning: Option<String>,
+    /// Samples per step.
+    pub batch_size: Option<u64>,
+    /// Where the batch size came from: `manifest`, `option` or `unknown`.
+    pub batch_size_from: &'static str,
+    /// Model name.
+    pub model: Option<String>,
+    /// Dataset name.
+    pub dataset: Option<String>,
+    /// Steps declared as startup by the run (`0..startup_steps`).
+    pub startup_steps: Option<u64>,
+    /// Startup figures the run measured before any window.
+    pub startup: Option<crate::format::StartupInfo>,
+    /// Prefetch threads of the run.
+    pub prefetch_workers: Option<u64>,
+    /// Steps the run was asked for.
+    pub steps: Option<u64>,
+    /// The schedule of the run.
+    pub schedule: Option<ScheduleInfo>,
+    /// The command that reproduces the run, when the manifest allows.
+    pub command: Option<String>,
+}
+
+impl RunInfo {
+    /// The run as its manifest (and schedule) describe it.
+    pub(crate) fn new(manifest: Option<&Manifest>, schedule: Option<ScheduleInfo>, batch_option: Option<u64>) -> RunInfo {
+        let m = manifest.cloned().unwrap_or_default();
+        let (batch_size, batch_size_from) = match (batch_option, m.batch_size) {
+            (Some(b), _) => (Some(b), "option"),
+            (None, Some(b)) => (Some(b), "manifest"),
+            (None, None) => (None, "unknown"),
+        };
+        RunInfo {
+            backend: m.backend,
+            backend_kind: m.backend_kind,
+            device: m.device,
+            fallback_reason: m.fallback_reason,
+            sync_policy: m.sync_policy,
+            sync_meaning: m.sync_meaning,
+            batch_size,
+            batch_size_from,
+            model: m.model,
+            dataset: m.dataset,
+            startup_steps: m.startup_steps,
+            startup: m.startup,
+            prefetch_workers: m.prefetch_workers,
+            steps: m.steps,
+            schedule,
+            command: m.command,
+        }
+    }
+}
+
+/// A file that was read, with the spans rebuilt from it.
+pub(crate) struct Loaded {
+    pub(crate) spans: Spans,
+    pub(crate) steps: Vec<StepRow>,
+    pub(crate) producer: Producer,
+    /// What the file's metadata says of device activity.
+    pub(crate) activity: Option<device::ActivityStatus>,
+}
+
+/// The names a report recognises: steptrace's own, the CUDA and Kineto
+/// vocabulary, and what the backend crate registered.
+pub(crate) struct Vocabulary<'a> {
+    pub(crate) ops: &'a BackendOps,
+}
+
+impl Vocabulary<'_> {
+    /// A host-side kernel launch.
+    pub(crate) fn is_launch(&self, name: &str) -> bool {
+        device::is_launch(name) || self.ops.launches.iter().any(|n| n == name)
+    }
+
+    /// A host-side upload, or a device-side host-to-device copy.
+    pub(crate) fn is_upload(&self, span: &Span) -> bool {
+        self.ops.uploads.iter().any(|n| *n == span.name) || span.name.contains("Memcpy HtoD")
+    }
+}
+
+/// Who wrote `trace`.
+pub(crate) fn producer(trace: &Trace, steptrace: Option<&Steptrace>) -> Producer {
+    if steptrace.is_some_and(|s| s.metadata.is_some()) {
+        return Producer::Steptrace;
+    }
+    let kineto_keys = ["schemaVersion", "deviceProperties", "distributedInfo", "traceName"];
+    let kineto_cats = [device::cats::KERNEL, device::cats::RUNTIME, "cpu_op", "python_function", "user_annotation"];
+    if kineto_keys.iter().any(|k| trace.metadata.contains_key(*k))
+        || trace.events.iter().take(10_000).any(|e| e.cat.as_deref().is_some_and(|c| kineto_cats.contains(&c)))
+    {
+        return Producer::TorchProfiler;
+    }
+    if steptrace.is_some() {
+        return Producer::Steptrace;
+    }
+    Producer::Other
+}
+
+/// The window of a file: the extent of its steps, else of its spans.
+pub(crate) fn window_of(l: &Loaded) -> Option<(f64, f64)> {
+    let ends = |it: &mut dyn Iterator<Item = (f64, f64)>| {
+        it.fold(None, |acc: Option<(f64, f64)>, (a, b)| Some(acc.map_or((a, b), |(s, e)| (s.min(a), e.max(b)))))
+    };
+    ends(&mut l.steps.iter().map(|s| (s.start, s.end)))
+        .or_else(|| ends(&mut l.spans.spans.iter().map(|s| (s.start, s.end))))
+}

@@ -1,0 +1,39 @@
+//! Reading traces back: step timing, span summary, device view and
+//! hypotheses ([`Report`]), and what a trace would reveal if shared
+//! ([`Inventory`]).
+//!
+//! The figures follow the method steptrace teaches: step time comes from
+//! wall-clock step boundaries (`ProfilerStep#N`), never from sums of
+//! events; startup steps are kept apart from the steady state; device time
+//! that the trace does not hold is reported as not observed, never as zero.
+//!
+//! The pieces depend on each other one way: [`Spans`] and the steps are
+//! rebuilt from each file; the step timing, the span table and the device
+//! view are computed from them; the hypotheses read all three; the
+//! [`Report`] puts them together.
+
+mod device;
+mod hypotheses;
+mod inventory;
+mod loaded;
+mod ops;
+mod report;
+mod spans;
+mod stats;
+mod steps;
+mod table;
+mod timing;
+
+pub use device::DeviceView;
+pub use hypotheses::{Change, Experiment, Hypothesis, NotExamined};
+pub use inventory::{redact_file, Finding, Inventory, RedactOutcome};
+pub use loaded::{Producer, RunInfo};
+pub use ops::BackendOps;
+pub use report::{Report, ReportError, ReportOptions, Source};
+pub use spans::{union_length, Span, Spans, ThreadKey};
+pub use stats::{median, Stats};
+pub use steps::StepRow;
+pub use table::{SpanRow, SpanTable, Timing};
+pub use timing::{StepTiming, WindowRate};
+
+pub use crate::format::names::step_number;

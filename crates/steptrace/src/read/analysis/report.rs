@@ -1,0 +1,216 @@
+//! The report: step timing first, then the span summary, the device view
+//! and hypotheses.
+
+use serde::Serialize;
+
+use super::device::{device_view, DeviceView};
+use super::hypotheses::{hypotheses, Change, Context, Hypothesis, NotExamined};
+use super::loaded::{producer, Loaded, Producer, RunInfo, Vocabulary};
+use super::ops::BackendOps;
+use super::spans::Spans;
+use super::steps::steps_of;
+use super::table::{span_table, SpanTable};
+use super::timing::{mark_startup, step_timing, StepTiming};
+use crate::format::names::instants;
+use crate::format::{MetadataError, Steptrace};
+use crate::reader::{Trace, TraceFormat};
+
+/// One input file.
+#[derive(Clone, Debug, Serialize)]
+pub struct Source {
+    /// The file, as given.
+    pub path: String,
+    /// Object or array layout.
+    pub format: &'static str,
+    /// Who wrote it.
+    pub producer: Producer,
+    /// Number of events.
+    pub events: usize,
+    /// Whether it was cut short (a crash mid-window).
+    pub truncated: bool,
+    /// Spans whose end was missing.
+    pub unclosed_spans: usize,
+    /// The schedule cycle (steptrace files).
+    pub cycle: Option<u64>,
+    /// Whether steptrace marked the cycle as partial, and why.
+    pub partial_reason: Option<String>,
+}
+
+/// The whole report.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// The files read.
+    pub sources: Vec<Source>,
+    /// What the run was.
+    pub run: RunInfo,
+    /// Step timing: the headline.
+    pub timing: StepTiming,
+    /// Per span name.
+    pub spans: SpanTable,
+    /// Host launch, device work and waiting.
+    pub device: DeviceView,
+    /// Possibilities, each with evidence and a next experiment.
+    pub hypotheses: Vec<Hypothesis>,
+    /// Checks that could not run on these traces, and why.
+    pub not_examined: Vec<NotExamined>,
+    /// Instants the run wrote (new shapes, slow steps): `(step, what)`.
+    pub anomalies: Vec<(Option<u64>, String)>,
+    /// Other remarks.
+    pub notes: Vec<String>,
+}
+
+/// Options of [`Report::build`].
+#[derive(Clone, Debug, Default)]
+pub struct ReportOptions {
+    /// Samples per step, for traces whose manifest does not say.
+    pub batch_size: Option<u64>,
+    /// The backend's internal operation names (see [`BackendOps`]).
+    pub ops: BackendOps,
+}
+
+/// Why a report could not be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReportError {
+    /// No file was given.
+    #[error("no trace to report on")]
+    NoTrace,
+    /// Two files come from different runs.
+    #[error(
+        "{path} does not come from the same run as {first} (their manifests or start times differ); report each run \
+         separately"
+    )]
+    MixedRuns {
+        /// The file that differs.
+        path: String,
+        /// The first file.
+        first: String,
+    },
+    /// A file's steptrace metadata does not read.
+    #[error("{path}: {source}")]
+    Metadata {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        #[source]
+        source: MetadataError,
+    },
+}
+
+impl Report {
+    /// Builds the report of one run's trace files (for example the cycles
+    /// of one `steptrace train`).
+    ///
+    /// # Errors
+    ///
+    /// When no file is given, when the files come from different runs
+    /// (their manifests differ beyond what a run fills in as it goes), or
+    /// when a file's steptrace metadata is of a newer format or the wrong
+    /// shape.
+    pub fn build(files: &[(String, Trace)], options: &ReportOptions) -> Result<Report, ReportError> {
+        let first = files.first().ok_or(ReportError::NoTrace)?;
+        let mut parts = Vec::with_capacity(files.len());
+        for (path, trace) in files {
+            let st = trace.steptrace().map_err(|source| ReportError::Metadata { path: path.clone(), source })?;
+            parts.push(st);
+        }
+        let identity = |st: &Option<Steptrace>| {
+            st.as_ref().map(|s| (s.manifest().map(|m| m.identity()), s.epoch_unix_ms()))
+        };
+        for ((path, _), st) in files.iter().zip(&parts).skip(1) {
+            if identity(st) != identity(&parts[0]) {
+                return Err(ReportError::MixedRuns { path: path.clone(), first: first.0.clone() });
+            }
+        }
+        // The most complete manifest: later cycles know more (startup figures).
+        let manifest = parts.iter().flatten().filter_map(Steptrace::manifest).max_by_key(|m| m.known_fields());
+        let schedule = parts.iter().flatten().find_map(|s| s.metadata.as_ref().and_then(|m| m.schedule.clone()));
+        let mut loaded: Vec<Loaded> = files
+            .iter()
+            .zip(&parts)
+            .enumerate()
+            .map(|(i, ((_, trace), st))| {
+                let spans = Spans::from_trace(trace);
+                let steps = steps_of(&spans, i);
+                let activity = st.as_ref().and_then(|s| s.metadata.as_ref()?.device_activity.as_ref()).map(|a| a.status.clone());
+                Loaded { producer: producer(trace, st.as_ref()), spans, steps, activity }
+            })
+            .collect();
+        let sources = files.iter().zip(&loaded).zip(&parts).map(|(((path, trace), l), st)| source(path, trace, l, st.as_ref())).collect();
+        let mut run = RunInfo::new(manifest, schedule, options.batch_size);
+        let mut notes = Vec::new();
+        mark_startup(&mut loaded, &mut run, &mut notes);
+        let vocab = Vocabulary { ops: &options.ops };
+        let timing = step_timing(&loaded, run.batch_size);
+        let spans = span_table(&loaded, &run);
+        let device = device_view(&loaded, &run, &vocab);
+        let anomalies = anomalies(&loaded);
+        let cx = Context {
+            loaded: &loaded,
+            run: &run,
+            timing: &timing,
+            table: &spans,
+            device: &device,
+            anomalies: &anomalies,
+            vocab: &vocab,
+        };
+        let (hypotheses, not_examined) = hypotheses(&cx);
+        if loaded.iter().all(|l| l.steps.is_empty()) {
+            notes.push(
+                "no ProfilerStep#N spans: there are no step boundaries, so no per-step figures; shares refer to the \
+                 extent of the trace"
+                    .into(),
+            );
+        }
+        if run.batch_size.is_none() {
+            notes.push("batch size unknown (not in the trace): samples/s needs --batch N".into());
+        }
+        Ok(Report { sources, run, timing, spans, device, hypotheses, not_examined, anomalies, notes })
+    }
+
+    /// Fills in each hypothesis's [`command`](Hypothesis::command) from the
+    /// run's command and the experiment's changes, with `render`, which
+    /// knows the program's flags. Hypotheses without an experiment, or runs
+    /// whose manifest has no command, keep `None`.
+    pub fn render_commands(&mut self, render: impl Fn(&str, &[Change]) -> String) {
+        let Some(command) = self.run.command.clone() else { return };
+        for h in &mut self.hypotheses {
+            if let Some(experiment) = &h.experiment {
+                h.command = Some(render(&command, &experiment.changes));
+            }
+        }
+    }
+}
+
+fn source(path: &str, trace: &Trace, loaded: &Loaded, st: Option<&Steptrace>) -> Source {
+    let meta = st.and_then(|s| s.metadata.as_ref());
+    Source {
+        path: path.to_owned(),
+        format: match trace.format {
+            TraceFormat::Object => "object",
+            TraceFormat::Array => "array",
+        },
+        producer: loaded.producer,
+        events: trace.events.len(),
+        truncated: trace.truncated,
+        unclosed_spans: loaded.spans.spans.iter().filter(|s| s.unclosed).count(),
+        cycle: st.and_then(Steptrace::cycle),
+        partial_reason: meta.and_then(|m| m.partial_reason.clone()),
+    }
+}
+
+/// Instants the run wrote that say the steady state may not hold.
+fn anomalies(loaded: &[Loaded]) -> Vec<(Option<u64>, String)> {
+    let mut out = Vec::new();
+    for l in loaded {
+        for (name, ts, _) in &l.spans.instants {
+            let lower = name.to_ascii_lowercase();
+            // Foreign traces may name compilation in their own words.
+            if name == instants::NEW_SHAPE || name == instants::SLOW_STEP || lower.contains("compil") {
+                let step = l.steps.iter().find(|s| s.start <= *ts && *ts <= s.end).map(|s| s.step);
+                out.push((step, name.clone()));
+            }
+        }
+    }
+    out
+}

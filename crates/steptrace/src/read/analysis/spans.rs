@@ -1,0 +1,253 @@
+//! Spans rebuilt from `B`/`E` pairs and `X` events, with nesting and self
+//! time per thread.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use crate::reader::{Trace, TrackId};
+
+/// A thread of a trace: `(pid, tid)`.
+pub type ThreadKey = (Option<TrackId>, Option<TrackId>);
+
+/// One span: a completed `B`/`E` pair or an `X` event.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Span {
+    /// Its name.
+    pub name: String,
+    /// Its category, as written.
+    pub cat: Option<String>,
+    /// The thread it ran on.
+    pub thread: ThreadKey,
+    /// Start, µs.
+    pub start: f64,
+    /// End, µs.
+    pub end: f64,
+    /// The index of the innermost span of the same thread that contains it.
+    pub parent: Option<usize>,
+    /// Its duration minus the durations of its direct children, µs.
+    pub self_us: f64,
+    /// Whether its end was missing (the file was cut short) and the end of
+    /// the trace was used instead.
+    pub unclosed: bool,
+}
+
+impl Span {
+    /// Its duration, µs.
+    #[must_use]
+    pub fn dur(&self) -> f64 {
+        self.end - self.start
+    }
+}
+
+/// The spans of one trace, and what is known about its threads.
+#[derive(Clone, Debug, Default)]
+pub struct Spans {
+    /// Every span, ordered by thread, then start (outer spans first).
+    pub spans: Vec<Span>,
+    /// Thread names from `thread_name` metadata events.
+    pub thread_names: HashMap<ThreadKey, String>,
+    /// Instant events: `(name, ts, thread)`.
+    pub instants: Vec<(String, f64, ThreadKey)>,
+    /// End events with no open span on their thread (ignored).
+    pub orphan_ends: usize,
+    /// Span indices ordered by start time (all threads).
+    by_start: Vec<usize>,
+}
+
+impl Spans {
+    /// Rebuilds spans from a trace's events.
+    ///
+    /// `E` closes the innermost open `B` of its thread, as viewers do.
+    /// Spans still open at the end of the file are closed at the trace's
+    /// last timestamp and marked [`Span::unclosed`]. Events without a
+    /// timestamp are ignored.
+    #[must_use]
+    pub fn from_trace(trace: &Trace) -> Spans {
+        let mut out = Spans::default();
+        let mut open: HashMap<ThreadKey, Vec<Span>> = HashMap::new();
+        let mut last_ts = f64::MIN;
+        for event in &trace.events {
+            let thread = (event.pid.clone(), event.tid.clone());
+            if event.ph == "M" {
+                if event.name == crate::format::names::meta::THREAD_NAME {
+                    if let Some(Value::String(name)) = event.arg("name") {
+                        out.thread_names.insert(thread, name.clone());
+                    }
+                }
+                continue;
+            }
+            let Some(ts) = event.ts.filter(|t| t.is_finite()) else { continue };
+            last_ts = last_ts.max(ts);
+            let span = |end: f64| Span {
+                name: event.name.clone(),
+                cat: event.cat.clone(),
+                thread: thread.clone(),
+                start: ts,
+                end,
+                parent: None,
+                self_us: 0.0,
+                unclosed: false,
+            };
+            match event.ph.as_str() {
+                "B" => open.entry(thread.clone()).or_default().push(span(ts)),
+                "E" => match open.get_mut(&thread).and_then(Vec::pop) {
+                    Some(mut begun) => {
+                        begun.end = ts.max(begun.start);
+                        out.spans.push(begun);
+                    }
+                    None => out.orphan_ends += 1,
+                },
+                "X" => {
+                    let dur = event.dur.filter(|d| d.is_finite() && *d >= 0.0).unwrap_or(0.0);
+                    last_ts = last_ts.max(ts + dur);
+                    out.spans.push(span(ts + dur));
+                }
+                "i" | "I" | "n" => out.instants.push((event.name.clone(), ts, thread)),
+                _ => {}
+            }
+        }
+        for (_, stack) in open {
+            for mut begun in stack {
+                begun.end = last_ts.max(begun.start);
+                begun.unclosed = true;
+                out.spans.push(begun);
+            }
+        }
+        out.nest();
+        out
+    }
+
+    /// Sorts spans by thread and start, then finds each span's parent and
+    /// self time.
+    fn nest(&mut self) {
+        self.spans.sort_by(|a, b| {
+            a.thread.cmp(&b.thread).then(a.start.total_cmp(&b.start)).then(b.end.total_cmp(&a.end))
+        });
+        let mut stack: Vec<usize> = Vec::new();
+        for i in 0..self.spans.len() {
+            if i > 0 && self.spans[i].thread != self.spans[i - 1].thread {
+                stack.clear();
+            }
+            while let Some(&top) = stack.last() {
+                if self.spans[i].start < self.spans[top].end && self.spans[i].end <= self.spans[top].end {
+                    break;
+                }
+                stack.pop();
+            }
+            self.spans[i].parent = stack.last().copied();
+            self.spans[i].self_us = self.spans[i].dur();
+            if let Some(parent) = self.spans[i].parent {
+                let child = self.spans[i].dur();
+                self.spans[parent].self_us -= child;
+            }
+            stack.push(i);
+        }
+        self.by_start = (0..self.spans.len()).collect();
+        self.by_start.sort_by(|&a, &b| self.spans[a].start.total_cmp(&self.spans[b].start));
+    }
+
+    /// Spans that start in `[from, to)`, on any thread, with their index.
+    pub fn starting_in(&self, from: f64, to: f64) -> impl Iterator<Item = (usize, &Span)> + '_ {
+        let first = self.by_start.partition_point(|&i| self.spans[i].start < from);
+        self.by_start[first..].iter().map(|&i| (i, &self.spans[i])).take_while(move |(_, s)| s.start < to)
+    }
+
+    /// The display name of a thread: its `thread_name`, else `pid/tid`.
+    #[must_use]
+    pub fn thread_label(&self, thread: &ThreadKey) -> String {
+        self.thread_names.get(thread).cloned().unwrap_or_else(|| {
+            let show = |id: &Option<TrackId>| id.as_ref().map_or_else(|| "?".to_owned(), ToString::to_string);
+            format!("{}/{}", show(&thread.0), show(&thread.1))
+        })
+    }
+
+    /// Whether span `i` has a descendant named `name`.
+    #[must_use]
+    pub fn contains_named(&self, i: usize, name: &str) -> bool {
+        // Descendants follow their ancestor in order and start before its end.
+        let outer = &self.spans[i];
+        self.spans[i + 1..]
+            .iter()
+            .take_while(|s| s.thread == outer.thread && s.start < outer.end)
+            .any(|s| s.name == name && s.end <= outer.end)
+    }
+}
+
+/// Total length of the union of intervals, µs.
+#[must_use]
+pub fn union_length(mut intervals: Vec<(f64, f64)>) -> f64 {
+    intervals.retain(|(a, b)| b > a);
+    intervals.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut total = 0.0;
+    let mut current: Option<(f64, f64)> = None;
+    for (a, b) in intervals {
+        current = match current {
+            Some((s, e)) if a <= e => Some((s, e.max(b))),
+            Some((s, e)) => {
+                total += e - s;
+                Some((a, b))
+            }
+            None => Some((a, b)),
+        };
+    }
+    total + current.map_or(0.0, |(s, e)| e - s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reader::parse_trace;
+
+    #[test]
+    fn self_time_subtracts_direct_children_only() {
+        // outer 0..100 > a 10..40 > b 20..30 ; outer > c 50..60 (X event).
+        let trace = parse_trace(
+            br#"[{"ph":"B","name":"outer","tid":1,"ts":0},
+                {"ph":"B","name":"a","tid":1,"ts":10},
+                {"ph":"B","name":"b","tid":1,"ts":20},
+                {"ph":"E","tid":1,"ts":30},
+                {"ph":"E","tid":1,"ts":40},
+                {"ph":"X","name":"c","tid":1,"ts":50,"dur":10},
+                {"ph":"E","tid":1,"ts":100}]"#,
+        )
+        .unwrap();
+        let spans = Spans::from_trace(&trace);
+        let by_name = |n: &str| spans.spans.iter().find(|s| s.name == n).unwrap();
+        assert_eq!(by_name("outer").self_us, 100.0 - 30.0 - 10.0);
+        assert_eq!(by_name("a").self_us, 20.0);
+        assert_eq!(by_name("b").self_us, 10.0);
+        assert_eq!(by_name("c").parent, Some(0));
+        assert!(spans.contains_named(0, "b"));
+        assert!(!spans.contains_named(3, "b"));
+    }
+
+    #[test]
+    fn spans_on_other_threads_do_not_nest() {
+        let trace = parse_trace(
+            br#"[{"ph":"X","name":"main","tid":1,"ts":0,"dur":100},
+                {"ph":"X","name":"loader","tid":2,"ts":10,"dur":50}]"#,
+        )
+        .unwrap();
+        let spans = Spans::from_trace(&trace);
+        assert!(spans.spans.iter().all(|s| s.parent.is_none()));
+        assert_eq!(spans.spans[0].self_us, 100.0);
+    }
+
+    #[test]
+    fn open_spans_are_closed_at_the_end_of_a_cut_file() {
+        let trace = parse_trace(br#"[{"ph":"B","name":"a","tid":1,"ts":5},{"ph":"i","name":"x","tid":1,"ts":9},"#).unwrap();
+        let spans = Spans::from_trace(&trace);
+        assert_eq!(spans.spans.len(), 1);
+        assert!(spans.spans[0].unclosed);
+        assert_eq!(spans.spans[0].end, 9.0);
+        assert_eq!(spans.instants.len(), 1);
+    }
+
+    #[test]
+    fn union_counts_overlap_once() {
+        assert_eq!(union_length(vec![(0.0, 10.0), (5.0, 15.0), (20.0, 25.0)]), 20.0);
+        assert_eq!(union_length(vec![(0.0, 10.0), (2.0, 3.0)]), 10.0);
+        assert_eq!(union_length(vec![]), 0.0);
+    }
+}

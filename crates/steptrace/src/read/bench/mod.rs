@@ -1,0 +1,16 @@
+//! Validation outside the profiler: bench results and their comparison.
+//!
+//! A [`BenchResult`] holds every raw step time of several runs of one
+//! workload, its startup figures, its quality figures and a
+//! [`Fingerprint`] of everything that defines the workload. [`compare`]
+//! accepts two results only when their fingerprints differ in the declared
+//! variable alone, and reports a time ratio with a bootstrap interval; it
+//! never claims a difference smaller than the spread of the runs.
+
+mod compare;
+mod error;
+mod result;
+
+pub use compare::{compare, Comparison, Verdict};
+pub use error::BenchError;
+pub use result::{BenchResult, Fingerprint, RunRecord, StatsRecord, Summary};

@@ -1,0 +1,57 @@
+//! Label hygiene: flags span names, argument keys and values, thread names
+//! and metadata strings that look like secrets, private paths or input
+//! content.
+//!
+//! Traces get shared: attached to issues, uploaded to viewers. A label that
+//! carries an e-mail address, an API key, a home directory or a sample of
+//! the training data leaks it. [`check_label`] inspects one string;
+//! [`scan_trace`] inspects every label of a parsed trace and says where each
+//! finding is. Both it and the trace sink, which checks each file as it
+//! finalises it, feed one [`LabelScanner`]: it reports each offending string
+//! once, at its first location, and bounds the memory it spends.
+//!
+//! The checks are heuristics, tuned to stay quiet on ordinary labels
+//! (`ProfilerStep#12`, `cubecl_runtime::client::launch_inner`,
+//! `fusion<cubecl<cuda>>`, `0x7f3a2b1c`, `wait=1,warmup=1,active=2`):
+//!
+//! - [`FindingKind::Email`]: `local@domain.tld` with an alphabetic TLD.
+//! - [`FindingKind::Token`]: `Bearer` tokens; AWS-style key ids
+//!   (`AKIA…`, `ASIA…`); well-known token prefixes (`ghp_`, `github_pat_`,
+//!   `glpat-`, `hf_`, `sk-`, `xoxb-`, `AIza`, …); JWTs (`eyJ….….…`) and
+//!   other `a.b.c` runs of three long mixed segments; hex runs of 32 digits
+//!   or more; base64 runs of 32 characters or more that mix cases and
+//!   digits like random text does; `password=…`, `api_key: …` and similar
+//!   assignments; credentials in URLs (`https://user:pass@host`).
+//! - [`FindingKind::HomePath`]: `/home/USER`, `/Users/USER`, `/root/…`,
+//!   `~/...`, `C:\Users\USER` (not generic paths such as
+//!   `/usr/local/cuda/include`).
+//! - [`FindingKind::InputContent`]: natural-language text (more than 48
+//!   characters, at least 8 words, mostly plain words, with several common
+//!   English function words), and lists of 8 numbers or more (`[0.12, 0.5,
+//!   0.33, …]`); in [`scan_trace`], also JSON arrays of 16 numbers or more
+//!   in event arguments.
+//!
+//! Each [`Finding`] carries a short excerpt with the sensitive part masked
+//! (`al***@***.org`, `password=***`, `/home/al***/…`), so that findings can
+//! be logged, or written to a trace's metadata, without leaking what they
+//! flag; excerpts never trigger a finding themselves.
+//!
+//! One file per detector: `email`, `token`, `home`, `input` (over the byte
+//! helpers of `text`); `check` runs them on one label, `scan` and `location`
+//! walk a trace, `redact` writes sanitised copies.
+
+mod check;
+mod email;
+mod finding;
+mod home;
+mod input;
+mod location;
+mod redact;
+mod scan;
+mod text;
+mod token;
+
+pub use check::check_label;
+pub use finding::{Finding, FindingKind, LocatedFinding};
+pub use redact::{redact_label, redact_trace_value};
+pub use scan::{scan_trace, LabelScanner};

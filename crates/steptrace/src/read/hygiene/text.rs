@@ -1,0 +1,72 @@
+//! Byte-level helpers shared by the detectors.
+
+/// The byte at `i`, or 0 outside the text.
+pub(super) fn at(bytes: &[u8], i: usize) -> u8 {
+    bytes.get(i).copied().unwrap_or(0)
+}
+
+/// The byte before `i`, or 0 at the start.
+pub(super) fn before(bytes: &[u8], i: usize) -> u8 {
+    i.checked_sub(1).map_or(0, |j| at(bytes, j))
+}
+
+/// The end of the run of bytes matching `pred` that starts at `start`.
+pub(super) fn run_end(bytes: &[u8], start: usize, pred: impl Fn(u8) -> bool) -> usize {
+    let mut end = start;
+    while end < bytes.len() && pred(at(bytes, end)) {
+        end += 1;
+    }
+    end
+}
+
+/// The start of the run of bytes matching `pred` that ends at `end`.
+pub(super) fn run_start(bytes: &[u8], end: usize, pred: impl Fn(u8) -> bool) -> usize {
+    let mut start = end;
+    while start > 0 && pred(before(bytes, start)) {
+        start -= 1;
+    }
+    start
+}
+
+/// `text[start..end]`, or `""` if that is not a valid range.
+pub(super) fn slice(text: &str, start: usize, end: usize) -> &str {
+    text.get(start..end).unwrap_or("")
+}
+
+/// The first `n` characters of `s`.
+pub(super) fn prefix(s: &str, n: usize) -> &str {
+    s.char_indices().nth(n).map_or(s, |(i, _)| &s[..i])
+}
+
+/// Maximal runs of bytes matching `pred`, as `(start, end)` ranges.
+pub(super) fn runs(bytes: &[u8], pred: impl Fn(u8) -> bool) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if pred(at(bytes, i)) {
+            let end = run_end(bytes, i, &pred);
+            out.push((i, end));
+            i = end;
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Finds `needle` in `haystack` ignoring ASCII case; `needle` must be
+/// lowercase.
+pub(super) fn find_ignore_case(haystack: &[u8], needle: &[u8]) -> Vec<usize> {
+    if needle.is_empty() || haystack.len() < needle.len() {
+        return Vec::new();
+    }
+    (0..=haystack.len() - needle.len())
+        .filter(|&i| haystack.get(i..i + needle.len()).is_some_and(|w| w.eq_ignore_ascii_case(needle)))
+        .collect()
+}
+
+/// A masked form of a user name or similar: its first two characters.
+pub(super) fn mask(s: &str) -> String {
+    let keep = if s.chars().count() > 3 { 2 } else { 1 };
+    format!("{}***", prefix(s, keep))
+}

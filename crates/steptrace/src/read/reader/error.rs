@@ -1,0 +1,246 @@
+//! Errors from reading a trace.
+
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// What is wrong with a trace; see [`ReadError::kind`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReadErrorKind {
+    /// The file could not be read.
+    #[error("{0}")]
+    Io(#[source] io::Error),
+    /// The input holds nothing but whitespace (or NUL bytes).
+    #[error("empty file")]
+    Empty,
+    /// The input starts with something other than `{` or `[`.
+    #[error("expected '{{' or '[' at the start of a trace, found {found}")]
+    NotATrace {
+        /// What was found instead, for example `'<'`.
+        found: String,
+    },
+    /// A complete object-format file has no `traceEvents` key.
+    #[error("the trace object has no \"traceEvents\" key")]
+    MissingTraceEvents,
+    /// The `traceEvents` value is not an array.
+    #[error("\"traceEvents\" must be an array, found {found}")]
+    TraceEventsNotArray {
+        /// What was found instead, for example `a number`.
+        found: String,
+    },
+    /// The `traceEvents` key appears twice.
+    #[error("duplicate \"traceEvents\" key")]
+    DuplicateTraceEvents,
+    /// An element of the event list is not a JSON object.
+    #[error("event {index} is not a JSON object (found {found})")]
+    EventNotObject {
+        /// The position of the element in the event list, from 0.
+        index: usize,
+        /// What was found instead, for example `a number`.
+        found: String,
+    },
+    /// An event object is malformed: invalid JSON inside it, or a field of
+    /// the wrong type (for example `"ph": 5`).
+    #[error("event {index}: {message}")]
+    InvalidEvent {
+        /// The position of the event in the event list, from 0.
+        index: usize,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// The JSON structure around the events is invalid.
+    #[error("{message}")]
+    Syntax {
+        /// What was expected or found.
+        message: String,
+    },
+    /// The input is not valid UTF-8.
+    #[error("invalid UTF-8")]
+    InvalidUtf8,
+    /// The file is a steptrace trace of a format version this crate cannot
+    /// read.
+    #[error(transparent)]
+    Version(crate::format::VersionError),
+    /// Something other than whitespace follows the end of the trace.
+    #[error("unexpected characters after the end of the trace")]
+    TrailingCharacters,
+}
+
+/// An error from [`parse_trace`](super::parse_trace) or
+/// [`read_trace_file`](super::read_trace_file).
+///
+/// It displays as `invalid trace at byte 1234: expected ',' or ']' after an
+/// event`, prefixed with the file's path when one is known; I/O errors
+/// display as `cannot read trace PATH: REASON`.
+#[derive(Debug)]
+pub struct ReadError {
+    kind: ReadErrorKind,
+    offset: Option<usize>,
+    path: Option<PathBuf>,
+}
+
+impl ReadError {
+    /// A parse error at byte `offset` of the input.
+    pub(crate) fn at(kind: ReadErrorKind, offset: usize) -> Self {
+        Self { kind, offset: Some(offset), path: None }
+    }
+
+    /// A syntax error at byte `offset`.
+    pub(crate) fn syntax(message: impl Into<String>, offset: usize) -> Self {
+        Self::at(ReadErrorKind::Syntax { message: message.into() }, offset)
+    }
+
+    /// A format-version error (no offset: it is about the whole file).
+    pub(crate) fn version(err: crate::format::VersionError) -> Self {
+        Self { kind: ReadErrorKind::Version(err), offset: None, path: None }
+    }
+
+    /// An I/O error while reading `path`.
+    pub(crate) fn io(path: &Path, source: io::Error) -> Self {
+        Self { kind: ReadErrorKind::Io(source), offset: None, path: Some(path.to_path_buf()) }
+    }
+
+    /// The same error, attributed to the file at `path`.
+    #[must_use]
+    pub fn with_path(mut self, path: &Path) -> Self {
+        self.path = Some(path.to_path_buf());
+        self
+    }
+
+    /// What is wrong.
+    #[must_use]
+    pub fn kind(&self) -> &ReadErrorKind {
+        &self.kind
+    }
+
+    /// The byte offset of the problem in the input, counted from 0; `None`
+    /// for I/O errors.
+    ///
+    /// For JSON syntax errors inside an event, the offset is that of the
+    /// offending byte or the one just after it.
+    #[must_use]
+    pub fn offset(&self) -> Option<usize> {
+        self.offset
+    }
+
+    /// The file being read, when the error came from
+    /// [`read_trace_file`](super::read_trace_file).
+    #[must_use]
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// Consumes the error, returning its kind.
+    #[must_use]
+    pub fn into_kind(self) -> ReadErrorKind {
+        self.kind
+    }
+}
+
+impl fmt::Display for ReadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let ReadErrorKind::Io(source) = &self.kind {
+            return match &self.path {
+                Some(path) => write!(f, "cannot read trace {}: {source}", path.display()),
+                None => write!(f, "cannot read trace: {source}"),
+            };
+        }
+        if let Some(path) = &self.path {
+            write!(f, "{}: ", path.display())?;
+        }
+        if let ReadErrorKind::Version(err) = &self.kind {
+            return write!(f, "{err}");
+        }
+        match self.offset {
+            Some(offset) => write!(f, "invalid trace at byte {offset}: {}", self.kind),
+            None => write!(f, "invalid trace: {}", self.kind),
+        }
+    }
+}
+
+impl std::error::Error for ReadError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.kind {
+            ReadErrorKind::Io(source) => Some(source),
+            _ => None,
+        }
+    }
+}
+
+/// Describes the value that starts with byte `b`, for error messages.
+pub(crate) fn describe_start(b: u8) -> String {
+    match b {
+        b'{' => "an object".to_owned(),
+        b'[' => "an array".to_owned(),
+        b'"' => "a string".to_owned(),
+        b'-' | b'0'..=b'9' => "a number".to_owned(),
+        b't' | b'f' => "a boolean".to_owned(),
+        b'n' => "null".to_owned(),
+        _ => describe_byte(b),
+    }
+}
+
+/// Describes a byte met where some JSON syntax was expected.
+pub(crate) fn describe_byte(b: u8) -> String {
+    match b {
+        0x20..=0x7e => format!("'{}'", char::from(b)),
+        _ => format!("byte 0x{b:02x}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_names_the_offset_and_the_problem() {
+        let err = ReadError::syntax("expected ',' or ']' after an event", 1234);
+        assert_eq!(err.to_string(), "invalid trace at byte 1234: expected ',' or ']' after an event");
+        assert_eq!(err.offset(), Some(1234));
+        assert!(err.path().is_none());
+
+        let err = err.with_path(Path::new("/tmp/t.json"));
+        assert_eq!(err.to_string(), "/tmp/t.json: invalid trace at byte 1234: expected ',' or ']' after an event");
+    }
+
+    #[test]
+    fn display_of_each_kind_is_specific() {
+        let cases = [
+            (ReadErrorKind::Empty, "invalid trace at byte 0: empty file"),
+            (
+                ReadErrorKind::NotATrace { found: "'<'".into() },
+                "invalid trace at byte 0: expected '{' or '[' at the start of a trace, found '<'",
+            ),
+            (
+                ReadErrorKind::EventNotObject { index: 3, found: "a number".into() },
+                "invalid trace at byte 0: event 3 is not a JSON object (found a number)",
+            ),
+            (
+                ReadErrorKind::TraceEventsNotArray { found: "a number".into() },
+                "invalid trace at byte 0: \"traceEvents\" must be an array, found a number",
+            ),
+        ];
+        for (kind, text) in cases {
+            assert_eq!(ReadError::at(kind, 0).to_string(), text);
+        }
+    }
+
+    #[test]
+    fn io_errors_carry_the_path_and_their_source() {
+        let err = ReadError::io(Path::new("a/b.json"), io::Error::new(io::ErrorKind::NotFound, "gone"));
+        assert_eq!(err.to_string(), "cannot read trace a/b.json: gone");
+        assert_eq!(err.offset(), None);
+        let source = std::error::Error::source(&err).map(ToString::to_string);
+        assert_eq!(source.as_deref(), Some("gone"));
+        assert!(matches!(err.into_kind(), ReadErrorKind::Io(_)));
+    }
+
+    #[test]
+    fn describe_start_names_json_values() {
+        assert_eq!(describe_start(b'7'), "a number");
+        assert_eq!(describe_start(b'"'), "a string");
+        assert_eq!(describe_start(b'<'), "'<'");
+        assert_eq!(describe_start(0xff), "byte 0xff");
+    }
+}

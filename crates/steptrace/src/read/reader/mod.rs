@@ -1,0 +1,211 @@
+//! Reads Chrome Trace Event Format files: ours and others'.
+//!
+//! The reader accepts both layouts of the format:
+//!
+//! - the *object* format, `{"traceEvents":[...], "displayTimeUnit":"ms",
+//!   "metadata":{...}}`, with its keys in any order (every key other than
+//!   `traceEvents` lands in [`Trace::metadata`]);
+//! - the *array* format, `[ {...}, {...} ]`, which tracing-chrome streams
+//!   and which a crashed process leaves behind.
+//!
+//! Files from torch.profiler (Kineto) load too: string `pid`/`tid` values
+//! and numbers written as strings (`"ts": "123.5"`) are accepted, and
+//! unknown event fields are ignored.
+//!
+//! # Damaged files
+//!
+//! A file written by a process that was killed is a byte prefix of a valid
+//! trace. The reader keeps every complete event of such a file and sets
+//! [`Trace::truncated`]: a missing closing `]` or `}`, a trailing comma
+//! (before a closing bracket or the end of the file), or a cut-off last
+//! event (whose bytes are counted in [`Trace::dropped_bytes`]) are all
+//! tolerated. A tail of NUL bytes, which
+//! some file systems leave after a crash, is treated the same way.
+//! Anything else that is not valid JSON, or not a trace, is a [`ReadError`]
+//! with the byte offset of the problem; the reader never panics.
+//!
+//! # Memory
+//!
+//! Events are parsed one by one, straight into [`TraceEvent`]s, without
+//! building a JSON tree of the whole document: memory grows with the number
+//! of events, not with nesting or formatting.
+//!
+//! # Validation
+//!
+//! [`validate`] checks what a viewer needs: balanced `B`/`E` pairs on each
+//! thread, non-negative durations, timestamps, known phases, balanced async
+//! events and numeric counters.
+
+mod error;
+mod event;
+mod parse;
+mod validate;
+
+#[cfg(test)]
+mod prop_tests;
+
+use std::path::Path;
+
+use crate::format::names::meta;
+use crate::format::{MetadataError, Steptrace};
+
+pub use error::{ReadError, ReadErrorKind};
+pub use event::{TraceEvent, TrackId};
+pub use validate::{validate, Problem, ProblemKind};
+
+/// The layout of a trace file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TraceFormat {
+    /// `{"traceEvents": [...], ...}`: events plus top-level metadata.
+    Object,
+    /// `[...]`: a bare list of events.
+    Array,
+}
+
+/// A parsed trace.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Trace {
+    /// The layout the file used.
+    pub format: TraceFormat,
+    /// The events, in file order.
+    pub events: Vec<TraceEvent>,
+    /// Every top-level key of an object-format file except `traceEvents`
+    /// (for example `metadata`, `displayTimeUnit`, `otherData`,
+    /// `deviceProperties`); empty for the array format.
+    pub metadata: serde_json::Map<String, serde_json::Value>,
+    /// Whether the file did not end cleanly: its closing `]` (or `}`) is
+    /// missing, an incomplete last event (or top-level entry) was dropped,
+    /// or a trailing comma precedes a closing bracket (what a writer that
+    /// stopped between events, then had its bracket appended, leaves).
+    pub truncated: bool,
+    /// Bytes of an incomplete trailing event (or top-level entry), and of a
+    /// tail of NUL bytes, that were ignored.
+    pub dropped_bytes: usize,
+}
+
+impl Trace {
+    /// steptrace's part of the file: its `metadata` object and, in a
+    /// partial file, its header event. `Ok(None)` for a foreign trace.
+    ///
+    /// # Errors
+    ///
+    /// A newer or unreadable steptrace format version, or a known field of
+    /// the wrong type.
+    pub fn steptrace(&self) -> Result<Option<Steptrace>, MetadataError> {
+        let header = self
+            .events
+            .iter()
+            .take(16)
+            .find(|e| e.ph == "M" && e.name == meta::SEGMENT)
+            .and_then(|e| e.args.as_ref());
+        Steptrace::from_parts(self.metadata.get("metadata"), header)
+    }
+}
+
+/// Parses a Chrome trace held in memory.
+///
+/// See the [module documentation](self) for the layouts and damage that
+/// are accepted.
+///
+/// # Errors
+///
+/// A [`ReadError`] with the byte offset of the first problem when the input
+/// is empty, not JSON, or not a trace (for example an event that is not a
+/// JSON object).
+///
+/// # Examples
+///
+/// ```
+/// use steptrace::reader::{parse_trace, TraceFormat, TrackId};
+///
+/// let text = br#"{"traceEvents":[
+///     {"ph":"B","name":"train.step","pid":1,"tid":1,"ts":10},
+///     {"ph":"E","pid":1,"tid":1,"ts":25.5}
+/// ],"displayTimeUnit":"ms"}"#;
+/// let trace = parse_trace(text)?;
+/// assert_eq!(trace.format, TraceFormat::Object);
+/// assert_eq!(trace.events.len(), 2);
+/// assert_eq!(trace.events[0].name, "train.step");
+/// assert_eq!(trace.events[1].tid, Some(TrackId::Num(1)));
+/// assert_eq!(trace.metadata["displayTimeUnit"], "ms");
+/// assert!(!trace.truncated);
+///
+/// // A file cut short while an event was being written.
+/// let cut = br#"[{"ph":"i","name":"a","ts":1},{"ph":"i","na"#;
+/// let trace = parse_trace(cut)?;
+/// assert_eq!(trace.events.len(), 1);
+/// assert!(trace.truncated);
+/// assert_eq!(trace.dropped_bytes, 13); // `{"ph":"i","na`
+///
+/// let err = parse_trace(b"[1]").unwrap_err();
+/// assert_eq!(err.offset(), Some(1));
+/// # Ok::<(), steptrace::reader::ReadError>(())
+/// ```
+pub fn parse_trace(bytes: &[u8]) -> Result<Trace, ReadError> {
+    let trace = parse::parse(bytes)?;
+    check_format(&trace)?;
+    Ok(trace)
+}
+
+/// Refuses a steptrace file of a newer format version: its fields may mean
+/// what this crate cannot know.
+fn check_format(trace: &Trace) -> Result<(), ReadError> {
+    match trace.steptrace() {
+        Err(MetadataError::Version(err)) => Err(ReadError::version(err)),
+        _ => Ok(()),
+    }
+}
+
+/// Reads and parses a Chrome trace file.
+///
+/// The whole file is read into memory, then parsed as by [`parse_trace`].
+///
+/// # Errors
+///
+/// A [`ReadError`] of kind [`ReadErrorKind::Io`] when the file cannot be
+/// read, or as for [`parse_trace`]; either way the error carries `path`.
+///
+/// # Examples
+///
+/// ```
+/// use steptrace::reader::{read_trace_file, ReadErrorKind};
+///
+/// let err = read_trace_file("no/such/trace.json".as_ref()).unwrap_err();
+/// assert!(matches!(err.kind(), ReadErrorKind::Io(_)));
+/// assert!(err.to_string().contains("no/such/trace.json"));
+/// ```
+pub fn read_trace_file(path: &Path) -> Result<Trace, ReadError> {
+    let bytes = std::fs::read(path).map_err(|source| ReadError::io(path, source))?;
+    parse_trace(&bytes).map_err(|err| err.with_path(path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn read_trace_file_reads_and_names_the_file_in_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let good = dir.path().join("good.json");
+        std::fs::write(&good, br#"[{"ph":"X","name":"a","ts":1,"dur":2}]"#).unwrap();
+        let trace = read_trace_file(&good).unwrap();
+        assert_eq!(trace.format, TraceFormat::Array);
+        assert_eq!(trace.events[0].dur, Some(2.0));
+
+        let bad = dir.path().join("bad.json");
+        std::fs::write(&bad, b"[{\"ph\":\"X\"} x]").unwrap();
+        let err = read_trace_file(&bad).unwrap_err();
+        assert_eq!(err.path(), Some(bad.as_path()));
+        assert_eq!(err.offset(), Some(12));
+        let text = err.to_string();
+        assert!(text.contains("bad.json"), "{text}");
+        assert!(text.contains("invalid trace at byte 12: expected ',' or ']' after an event"), "{text}");
+
+        let missing = dir.path().join("missing.json");
+        let err = read_trace_file(&missing).unwrap_err();
+        assert!(matches!(err.kind(), ReadErrorKind::Io(_)));
+        assert_eq!(err.offset(), None);
+        assert_eq!(err.path(), Some(missing.as_path()));
+        assert!(std::error::Error::source(&err).is_some());
+    }
+}
