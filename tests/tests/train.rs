@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use steptrace::reader::{read_trace_file, validate, Trace};
 use steptrace::Profiler;
 use steptrace_burn::backend::{self, BackendChoice, BackendKind, CacheConfig};
-use steptrace_burn::{RunConfig, RunSummary};
+use steptrace_burn::{BackendSetting, RunConfig, RunSummary};
 use steptrace_models::ModelKind;
 use steptrace_tests::expected_files;
 
@@ -42,43 +42,32 @@ fn train(model: ModelKind, dataset: &str, choice: BackendChoice, steps: u64, out
     let mut cfg = RunConfig::new();
     cfg.model = model;
     cfg.dataset = dataset.to_owned();
-    cfg.backend = choice;
+    cfg.backend = BackendSetting::Selected(selection);
     cfg.steps = steps;
     cfg.batch_size = if model == ModelKind::Transformer { 16 } else { 64 };
     cfg.seq_len = 32;
     cfg.learning_rate = 3e-3;
-    Some(run_with(&cfg, &selection, SCHEDULE, out))
+    Some(run_with(&cfg, SCHEDULE, out))
 }
 
 fn steps_in(trace: &Trace) -> Vec<u64> {
     let set: BTreeSet<u64> = trace
         .events
         .iter()
-        .filter(|e| e.ph == "B")
+        .filter(|e| steptrace_tests::opens_span(e))
         .filter_map(|e| e.name.strip_prefix("ProfilerStep#")?.parse().ok())
         .collect();
     set.into_iter().collect()
 }
 
-/// The B-event paths (`a>b>c`) on the thread that runs `ProfilerStep`s.
+/// The span paths (`a>b>c`) on the thread that runs `ProfilerStep`s, step
+/// numbers left out.
 fn paths(trace: &Trace) -> BTreeSet<String> {
-    let tid = trace.events.iter().find(|e| e.name.starts_with("ProfilerStep#")).and_then(|e| e.tid.clone());
-    let mut stack: Vec<String> = Vec::new();
-    let mut out = BTreeSet::new();
-    for e in trace.events.iter().filter(|e| e.tid == tid) {
-        match e.ph.as_str() {
-            "B" => {
-                let name = if e.name.starts_with("ProfilerStep#") { "ProfilerStep".to_owned() } else { e.name.clone() };
-                stack.push(name);
-                out.insert(stack.join(">"));
-            }
-            "E" => {
-                stack.pop();
-            }
-            _ => {}
-        }
-    }
-    out
+    let Some(anchor) = trace.events.iter().find(|e| e.name.starts_with("ProfilerStep#")) else { return BTreeSet::new() };
+    steptrace_tests::nesting_paths(trace, &anchor.name)
+        .into_iter()
+        .map(|p| p.split('>').map(|n| if n.starts_with("ProfilerStep#") { "ProfilerStep" } else { n }).collect::<Vec<_>>().join(">"))
+        .collect()
 }
 
 fn check(model: ModelKind, dataset: &str, choice: BackendChoice) {
@@ -190,38 +179,31 @@ fn the_same_seed_gives_the_same_first_loss() {
 fn a_slow_loader_shows_in_data_load() {
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = RunConfig::new();
-    cfg.backend = BackendChoice::Cpu;
+    cfg.backend = BackendSetting::Requested(BackendChoice::Cpu);
     cfg.steps = 6;
     cfg.loader_delay_ms = 20;
     let (summary, _) = run_cfg(&cfg, "wait=1,warmup=1,active=3,repeat=1", dir.path());
     let trace = read_trace_file(&summary.traces[0].path).unwrap();
     // Every recorded data.load lasts at least the planted delay.
-    let mut open = None;
-    let mut loads = Vec::new();
-    for e in trace.events.iter().filter(|e| e.name == "data.load") {
-        match e.ph.as_str() {
-            "B" => open = e.ts,
-            "E" => loads.push(e.ts.unwrap() - open.take().unwrap()),
-            _ => {}
-        }
-    }
+    let spans = steptrace::analysis::Spans::from_trace(&trace);
+    let loads: Vec<f64> = spans.spans.iter().filter(|s| s.name == "data.load").map(|s| s.dur()).collect();
     assert_eq!(loads.len(), 3);
     assert!(loads.iter().all(|us| *us >= 20_000.0), "{loads:?}");
     assert_eq!(trace.metadata["metadata"]["manifest"]["loader_delay_ms"], 20);
 }
 
 fn run_cfg(cfg: &RunConfig, schedule: &str, out: &Path) -> (RunSummary, Vec<Trace>) {
-    run_with(cfg, &backend::select(cfg.backend).unwrap(), schedule, out)
+    run_with(cfg, schedule, out)
 }
 
 /// Runs `cfg` under a scoped subscriber with a profiler writing into `out`,
 /// then reads the traces back.
-fn run_with(cfg: &RunConfig, selection: &backend::Selection, schedule: &str, out: &Path) -> (RunSummary, Vec<Trace>) {
+fn run_with(cfg: &RunConfig, schedule: &str, out: &Path) -> (RunSummary, Vec<Trace>) {
     let state = backend::configure_cubecl_cache(&cache());
-    let _turn = cpu_turn(cfg.backend);
+    let _turn = cpu_turn(cfg.backend.requested());
     let (layer, profiler) = Profiler::builder(schedule.parse().unwrap()).out_dir(out).worker("e2e").build().unwrap();
     let summary = steptrace_tests::with_layer(layer, || {
-        steptrace_burn::run(cfg, selection, &state, Some(profiler), &mut |_| {})
+        steptrace_burn::run(cfg, &state, Some(profiler), &mut |_| {})
     })
     .unwrap();
     let traces = summary.traces.iter().map(|t| read_trace_file(&t.path).unwrap()).collect();
@@ -232,7 +214,7 @@ fn run_with(cfg: &RunConfig, selection: &backend::Selection, schedule: &str, out
 fn inference_keeps_model_load_apart_from_requests() {
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = RunConfig::new();
-    cfg.backend = BackendChoice::Cpu;
+    cfg.backend = BackendSetting::Requested(BackendChoice::Cpu);
     cfg.mode = steptrace_burn::Mode::Infer;
     cfg.steps = 5;
     let (summary, traces) = run_cfg(&cfg, "wait=1,warmup=1,active=2,repeat=1", dir.path());
@@ -254,7 +236,7 @@ fn sync_policies_are_visible_and_named() {
     ] {
         let dir = tempfile::tempdir().unwrap();
         let mut cfg = RunConfig::new();
-        cfg.backend = BackendChoice::Cpu;
+        cfg.backend = BackendSetting::Requested(BackendChoice::Cpu);
         cfg.sync = policy;
         cfg.steps = 5;
         let (_, traces) = run_cfg(&cfg, "wait=1,warmup=1,active=2,repeat=1", dir.path());
@@ -275,7 +257,7 @@ fn sync_policies_are_visible_and_named() {
 fn prefetch_threads_read_batches_in_their_own_spans() {
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = RunConfig::new();
-    cfg.backend = BackendChoice::Cpu;
+    cfg.backend = BackendSetting::Requested(BackendChoice::Cpu);
     cfg.prefetch = 2;
     cfg.steps = 8;
     let (summary, traces) = run_cfg(&cfg, "wait=1,warmup=1,active=3,repeat=1", dir.path());

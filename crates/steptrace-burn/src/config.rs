@@ -1,5 +1,6 @@
 //! Run settings: what to train, on what data, how to sync and what to record.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -7,7 +8,43 @@ use std::str::FromStr;
 use serde::Serialize;
 use steptrace_models::ModelKind;
 
-use crate::backend::{BackendChoice, CacheConfig};
+use crate::backend::{self, BackendChoice, BackendError, CacheConfig, Selection};
+
+/// A run configuration that cannot work, or a setting that cannot be parsed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// `batch_size` is 0.
+    #[error("batch size must be at least 1")]
+    ZeroBatchSize,
+    /// `steps` is 0.
+    #[error("steps must be at least 1")]
+    ZeroSteps,
+    /// The Transformer was given an image dataset.
+    #[error("the transformer is a character language model: use --dataset shakespeare (got {dataset})")]
+    TransformerNeedsText {
+        /// The dataset that was given.
+        dataset: String,
+    },
+    /// An image classifier was given the text dataset.
+    #[error("{model} classifies images: use digits, fashion-mnist or synthetic, not shakespeare")]
+    ImageModelNeedsImages {
+        /// The model that was given.
+        model: ModelKind,
+    },
+    /// A sync policy name that is not `none`, `step` or `phase`.
+    #[error("unknown sync policy `{name}` (valid: none, step, phase)")]
+    UnknownSyncPolicy {
+        /// The name, trimmed and lower-cased.
+        name: String,
+    },
+    /// A mode name that is not `train` or `infer`.
+    #[error("unknown mode `{name}` (valid: train, infer)")]
+    UnknownMode {
+        /// The name, trimmed and lower-cased.
+        name: String,
+    },
+}
 
 /// When the training loop waits for the device.
 ///
@@ -49,13 +86,13 @@ impl fmt::Display for SyncPolicy {
 }
 
 impl FromStr for SyncPolicy {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Self, ConfigError> {
         match s.trim().to_ascii_lowercase().as_str() {
             "none" => Ok(SyncPolicy::None),
             "step" => Ok(SyncPolicy::Step),
             "phase" => Ok(SyncPolicy::Phase),
-            other => Err(format!("unknown sync policy `{other}` (valid: none, step, phase)")),
+            other => Err(ConfigError::UnknownSyncPolicy { name: other.to_owned() }),
         }
     }
 }
@@ -81,13 +118,71 @@ impl fmt::Display for Mode {
 }
 
 impl FromStr for Mode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Self, ConfigError> {
         match s.trim().to_ascii_lowercase().as_str() {
             "train" => Ok(Mode::Train),
             "infer" | "inference" => Ok(Mode::Infer),
-            other => Err(format!("unknown mode `{other}` (valid: train, infer)")),
+            other => Err(ConfigError::UnknownMode { name: other.to_owned() }),
         }
+    }
+}
+
+/// The backend of a run: what was asked for and, once [`select`](crate::backend::select)ed,
+/// what was chosen. The one place a run's backend is recorded: the choice of a
+/// [`BackendSetting::Selected`] is its [`Selection::requested`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BackendSetting {
+    /// Asked for, not probed yet; [`run`](crate::run) selects it when the run starts.
+    Requested(BackendChoice),
+    /// Probed and chosen (see [`RunConfig::select`]).
+    Selected(Selection),
+}
+
+impl BackendSetting {
+    /// What the user asked for (`--backend`).
+    pub fn requested(&self) -> BackendChoice {
+        match self {
+            BackendSetting::Requested(choice) => *choice,
+            BackendSetting::Selected(selection) => selection.requested,
+        }
+    }
+
+    /// The selection, once made.
+    pub fn selection(&self) -> Option<&Selection> {
+        match self {
+            BackendSetting::Requested(_) => None,
+            BackendSetting::Selected(selection) => Some(selection),
+        }
+    }
+
+    /// The selection: the one already made, else a fresh [`backend::select`] of the choice
+    /// (not stored; see [`RunConfig::select`]).
+    pub fn resolve(&self) -> Result<Cow<'_, Selection>, BackendError> {
+        match self {
+            BackendSetting::Requested(choice) => backend::select(*choice).map(Cow::Owned),
+            BackendSetting::Selected(selection) => Ok(Cow::Borrowed(selection)),
+        }
+    }
+}
+
+impl Default for BackendSetting {
+    /// `auto`, not selected yet.
+    fn default() -> Self {
+        BackendSetting::Requested(BackendChoice::Auto)
+    }
+}
+
+impl From<BackendChoice> for BackendSetting {
+    fn from(choice: BackendChoice) -> Self {
+        BackendSetting::Requested(choice)
+    }
+}
+
+impl From<Selection> for BackendSetting {
+    fn from(selection: Selection) -> Self {
+        BackendSetting::Selected(selection)
     }
 }
 
@@ -100,8 +195,8 @@ pub struct RunConfig {
     pub dataset: String,
     /// Directory for datasets read from disk (Fashion-MNIST train split).
     pub data_dir: Option<PathBuf>,
-    /// Requested backend.
-    pub backend: BackendChoice,
+    /// The backend: requested, or already selected (see [`RunConfig::select`]).
+    pub backend: BackendSetting,
     /// Steps to run (`step()` calls).
     pub steps: u64,
     /// Samples per batch.
@@ -147,7 +242,7 @@ impl RunConfig {
             model: ModelKind::Mlp,
             dataset: "digits".to_owned(),
             data_dir: None,
-            backend: BackendChoice::Auto,
+            backend: BackendSetting::default(),
             steps: 40,
             batch_size: 64,
             seq_len: 64,
@@ -169,23 +264,32 @@ impl RunConfig {
     }
 
     /// Checks combinations that cannot work, before anything starts.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ConfigError> {
         if self.batch_size == 0 {
-            return Err("batch size must be at least 1".into());
+            return Err(ConfigError::ZeroBatchSize);
         }
         if self.steps == 0 {
-            return Err("steps must be at least 1".into());
+            return Err(ConfigError::ZeroSteps);
         }
         let text = self.dataset == "shakespeare";
         match (self.model, text) {
-            (ModelKind::Transformer, false) => Err(format!(
-                "the transformer is a character language model: use --dataset shakespeare (got {})",
-                self.dataset
-            )),
-            (ModelKind::Mlp | ModelKind::ConvNet, true) => {
-                Err(format!("{} classifies images: use digits, fashion-mnist or synthetic, not shakespeare", self.model))
-            }
+            (ModelKind::Transformer, false) => Err(ConfigError::TransformerNeedsText { dataset: self.dataset.clone() }),
+            (model @ (ModelKind::Mlp | ModelKind::ConvNet), true) => Err(ConfigError::ImageModelNeedsImages { model }),
             _ => Ok(()),
+        }
+    }
+
+    /// Selects the requested backend ([`backend::select`]: probes, labelled fallback) and
+    /// keeps the selection in [`RunConfig::backend`], so that the run uses exactly what was
+    /// printed; an existing selection is returned as it is, without probing again.
+    pub fn select(&mut self) -> Result<&Selection, BackendError> {
+        if let BackendSetting::Requested(choice) = self.backend {
+            self.backend = BackendSetting::Selected(backend::select(choice)?);
+        }
+        match &self.backend {
+            BackendSetting::Selected(selection) => Ok(selection),
+            // A logic invariant, not a runtime condition: the line above stored a selection.
+            BackendSetting::Requested(_) => unreachable!("RunConfig::select stores a selection"),
         }
     }
 }
@@ -193,5 +297,64 @@ impl RunConfig {
 impl Default for RunConfig {
     fn default() -> Self {
         RunConfig::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The messages are the ones the `String` errors had.
+    #[test]
+    fn config_errors_keep_their_messages() {
+        let mut cfg = RunConfig::new();
+        cfg.batch_size = 0;
+        assert_eq!(cfg.validate().unwrap_err().to_string(), "batch size must be at least 1");
+        cfg.batch_size = 1;
+        cfg.steps = 0;
+        assert_eq!(cfg.validate(), Err(ConfigError::ZeroSteps));
+        cfg.steps = 1;
+        cfg.model = ModelKind::Transformer;
+        assert_eq!(
+            cfg.validate().unwrap_err().to_string(),
+            "the transformer is a character language model: use --dataset shakespeare (got digits)"
+        );
+        cfg.model = ModelKind::ConvNet;
+        cfg.dataset = "shakespeare".into();
+        assert_eq!(
+            cfg.validate().unwrap_err().to_string(),
+            "convnet classifies images: use digits, fashion-mnist or synthetic, not shakespeare"
+        );
+        assert_eq!(
+            " Often ".parse::<SyncPolicy>().unwrap_err().to_string(),
+            "unknown sync policy `often` (valid: none, step, phase)"
+        );
+        assert_eq!("Serve".parse::<Mode>().unwrap_err().to_string(), "unknown mode `serve` (valid: train, infer)");
+        let run_error: crate::Error = ConfigError::ZeroSteps.into();
+        assert_eq!(run_error.to_string(), "invalid run configuration: steps must be at least 1");
+    }
+
+    #[test]
+    fn the_backend_is_requested_until_selected() {
+        let mut cfg = RunConfig::new();
+        assert_eq!(cfg.backend, BackendSetting::Requested(BackendChoice::Auto));
+        assert_eq!(cfg.backend.requested(), BackendChoice::Auto);
+        assert!(cfg.backend.selection().is_none());
+        cfg.backend = BackendChoice::Cpu.into();
+        assert_eq!(cfg.backend.requested(), BackendChoice::Cpu);
+    }
+
+    /// `select` stores the selection once; the stored one is what a run resolves to.
+    #[cfg(feature = "cpu")]
+    #[test]
+    fn select_stores_the_selection_once() {
+        let mut cfg = RunConfig::new();
+        cfg.backend = BackendChoice::Cpu.into();
+        let first = cfg.select().expect("cpu").clone();
+        assert_eq!(first.kind, crate::backend::BackendKind::Cpu);
+        assert_eq!(cfg.backend, BackendSetting::Selected(first.clone()));
+        assert_eq!(cfg.backend.requested(), BackendChoice::Cpu);
+        assert_eq!(cfg.select().expect("stored"), &first);
+        assert!(matches!(cfg.backend.resolve(), Ok(Cow::Borrowed(s)) if *s == first));
     }
 }

@@ -16,16 +16,20 @@ pub enum Error {
     /// The run's configuration is inconsistent.
     #[error("invalid run configuration: {0}")]
     Config(String),
+    /// The run's settings fail [`RunConfig::validate`](crate::RunConfig::validate).
+    #[error("invalid run configuration: {0}")]
+    InvalidConfig(#[from] crate::config::ConfigError),
     /// A loader thread stopped unexpectedly.
     #[error("data loader: {0}")]
     Loader(String),
-    /// The backend reported an execution error.
-    #[error("backend execution failed at step {step}: {reason}")]
+    /// A step failed.
+    #[error("step {step} failed: {source}")]
     Execution {
         /// The step that failed.
         step: u64,
-        /// The backend's explanation.
-        reason: String,
+        /// What went wrong.
+        #[source]
+        source: crate::step::StepError,
     },
 }
 

@@ -14,17 +14,21 @@
 pub mod backend;
 mod config;
 pub mod data;
+mod drive;
 mod error;
 mod loader;
+mod ops;
 mod private;
 mod run;
 pub mod step;
 mod summary;
 pub mod sync;
 
-pub use config::{Mode, RunConfig, SyncPolicy};
+pub use config::{BackendSetting, ConfigError, Mode, RunConfig, SyncPolicy};
 pub use error::{Error, Result};
 pub use loader::Loader;
+pub use ops::report_ops;
 pub use private::{tilde as home_relative, tilde_str as home_relative_str};
 pub use run::run;
+pub use step::StepError;
 pub use summary::{startup_steps, Anomaly, RunSummary, Stats, StepRecord};

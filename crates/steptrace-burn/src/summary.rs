@@ -1,10 +1,10 @@
 //! What a run reports: startup apart from steady state, and the unit stated.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use steptrace::SavedTrace;
 
 /// One step as the loop saw it.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct StepRecord {
     /// Step number (`ProfilerStep#N`).
     pub step: u64,
@@ -20,7 +20,7 @@ pub struct StepRecord {
 pub use steptrace::analysis::Stats;
 
 /// A step flagged as possibly leaving the steady state.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Anomaly {
     /// The step.
     pub step: u64,
@@ -29,7 +29,7 @@ pub struct Anomaly {
 }
 
 /// The result of a run.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RunSummary {
     /// The backend label, with any fallback and its reason.
     pub backend: String,

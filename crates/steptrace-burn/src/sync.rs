@@ -1,12 +1,29 @@
-//! Waiting for the device, inside a `sync` span.
+//! Waiting for the device, inside a `sync` span: the crate's one device sync.
+
+use std::panic::{self, AssertUnwindSafe};
 
 use burn::tensor::backend::Backend;
+use steptrace::format::names::{SYNC, TARGET};
+
+/// A device sync that failed, with the backend's explanation.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}")]
+pub struct SyncError {
+    /// What the backend said (or the panic's message).
+    pub reason: String,
+}
 
 /// Waits for all work queued by this thread on `device`, in a `sync` span.
 ///
 /// cubecl gives each thread its own stream: this covers the calling
-/// thread's work only. A failure is returned as text, never a panic.
-pub fn sync<B: Backend>(device: &B::Device) -> Result<(), String> {
-    let _sync = tracing::info_span!(target: "steptrace", "sync").entered();
-    B::sync(device).map_err(|e| e.to_string())
+/// thread's work only. A failure is returned as a [`SyncError`], never a
+/// panic: a backend that panics while syncing yields `"panicked: <message>"`.
+pub fn sync<B: Backend>(device: &B::Device) -> Result<(), SyncError> {
+    let _sync = tracing::info_span!(target: TARGET, SYNC).entered();
+    match panic::catch_unwind(AssertUnwindSafe(|| B::sync(device))) {
+        Ok(result) => result.map_err(|e| SyncError { reason: e.to_string() }),
+        Err(payload) => {
+            Err(SyncError { reason: format!("panicked: {}", crate::backend::panic_message(payload.as_ref())) })
+        }
+    }
 }

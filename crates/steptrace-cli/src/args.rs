@@ -74,22 +74,83 @@ pub enum Detail {
     Internals,
 }
 
+/// A model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ModelArg {
+    /// The MLP.
+    Mlp,
+    /// The ConvNet (image datasets).
+    Convnet,
+    /// The character Transformer (shakespeare).
+    Transformer,
+}
+
+/// A dataset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum DatasetArg {
+    /// UCI digits, embedded.
+    Digits,
+    /// Fashion-MNIST (t10k embedded, train split from --data-dir).
+    FashionMnist,
+    /// Shakespeare characters, embedded.
+    Shakespeare,
+    /// Generated from the seed.
+    Synthetic,
+}
+
+/// A backend.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum BackendArg {
+    /// CUDA, else wgpu, else the CPU; every fallback is labelled.
+    Auto,
+    /// CUDA only.
+    Cuda,
+    /// wgpu only.
+    Wgpu,
+    /// The CPU (ndarray).
+    Cpu,
+}
+
+/// A sync policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SyncArg {
+    /// Never sync: spans are host launch times.
+    None,
+    /// Sync at the end of each step: the true step time.
+    Step,
+    /// Sync after every phase: device time per phase (removes overlap).
+    Phase,
+}
+
+/// Training or inference.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ModeArg {
+    /// Forward, loss, backward, optimizer.
+    Train,
+    /// model.load once, then one infer.request per step.
+    Infer,
+}
+
+/// The name clap gives a value (what the user types).
+pub fn value_name(value: &impl ValueEnum) -> String {
+    value.to_possible_value().map(|v| v.get_name().to_owned()).unwrap_or_default()
+}
+
 /// What is run: shared by `train`, `bench` and `compare --backends`.
 #[derive(Clone, Debug, Args)]
 pub struct WorkloadArgs {
-    /// Model: mlp, convnet or transformer.
-    #[arg(long, default_value = "mlp")]
-    pub model: String,
-    /// Dataset: digits (embedded), fashion-mnist, shakespeare, synthetic.
-    #[arg(long, default_value = "digits")]
-    pub dataset: String,
+    /// Model.
+    #[arg(long, value_enum, default_value = "mlp")]
+    pub model: ModelArg,
+    /// Dataset.
+    #[arg(long, value_enum, default_value = "digits")]
+    pub dataset: DatasetArg,
     /// Directory of dataset files read from disk (Fashion-MNIST train split).
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
-    /// Backend: auto (CUDA, else wgpu, else CPU; fallbacks are labelled),
-    /// cuda, wgpu or cpu.
-    #[arg(long, default_value = "auto")]
-    pub backend: String,
+    /// Backend (auto: CUDA, else wgpu, else CPU; fallbacks are labelled).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub backend: BackendArg,
     /// Samples per batch.
     #[arg(long, default_value_t = 64)]
     pub batch: usize,
@@ -103,13 +164,12 @@ pub struct WorkloadArgs {
     /// state.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
-    /// Sync policy: none (host launch only), step (true step time) or phase
-    /// (device time per phase; removes overlap).
-    #[arg(long, default_value = "step")]
-    pub sync: String,
-    /// train, or infer (model.load once, then infer.request per step).
-    #[arg(long, default_value = "train")]
-    pub mode: String,
+    /// Sync policy.
+    #[arg(long, value_enum, default_value = "step")]
+    pub sync: SyncArg,
+    /// Training or inference.
+    #[arg(long, value_enum, default_value = "train")]
+    pub mode: ModeArg,
     /// Loader threads reading ahead (0: read on the training thread).
     #[arg(long, default_value_t = 0)]
     pub prefetch: usize,
@@ -216,8 +276,8 @@ pub struct CompareArgs {
     pub vary: Vec<String>,
     /// Run the same workload on each of these backends back to back
     /// (e.g. cuda,wgpu,cpu) instead of reading results.
-    #[arg(long, value_delimiter = ',')]
-    pub backends: Vec<String>,
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub backends: Vec<BackendArg>,
     /// Smallest relative difference worth claiming.
     #[arg(long, default_value_t = 0.01)]
     pub threshold: f64,

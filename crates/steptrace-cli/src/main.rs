@@ -2,6 +2,7 @@
 
 mod args;
 mod cmd;
+mod convert;
 
 use std::process::ExitCode;
 

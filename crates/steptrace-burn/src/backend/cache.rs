@@ -13,11 +13,15 @@
 //!   compilation cache for CUDA (PTX) and HIP only; wgpu recompiles shaders every run.
 
 use std::path::{Path, PathBuf};
+#[cfg(any(feature = "cuda", feature = "wgpu"))]
 use std::sync::Arc;
 
+#[cfg(any(feature = "cuda", feature = "wgpu"))]
 use cubecl::config::cache::CacheConfig as CubeCacheConfig;
+#[cfg(any(feature = "cuda", feature = "wgpu"))]
 use cubecl::config::{CubeClRuntimeConfig, RuntimeConfig};
 
+#[cfg(any(feature = "cuda", feature = "wgpu"))]
 use super::guard::catch_silently;
 
 /// Where steptrace keeps cubecl's caches, and whether to use them.
@@ -84,7 +88,9 @@ pub struct CacheState {
 /// Must run before the first backend client is created (before [`run_on`](super::run_on)).
 /// Never panics. If cubecl's configuration is already fixed (set, or read by a runtime that
 /// started earlier), it is left alone and the returned state says where the caches
-/// actually are; calling this twice with the same directory is harmless.
+/// actually are; calling this twice with the same directory is harmless. A build without
+/// the `cuda` and `wgpu` features has no cubecl runtime: nothing is configured, and the
+/// state's note says so.
 pub fn configure_cubecl_cache(cfg: &CacheConfig) -> CacheState {
     let dir = cfg.dir.clone();
     let mut state = CacheState {
@@ -106,7 +112,14 @@ pub fn configure_cubecl_cache(cfg: &CacheConfig) -> CacheState {
     }
     state.files_before = count_cache_files(&dir);
     state.warm = state.files_before > 0;
+    install(&dir, &mut state);
+    state
+}
 
+/// Installs cubecl's configuration with both caches under `dir`, or records in `state`
+/// where they are if cubecl's configuration was already fixed.
+#[cfg(any(feature = "cuda", feature = "wgpu"))]
+fn install(dir: &Path, state: &mut CacheState) {
     // Keep what cubecl.toml / burn.toml / CUBECL_* say; a malformed file makes cubecl panic,
     // in which case its defaults are used.
     let (mut config, load_note) =
@@ -117,8 +130,8 @@ pub fn configure_cubecl_cache(cfg: &CacheConfig) -> CacheState {
                 Some(format!("cubecl config file ignored ({panic})")),
             ),
         };
-    config.autotune.cache = CubeCacheConfig::File(dir.clone());
-    config.compilation.cache = Some(CubeCacheConfig::File(dir.clone()));
+    config.autotune.cache = CubeCacheConfig::File(dir.to_path_buf());
+    config.compilation.cache = Some(CubeCacheConfig::File(dir.to_path_buf()));
 
     let installed = {
         let mut slot = CubeClRuntimeConfig::storage().lock();
@@ -137,8 +150,8 @@ pub fn configure_cubecl_cache(cfg: &CacheConfig) -> CacheState {
             state.note = load_note;
         }
         Err(existing) => {
-            state.autotune_cache = points_at(Some(&existing.autotune.cache), &dir);
-            state.compilation_cache = points_at(existing.compilation.cache.as_ref(), &dir);
+            state.autotune_cache = points_at(Some(&existing.autotune.cache), dir);
+            state.compilation_cache = points_at(existing.compilation.cache.as_ref(), dir);
             if !(state.autotune_cache && state.compilation_cache) {
                 state.note = Some(format!(
                     "cubecl's configuration was already fixed before configure_cubecl_cache \
@@ -150,13 +163,24 @@ pub fn configure_cubecl_cache(cfg: &CacheConfig) -> CacheState {
             }
         }
     }
-    state
 }
 
+/// Without a cubecl backend there is nothing to configure.
+#[cfg(not(any(feature = "cuda", feature = "wgpu")))]
+fn install(_dir: &Path, state: &mut CacheState) {
+    state.note = Some(
+        "steptrace-burn was built without its `cuda` and `wgpu` features: no cubecl runtime, \
+         no cubecl caches"
+            .to_string(),
+    );
+}
+
+#[cfg(any(feature = "cuda", feature = "wgpu"))]
 fn points_at(cache: Option<&CubeCacheConfig>, dir: &Path) -> bool {
     matches!(cache, Some(CubeCacheConfig::File(p)) if p == dir)
 }
 
+#[cfg(any(feature = "cuda", feature = "wgpu"))]
 fn describe(cache: Option<&CubeCacheConfig>) -> String {
     match cache {
         None => "off".to_string(),
@@ -190,6 +214,7 @@ pub fn count_cache_files(dir: &Path) -> usize {
 mod tests {
     use super::*;
 
+    #[cfg(any(feature = "cuda", feature = "wgpu"))]
     const CHILD_ENV: &str = "STEPTRACE_CACHE_TEST_DIR";
 
     #[test]
@@ -225,6 +250,7 @@ mod tests {
 
     /// cubecl's configuration can be set once per process, and other tests in this binary
     /// create backend clients: the real check runs in a fresh child process.
+    #[cfg(any(feature = "cuda", feature = "wgpu"))]
     #[test]
     fn cold_then_warm_in_a_fresh_process() {
         let tmp = tempfile::tempdir().expect("tempdir");
@@ -238,6 +264,7 @@ mod tests {
     }
 
     /// Runs only as the child of [`cold_then_warm_in_a_fresh_process`].
+    #[cfg(any(feature = "cuda", feature = "wgpu"))]
     #[test]
     fn child_cold_then_warm() {
         let Some(root) = std::env::var_os(CHILD_ENV) else {

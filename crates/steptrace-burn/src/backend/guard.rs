@@ -7,6 +7,10 @@
 //! panic hook, installed once and chained to the previous hook, drops the messages of
 //! those panics only; every other panic is reported exactly as before.
 
+// A build with only the `cpu` backend calls into neither cudarc nor cubecl: nothing here is
+// used then, and nothing needs containing.
+#![cfg_attr(not(any(feature = "cuda", feature = "wgpu")), allow(dead_code))]
+
 use std::any::Any;
 use std::cell::Cell;
 use std::panic::{self, AssertUnwindSafe};

@@ -7,27 +7,48 @@
 //!   records why every skipped backend was skipped. [`Selection::label`] says so loudly, so
 //!   a fallback run never reads as a GPU/CUDA analysis.
 //! * [`run_on`] monomorphises a [`BackendRun`] job over the selected autodiff backend.
-//! * [`sync`], [`try_sync`], [`memory_in_use`] and [`memory_usage`] are the backend-generic
-//!   helpers the step profiler needs.
+//! * [`memory_in_use`] and [`memory_usage`] read cubecl's memory accounting for the step
+//!   profiler (device sync is [`crate::sync::sync`]).
 //! * [`configure_cubecl_cache`] points cubecl's autotune and compilation caches at a
 //!   persistent directory; it must run before the first backend client is created.
+//!
+//! Each backend is compiled in only with its crate feature (`cuda`, `wgpu`, `cpu`; all three
+//! by default). A backend that was not compiled in is reported, never panicked on: its probe
+//! is unavailable with the reason "steptrace-burn was built without its `X` feature",
+//! [`select`] falls back past it (or names it in [`BackendError::Unavailable`]), and
+//! [`run_on`] returns [`BackendError::NotCompiled`].
+//!
+//! Module layering (each file uses only those above it, and the types of this file):
+//! `guard` (panic containment), `adapter` (wgpu adapter picking, pure), `probe`, `types`
+//! (concrete backend types and their names), `select`, `dispatch` (`run_on`), `memory`,
+//! and `cache`.
 
+mod adapter;
 mod cache;
+mod dispatch;
 mod guard;
+mod memory;
 mod probe;
-mod run;
 mod select;
+mod types;
 
 use std::fmt;
 use std::str::FromStr;
 
+pub use adapter::WgpuTarget;
+pub(crate) use guard::panic_message;
 pub use cache::{configure_cubecl_cache, count_cache_files, CacheConfig, CacheState};
+pub use dispatch::{run_on, BackendRun};
+pub use memory::{memory_in_use, memory_usage, MemorySnapshot};
 pub use probe::{probe, probe_all, Probe};
-pub use run::{
-    backend_runtime_name, backend_type_name, memory_in_use, memory_usage, run_on, short_type_name,
-    sync, try_sync, BackendRun, CpuAutodiff, CudaAutodiff, MemorySnapshot, WgpuAutodiff,
-};
-pub use select::{select, Selection, WgpuTarget};
+pub use select::{select, Selection};
+#[cfg(feature = "cpu")]
+pub use types::CpuAutodiff;
+#[cfg(feature = "cuda")]
+pub use types::CudaAutodiff;
+#[cfg(feature = "wgpu")]
+pub use types::WgpuAutodiff;
+pub use types::{backend_runtime_name, backend_type_name, short_type_name};
 
 /// What the user asked for (`--backend auto|cuda|wgpu|cpu`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
@@ -130,6 +151,27 @@ impl BackendKind {
             BackendKind::Cpu => "CPU (ndarray)",
         }
     }
+
+    /// The steptrace-burn feature that compiles this backend in: `"cuda"`, `"wgpu"`, `"cpu"`.
+    pub fn feature(self) -> &'static str {
+        self.as_str()
+    }
+
+    /// Whether this build of steptrace-burn has the backend compiled in (its [`feature`]).
+    ///
+    /// [`feature`]: BackendKind::feature
+    pub fn is_compiled(self) -> bool {
+        match self {
+            BackendKind::Cuda => cfg!(feature = "cuda"),
+            BackendKind::Wgpu => cfg!(feature = "wgpu"),
+            BackendKind::Cpu => cfg!(feature = "cpu"),
+        }
+    }
+
+    /// Why a backend that is not compiled in cannot run, for probes and errors.
+    pub(crate) fn not_compiled_reason(self) -> String {
+        format!("steptrace-burn was built without its `{}` feature", self.feature())
+    }
 }
 
 impl fmt::Display for BackendKind {
@@ -148,7 +190,7 @@ impl From<BackendKind> for BackendChoice {
     }
 }
 
-/// Errors of backend parsing, selection and synchronisation.
+/// Errors of backend parsing, selection and dispatch.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum BackendError {
@@ -166,10 +208,18 @@ pub enum BackendError {
         /// The name that was given.
         name: String,
     },
-    /// Waiting for the device to finish its queued work failed (see [`try_sync`]).
-    #[error("backend synchronisation failed: {message}")]
-    Sync {
-        /// The backend's error message, or the panic message.
-        message: String,
+    /// [`run_on`] was given a backend that this build does not contain (see
+    /// [`BackendKind::is_compiled`]); [`select`] never picks one.
+    #[error("the {} backend is not compiled in: {}", kind.display_name(), kind.not_compiled_reason())]
+    NotCompiled {
+        /// The backend that was asked for.
+        kind: BackendKind,
+    },
+    /// `auto` found no backend that can run here (only possible in a build without the
+    /// `cpu` feature: the CPU backend is otherwise always available).
+    #[error("no backend can run here: {reasons}")]
+    NoBackend {
+        /// Why each backend was skipped, e.g. `"CUDA unavailable: ...; wgpu unavailable: ..."`.
+        reasons: String,
     },
 }

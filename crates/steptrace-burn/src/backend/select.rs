@@ -2,114 +2,9 @@
 
 use std::fmt;
 
-use burn::backend::wgpu::WgpuDevice;
-
-use super::probe::{probe, probe_wgpu, AdapterSummary, Probe};
+use super::adapter::WgpuTarget;
+use super::probe::{probe, Probe};
 use super::{BackendChoice, BackendError, BackendKind};
-
-/// Which `WgpuDevice` to build: the adapter type and its index among adapters of that type,
-/// exactly as cubecl counts them (enumeration order of the graphics API cubecl uses).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-pub enum WgpuTarget {
-    /// `WgpuDevice::DiscreteGpu(n)`.
-    DiscreteGpu(usize),
-    /// `WgpuDevice::IntegratedGpu(n)`.
-    IntegratedGpu(usize),
-    /// `WgpuDevice::VirtualGpu(n)`.
-    VirtualGpu(usize),
-    /// `WgpuDevice::Cpu`: a software adapter such as lavapipe/llvmpipe.
-    Cpu,
-}
-
-impl WgpuTarget {
-    /// The burn/cubecl device to build.
-    pub fn device(self) -> WgpuDevice {
-        match self {
-            WgpuTarget::DiscreteGpu(n) => WgpuDevice::DiscreteGpu(n),
-            WgpuTarget::IntegratedGpu(n) => WgpuDevice::IntegratedGpu(n),
-            WgpuTarget::VirtualGpu(n) => WgpuDevice::VirtualGpu(n),
-            WgpuTarget::Cpu => WgpuDevice::Cpu,
-        }
-    }
-
-    /// Whether this is a CPU (software) adapter rather than a GPU.
-    pub fn is_cpu(self) -> bool {
-        matches!(self, WgpuTarget::Cpu)
-    }
-
-    fn device_type(self) -> wgpu::DeviceType {
-        match self {
-            WgpuTarget::DiscreteGpu(_) => wgpu::DeviceType::DiscreteGpu,
-            WgpuTarget::IntegratedGpu(_) => wgpu::DeviceType::IntegratedGpu,
-            WgpuTarget::VirtualGpu(_) => wgpu::DeviceType::VirtualGpu,
-            WgpuTarget::Cpu => wgpu::DeviceType::Cpu,
-        }
-    }
-
-    fn index(self) -> usize {
-        match self {
-            WgpuTarget::DiscreteGpu(n) | WgpuTarget::IntegratedGpu(n) | WgpuTarget::VirtualGpu(n) => n,
-            WgpuTarget::Cpu => 0,
-        }
-    }
-
-    /// Parses cubecl's `CUBECL_WGPU_DEFAULT_DEVICE` syntax: `DiscreteGpu(0)`, `Cpu`, ...
-    fn parse(s: &str) -> Option<Self> {
-        let s = s.trim();
-        if s == "Cpu" {
-            return Some(WgpuTarget::Cpu);
-        }
-        let (ty, rest) = s.split_once('(')?;
-        let n: usize = rest.strip_suffix(')')?.trim().parse().ok()?;
-        match ty {
-            "DiscreteGpu" => Some(WgpuTarget::DiscreteGpu(n)),
-            "IntegratedGpu" => Some(WgpuTarget::IntegratedGpu(n)),
-            "VirtualGpu" => Some(WgpuTarget::VirtualGpu(n)),
-            _ => None,
-        }
-    }
-}
-
-impl fmt::Display for WgpuTarget {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            WgpuTarget::DiscreteGpu(n) => write!(f, "DiscreteGpu({n})"),
-            WgpuTarget::IntegratedGpu(n) => write!(f, "IntegratedGpu({n})"),
-            WgpuTarget::VirtualGpu(n) => write!(f, "VirtualGpu({n})"),
-            WgpuTarget::Cpu => f.write_str("Cpu"),
-        }
-    }
-}
-
-/// The `n`-th adapter of the target's type, as cubecl's `select_from_adapter_list` finds it.
-fn find_adapter(adapters: &[AdapterSummary], target: WgpuTarget) -> Option<&AdapterSummary> {
-    adapters
-        .iter()
-        .filter(|a| a.device_type == target.device_type())
-        .nth(target.index())
-}
-
-/// The adapter `auto`/`wgpu` would use: `CUBECL_WGPU_DEFAULT_DEVICE` if it names an existing
-/// adapter, else the first discrete GPU, integrated GPU, virtual GPU, then CPU adapter.
-/// Adapters of type `Other` are never picked.
-pub(crate) fn pick_adapter(adapters: &[AdapterSummary]) -> Option<(WgpuTarget, &AdapterSummary)> {
-    if let Some(target) = std::env::var("CUBECL_WGPU_DEFAULT_DEVICE")
-        .ok()
-        .and_then(|v| WgpuTarget::parse(&v))
-    {
-        if let Some(a) = find_adapter(adapters, target) {
-            return Some((target, a));
-        }
-    }
-    [
-        WgpuTarget::DiscreteGpu(0),
-        WgpuTarget::IntegratedGpu(0),
-        WgpuTarget::VirtualGpu(0),
-        WgpuTarget::Cpu,
-    ]
-    .into_iter()
-    .find_map(|t| find_adapter(adapters, t).map(|a| (t, a)))
-}
 
 /// The backend a run will use, why, and what was skipped on the way.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -164,7 +59,7 @@ impl Selection {
     /// The concrete autodiff backend type that [`run_on`](super::run_on) uses, shortened
     /// (e.g. `Autodiff<Fusion<CubeBackend<CudaRuntime, f32, i32, u8>>>`).
     pub fn backend_type_name(&self) -> String {
-        super::backend_type_name(self.kind)
+        super::types::backend_type_name(self.kind)
     }
 }
 
@@ -178,13 +73,24 @@ impl fmt::Display for Selection {
 ///
 /// * `auto`: CUDA if [`probe`] passes; else wgpu on a GPU adapter (discrete, integrated,
 ///   virtual); else wgpu on a CPU adapter (lavapipe); else ndarray. Every fallback records
-///   the reasons of the backends it skipped in [`Selection::fallback_reason`].
+///   the reasons of the backends it skipped in [`Selection::fallback_reason`]. Only a build
+///   without the `cpu` feature can run out of backends ([`BackendError::NoBackend`]).
 /// * `cuda` / `wgpu`: that backend, or [`BackendError::Unavailable`] naming what is missing.
 ///   Explicit `wgpu` takes the best adapter, which may be a CPU adapter (see the label).
 /// * `cpu`: ndarray.
+///
+/// A backend that is not compiled in is unavailable with the reason "steptrace-burn was
+/// built without its `X` feature".
 pub fn select(choice: BackendChoice) -> Result<Selection, BackendError> {
     match choice {
-        BackendChoice::Cpu => Ok(cpu_selection(choice, None, Vec::new())),
+        BackendChoice::Cpu => {
+            let cpu = probe(BackendKind::Cpu);
+            if cpu.available {
+                Ok(cpu_selection(choice, None, Vec::new(), cpu))
+            } else {
+                Err(unavailable(&cpu))
+            }
+        }
         BackendChoice::Cuda => {
             let p = probe(BackendKind::Cuda);
             if p.available {
@@ -193,41 +99,57 @@ pub fn select(choice: BackendChoice) -> Result<Selection, BackendError> {
                 Err(unavailable(&p))
             }
         }
-        BackendChoice::Wgpu => {
-            let (p, adapters) = probe_wgpu();
-            match pick_adapter(&adapters) {
-                Some((target, adapter)) if p.available => {
-                    let device = adapter.describe();
-                    Ok(wgpu_selection(choice, target, device, None, vec![p]))
-                }
-                _ => Err(unavailable(&p)),
-            }
-        }
-        BackendChoice::Auto => {
-            let cuda = probe(BackendKind::Cuda);
-            if cuda.available {
-                return Ok(cuda_selection(choice, cuda));
-            }
-            let mut skipped = vec![format!("CUDA unavailable: {}", cuda.reason_or_ok())];
-            let (wgpu, adapters) = probe_wgpu();
-            let picked = pick_adapter(&adapters).map(|(t, a)| (t, a.describe()));
-            let mut probes = vec![cuda];
-            match picked {
-                Some((target, device)) if wgpu.available => {
-                    if target.is_cpu() {
-                        skipped.push("no GPU adapter for wgpu (CPU adapter only)".to_string());
-                    }
-                    probes.push(wgpu);
-                    Ok(wgpu_selection(choice, target, device, Some(skipped.join("; ")), probes))
-                }
-                _ => {
-                    skipped.push(format!("wgpu unavailable: {}", wgpu.reason_or_ok()));
-                    probes.push(wgpu);
-                    Ok(cpu_selection(choice, Some(skipped.join("; ")), probes))
-                }
-            }
-        }
+        BackendChoice::Wgpu => match probe_wgpu_target() {
+            (p, Some((target, device))) => Ok(wgpu_selection(choice, target, device, None, vec![p])),
+            (p, None) => Err(unavailable(&p)),
+        },
+        BackendChoice::Auto => select_auto(),
     }
+}
+
+/// `auto`: CUDA, else wgpu (GPU adapter, then CPU adapter), else ndarray.
+fn select_auto() -> Result<Selection, BackendError> {
+    let choice = BackendChoice::Auto;
+    let cuda = probe(BackendKind::Cuda);
+    if cuda.available {
+        return Ok(cuda_selection(choice, cuda));
+    }
+    let mut skipped = vec![format!("CUDA unavailable: {}", cuda.reason_or_ok())];
+    let (wgpu, picked) = probe_wgpu_target();
+    let mut probes = vec![cuda];
+    if let Some((target, device)) = picked {
+        if target.is_cpu() {
+            skipped.push("no GPU adapter for wgpu (CPU adapter only)".to_string());
+        }
+        probes.push(wgpu);
+        return Ok(wgpu_selection(choice, target, device, Some(skipped.join("; ")), probes));
+    }
+    skipped.push(format!("wgpu unavailable: {}", wgpu.reason_or_ok()));
+    probes.push(wgpu);
+    let cpu = probe(BackendKind::Cpu);
+    if cpu.available {
+        return Ok(cpu_selection(choice, Some(skipped.join("; ")), probes, cpu));
+    }
+    skipped.push(format!("{} unavailable: {}", BackendKind::Cpu.display_name(), cpu.reason_or_ok()));
+    Err(BackendError::NoBackend {
+        reasons: skipped.join("; "),
+    })
+}
+
+/// Probes wgpu and, when it is available, the adapter to run on and its description.
+#[cfg(feature = "wgpu")]
+fn probe_wgpu_target() -> (Probe, Option<(WgpuTarget, String)>) {
+    let (p, adapters) = super::probe::probe_wgpu();
+    let picked = super::adapter::pick_adapter(&adapters)
+        .filter(|_| p.available)
+        .map(|(target, adapter)| (target, adapter.describe()));
+    (p, picked)
+}
+
+/// Without the `wgpu` feature: the probe says so, and there is no adapter.
+#[cfg(not(feature = "wgpu"))]
+fn probe_wgpu_target() -> (Probe, Option<(WgpuTarget, String)>) {
+    (probe(BackendKind::Wgpu), None)
 }
 
 fn unavailable(p: &Probe) -> BackendError {
@@ -265,14 +187,15 @@ fn wgpu_selection(
     }
 }
 
+/// The CPU selection; `cpu` is the (passed) CPU probe, recorded after `probes`.
 fn cpu_selection(
     requested: BackendChoice,
     fallback_reason: Option<String>,
     mut probes: Vec<Probe>,
+    cpu: Probe,
 ) -> Selection {
-    let p = probe(BackendKind::Cpu);
-    let device = p.device.clone().unwrap_or_else(|| "CPU".to_string());
-    probes.push(p);
+    let device = cpu.device.clone().unwrap_or_else(|| "CPU".to_string());
+    probes.push(cpu);
     Selection {
         kind: BackendKind::Cpu,
         device,
@@ -286,51 +209,6 @@ fn cpu_selection(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn adapter(name: &str, device_type: wgpu::DeviceType) -> AdapterSummary {
-        AdapterSummary {
-            name: name.to_string(),
-            device_type,
-            backend: wgpu::Backend::Vulkan,
-            driver: String::new(),
-            driver_info: String::new(),
-        }
-    }
-
-    #[test]
-    fn adapter_preference_order() {
-        use wgpu::DeviceType::*;
-        let list = vec![
-            adapter("llvmpipe", Cpu),
-            adapter("intel", IntegratedGpu),
-            adapter("weird", Other),
-            adapter("nvidia", DiscreteGpu),
-            adapter("nvidia2", DiscreteGpu),
-        ];
-        if std::env::var_os("CUBECL_WGPU_DEFAULT_DEVICE").is_none() {
-            let (t, a) = pick_adapter(&list).expect("an adapter");
-            assert_eq!((t, a.name.as_str()), (WgpuTarget::DiscreteGpu(0), "nvidia"));
-            let (t, a) = pick_adapter(&list[..3]).expect("an adapter");
-            assert_eq!((t, a.name.as_str()), (WgpuTarget::IntegratedGpu(0), "intel"));
-            let (t, _) = pick_adapter(&list[..1]).expect("an adapter");
-            assert_eq!(t, WgpuTarget::Cpu);
-            assert!(pick_adapter(&list[2..3]).is_none());
-            assert!(pick_adapter(&[]).is_none());
-        }
-        assert_eq!(find_adapter(&list, WgpuTarget::DiscreteGpu(1)).map(|a| a.name.as_str()), Some("nvidia2"));
-    }
-
-    #[test]
-    fn target_parsing_matches_cubecl_syntax() {
-        assert_eq!(WgpuTarget::parse("Cpu"), Some(WgpuTarget::Cpu));
-        assert_eq!(WgpuTarget::parse("DiscreteGpu(1)"), Some(WgpuTarget::DiscreteGpu(1)));
-        assert_eq!(WgpuTarget::parse("IntegratedGpu(0)"), Some(WgpuTarget::IntegratedGpu(0)));
-        assert_eq!(WgpuTarget::parse("Gpu"), None);
-        for t in [WgpuTarget::Cpu, WgpuTarget::VirtualGpu(2)] {
-            assert_eq!(WgpuTarget::parse(&t.to_string()), Some(t));
-        }
-        assert_eq!(WgpuTarget::DiscreteGpu(0).device(), WgpuDevice::DiscreteGpu(0));
-    }
 
     #[test]
     fn labels() {
@@ -361,6 +239,7 @@ mod tests {
         assert!(lvp.is_fallback() && !lvp.is_gpu());
     }
 
+    #[cfg(feature = "cpu")]
     #[test]
     fn explicit_cpu_is_not_a_fallback() {
         let s = select(BackendChoice::Cpu).expect("cpu always works");
@@ -371,6 +250,7 @@ mod tests {
 
     /// No CUDA on this machine: explicit CUDA is an error naming what is missing, `auto`
     /// falls back and says so.
+    #[cfg(feature = "cpu")]
     #[test]
     fn cuda_missing_errors_and_auto_falls_back() {
         let cuda = probe(BackendKind::Cuda);
@@ -402,10 +282,12 @@ mod tests {
         }
     }
 
+    #[cfg(all(feature = "cpu", feature = "wgpu"))]
     const NO_ADAPTER_CHILD: &str = "STEPTRACE_NO_ADAPTER_CHILD";
 
     /// Hides every Vulkan driver from the Vulkan loader in a child process: wgpu then has no
     /// adapter, which must be reported (not panicked) and make `auto` fall back to ndarray.
+    #[cfg(all(feature = "cpu", feature = "wgpu"))]
     #[test]
     fn without_any_adapter_auto_falls_back_to_cpu() {
         let exe = std::env::current_exe().expect("test binary");
@@ -426,12 +308,13 @@ mod tests {
     }
 
     /// Runs only as the child of [`without_any_adapter_auto_falls_back_to_cpu`].
+    #[cfg(all(feature = "cpu", feature = "wgpu"))]
     #[test]
     fn child_without_any_adapter() {
         if std::env::var_os(NO_ADAPTER_CHILD).is_none() {
             return;
         }
-        let (p, adapters) = probe_wgpu();
+        let (p, adapters) = crate::backend::probe::probe_wgpu();
         eprintln!("{p:#?}");
         assert!(adapters.is_empty(), "{adapters:?}");
         assert!(!p.available);
@@ -451,5 +334,18 @@ mod tests {
         assert!(label.starts_with("cpu (FALLBACK: CUDA unavailable: "), "{label}");
         assert!(label.contains(&format!("wgpu unavailable: {reason}")), "{label}");
         assert_eq!(auto.probes.len(), 3);
+    }
+
+    /// Without the `cpu` feature `auto` can run out of backends: an error naming each reason.
+    #[cfg(not(feature = "cpu"))]
+    #[test]
+    fn auto_without_any_backend_is_an_error_not_a_panic() {
+        let err = select(BackendChoice::Cpu).expect_err("cpu not compiled in");
+        assert!(err.to_string().contains("built without its `cpu` feature"), "{err}");
+        if let Err(err) = select(BackendChoice::Auto) {
+            let msg = err.to_string();
+            assert!(msg.starts_with("no backend can run here: CUDA unavailable: "), "{msg}");
+            assert!(msg.contains("CPU (ndarray) unavailable: "), "{msg}");
+        }
     }
 }

@@ -11,9 +11,10 @@ use anyhow::{bail, Context};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use serde_json::{json, Value};
 use steptrace::bench::{BenchResult, Fingerprint, RunRecord};
+use steptrace_burn::RunSummary;
 
-use super::train::{config, workload_flags};
-use crate::args::{BenchArgs, ProfileMode, WorkloadArgs};
+use crate::args::{value_name, BenchArgs, ModelArg, ProfileMode, WorkloadArgs};
+use crate::convert::{config, workload_flags};
 
 pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
     if let Some(path) = a.json.as_ref().filter(|p| p.exists()) {
@@ -58,25 +59,24 @@ pub fn bench(w: &WorkloadArgs, protocol: &Protocol, progress: bool) -> anyhow::R
         last = Some(summary);
     }
     let summary = last.context("no run")?;
-    let text = |key: &str| summary.get(key).cloned().unwrap_or(Value::Null);
     let mut fp = Fingerprint::new();
     for (key, value) in [
-        ("model", json!(w.model)),
-        ("dataset", json!(w.dataset)),
-        ("input_shape", text("input_shape")),
-        ("parameters", text("parameters")),
+        ("model", json!(value_name(&w.model))),
+        ("dataset", json!(value_name(&w.dataset))),
+        ("input_shape", json!(summary.input_shape)),
+        ("parameters", json!(summary.parameters)),
         ("batch", json!(w.batch)),
         ("precision", json!("f32")),
         ("seed", json!(w.seed)),
         ("lr", json!(w.lr)),
-        ("mode", json!(w.mode)),
-        ("sync", json!(w.sync)),
+        ("mode", json!(value_name(&w.mode))),
+        ("sync", json!(value_name(&w.sync))),
         ("prefetch", json!(w.prefetch)),
         ("loader_delay_ms", json!(w.loader_delay_ms)),
-        ("backend", text("backend_kind")),
-        ("device", text("device")),
-        ("requested_backend", json!(w.backend)),
-        ("fallback", text("fallback")),
+        ("backend", json!(summary.backend_kind)),
+        ("device", json!(summary.device)),
+        ("requested_backend", json!(value_name(&w.backend))),
+        ("fallback", json!(summary.fallback)),
         ("fusion", json!(true)),
         ("autotune", json!(true)),
         ("profile", json!(format!("{:?}", protocol.profile).to_lowercase())),
@@ -87,15 +87,14 @@ pub fn bench(w: &WorkloadArgs, protocol: &Protocol, progress: bool) -> anyhow::R
     ] {
         fp.insert(key.to_owned(), value);
     }
-    if w.model == "transformer" {
+    if w.model == ModelArg::Transformer {
         fp.insert("seq_len".into(), json!(w.seq_len));
     }
-    let label = summary.get("backend").and_then(Value::as_str).unwrap_or_default().to_owned();
-    BenchResult::new(fp, label, protocol.warmup, protocol.steps, w.batch as u64, runs).map_err(anyhow::Error::msg)
+    Ok(BenchResult::new(fp, summary.backend.clone(), protocol.warmup, protocol.steps, w.batch as u64, runs)?)
 }
 
-/// One `steptrace train` process; returns its summary JSON.
-fn run_once(w: &WorkloadArgs, protocol: &Protocol, scratch: &Path, index: u64) -> anyhow::Result<Value> {
+/// One `steptrace train` process; returns its summary.
+fn run_once(w: &WorkloadArgs, protocol: &Protocol, scratch: &Path, index: u64) -> anyhow::Result<RunSummary> {
     let json_path = scratch.join(format!("run{index}.json"));
     // One extra step reads the final loss back; it is not measured.
     let total = protocol.warmup + protocol.steps + 1;
@@ -127,28 +126,18 @@ fn run_once(w: &WorkloadArgs, protocol: &Protocol, scratch: &Path, index: u64) -
     serde_json::from_slice(&text).context("unreadable run summary")
 }
 
-fn record(summary: &Value, protocol: &Protocol) -> anyhow::Result<RunRecord> {
-    let steps = summary["steps"].as_array().context("summary without steps")?;
-    let ms = |s: &Value| s["ms"].as_f64();
-    let measured: Vec<f64> = steps
-        .iter()
-        .skip(protocol.warmup as usize)
-        .take(protocol.steps as usize)
-        .filter_map(ms)
-        .collect();
-    let first_step_ms = summary["first_step_ms"].as_f64().unwrap_or(0.0);
-    let cache = summary["cache"].as_str().unwrap_or_default();
+fn record(summary: &RunSummary, protocol: &Protocol) -> anyhow::Result<RunRecord> {
+    let measured: Vec<f64> =
+        summary.steps.iter().skip(protocol.warmup as usize).take(protocol.steps as usize).map(|s| s.ms).collect();
     Ok(RunRecord {
-        time_to_first_step_ms: summary["setup_ms"].as_f64().unwrap_or(0.0) + first_step_ms,
-        first_step_ms,
-        cache: if cache.contains("(warm)") { "warm" } else { "cold" }.into(),
+        time_to_first_step_ms: summary.setup_ms + summary.first_step_ms,
+        first_step_ms: summary.first_step_ms,
+        cache: if summary.cache.contains("(warm)") { "warm" } else { "cold" }.into(),
         median_ms: steptrace::analysis::median(&measured).context("no measured step")?,
         step_ms: measured,
-        first_loss: summary["first_loss"].as_f64(),
-        final_loss: summary["last_loss"].as_f64(),
-        held_out: summary["held_out"]
-            .as_array()
-            .and_then(|h| Some((h.first()?.as_str()?.to_owned(), h.get(1)?.as_f64()?))),
+        first_loss: summary.first_loss,
+        final_loss: summary.last_loss,
+        held_out: summary.held_out.clone(),
     })
 }
 

@@ -9,7 +9,7 @@ use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use steptrace::bench::{compare, BenchResult, Comparison, Verdict};
 
 use super::bench::{bench, Protocol};
-use crate::args::{CompareArgs, ProfileMode};
+use crate::args::{value_name, CompareArgs, ProfileMode};
 
 pub fn run(a: CompareArgs) -> anyhow::Result<ExitCode> {
     if !a.backends.is_empty() {
@@ -20,7 +20,7 @@ pub fn run(a: CompareArgs) -> anyhow::Result<ExitCode> {
     };
     let (ra, rb) = (load(pa)?, load(pb)?);
     let vary = expand(&a.vary);
-    let c = compare(&ra, &rb, &vary, a.threshold).map_err(anyhow::Error::msg)?;
+    let c = compare(&ra, &rb, &vary, a.threshold)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&c)?);
     } else {
@@ -106,10 +106,11 @@ fn backends(a: &CompareArgs) -> anyhow::Result<ExitCode> {
     let mut results: Vec<(String, Result<BenchResult, String>)> = Vec::new();
     for backend in &a.backends {
         let mut w = a.workload.clone();
-        w.backend = backend.clone();
-        eprintln!("== {backend}");
+        w.backend = *backend;
+        let name = value_name(backend);
+        eprintln!("== {name}");
         let result = bench(&w, &protocol, true).map_err(|e| format!("{e:#}"));
-        results.push((backend.clone(), result));
+        results.push((name, result));
     }
     let mut table = Table::new();
     table.load_style(UTF8_FULL_CONDENSED).set_header([
@@ -156,7 +157,7 @@ fn backends(a: &CompareArgs) -> anyhow::Result<ExitCode> {
     let ok: Vec<&BenchResult> = results.iter().filter_map(|(_, r)| r.as_ref().ok()).collect();
     if let Some((first, rest)) = ok.split_first() {
         for other in rest {
-            let c = compare(first, other, &expand(&["backend".to_owned()]), a.threshold).map_err(anyhow::Error::msg)?;
+            let c = compare(first, other, &expand(&["backend".to_owned()]), a.threshold)?;
             println!("{} vs {}: {}", other.backend_label, first.backend_label, verdict(&c));
         }
     }

@@ -7,15 +7,17 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, CellAlignment, Table};
-use serde_json::Value;
 use steptrace::analysis::{Report, ReportOptions, Stats, Timing};
 use steptrace::reader::{read_trace_file, Trace};
 
 use crate::args::ReportArgs;
+use crate::convert::{enable_hint, render_command};
 
 pub fn run(a: ReportArgs) -> anyhow::Result<ExitCode> {
     let files = load(&a.traces)?;
-    let report = Report::build(&files, &ReportOptions { batch_size: a.batch }).map_err(anyhow::Error::msg)?;
+    let options = ReportOptions { batch_size: a.batch, ops: steptrace_burn::report_ops() };
+    let mut report = Report::build(&files, &options)?;
+    report.render_commands(render_command);
     if let Some(path) = &a.plot {
         super::plot::steps_svg(&report, path)?;
         eprintln!("plot written to {}", path.display());
@@ -42,9 +44,12 @@ fn load(paths: &[PathBuf]) -> anyhow::Result<Vec<(String, Trace)>> {
 }
 
 fn run_key(trace: &Trace) -> (u64, String) {
-    let meta = trace.metadata.get("metadata");
-    let epoch = meta.and_then(|m| m.pointer("/clock/epoch_unix_ms")).and_then(Value::as_u64).unwrap_or(0);
-    let worker = meta.and_then(|m| m.get("worker")).and_then(Value::as_str).unwrap_or_default().to_owned();
+    let st = trace.steptrace().ok().flatten();
+    let epoch = st.as_ref().and_then(|s| s.epoch_unix_ms()).unwrap_or(0);
+    let worker = st
+        .as_ref()
+        .and_then(|s| s.metadata.as_ref().and_then(|m| m.worker.clone()).or(s.header.as_ref().map(|h| h.worker.clone())))
+        .unwrap_or_default();
     (epoch, worker)
 }
 
@@ -99,10 +104,20 @@ fn stats_line(s: &Stats, unit: &str) -> String {
     )
 }
 
-/// The human-readable report.
+/// The human-readable report: its sections in reading order.
 pub fn render(r: &Report, top: usize) -> String {
     let mut out = String::new();
-    let o = &mut out;
+    render_sources(&mut out, r);
+    render_run(&mut out, r);
+    render_timing(&mut out, r);
+    render_spans(&mut out, r, top);
+    render_device(&mut out, r);
+    render_hypotheses(&mut out, r);
+    out
+}
+
+/// The files read, and what is wrong with them.
+fn render_sources(o: &mut String, r: &Report) {
     let producers: Vec<String> = r.sources.iter().map(|s| format!("{:?}", s.producer).to_lowercase()).collect();
     let _ = writeln!(o, "steptrace report: {} file(s) from {}", r.sources.len(), producers[0]);
     for s in &r.sources {
@@ -119,6 +134,10 @@ pub fn render(r: &Report, top: usize) -> String {
         let flags = if flags.is_empty() { String::new() } else { format!("  [{}]", flags.join("; ")) };
         let _ = writeln!(o, "  {} ({} events, {} format){flags}", s.path, s.events, s.format);
     }
+}
+
+/// What the run was, its fallback first.
+fn render_run(o: &mut String, r: &Report) {
     let run = &r.run;
     if let Some(backend) = &run.backend {
         let _ = writeln!(o, "backend: {backend}");
@@ -133,7 +152,11 @@ pub fn render(r: &Report, top: usize) -> String {
     if let (Some(policy), Some(meaning)) = (&run.sync_policy, &run.sync_meaning) {
         let _ = writeln!(o, "sync: {policy} ({meaning})");
     }
+}
 
+/// Step time: the headline.
+fn render_timing(o: &mut String, r: &Report) {
+    let run = &r.run;
     let t = &r.timing;
     let _ = writeln!(o, "\n== Step time (unit: {}; wall clock between ProfilerStep#N boundaries)", t.unit);
     match (&t.steady_ms, &t.window) {
@@ -163,15 +186,18 @@ pub fn render(r: &Report, top: usize) -> String {
     } else {
         let _ = writeln!(o, "startup  {}{declared}; kept out of the steady figures", startup.join(", "));
     }
-    if let Some(Value::Object(s)) = &run.startup {
-        let parts: Vec<String> = s
-            .iter()
-            .map(|(k, v)| match (v.as_f64(), v.as_str()) {
-                (Some(x), _) => format!("{k} {}", ms(x)),
-                (None, Some(text)) => format!("{k} {text}"),
-                _ => format!("{k} {v}"),
-            })
-            .collect();
+    if let Some(s) = &run.startup {
+        let mut parts: Vec<String> = Vec::new();
+        if let Some(x) = s.setup_ms {
+            parts.push(format!("setup_ms {}", ms(x)));
+        }
+        if let Some(x) = s.first_step_ms {
+            parts.push(format!("first_step_ms {}", ms(x)));
+        }
+        if let Some(c) = &s.cubecl_cache {
+            parts.push(format!("cubecl_cache {c}"));
+        }
+        parts.extend(s.extra.iter().map(|(k, v)| format!("{k} {v}")));
         let _ = writeln!(o, "         measured by the run: {}", parts.join(", "));
     }
     let listed: Vec<String> = t.steps.iter().filter(|s| !s.startup).map(|s| format!("#{} {}", s.step, ms(s.ms))).collect();
@@ -181,7 +207,10 @@ pub fn render(r: &Report, top: usize) -> String {
     } else if !listed.is_empty() {
         let _ = writeln!(o, "steps    {}", listed.join("  "));
     }
+}
 
+/// The span table.
+fn render_spans(o: &mut String, r: &Report, top: usize) {
     let _ = writeln!(o, "\n== Spans (recorded wall time {} ms)", ms(r.spans.wall_ms));
     let mut table = Table::new();
     table.load_style(UTF8_FULL_CONDENSED);
@@ -211,7 +240,10 @@ pub fn render(r: &Report, top: usize) -> String {
     for line in &r.spans.footer {
         let _ = writeln!(o, "note: {line}");
     }
+}
 
+/// Host, device and waiting.
+fn render_device(o: &mut String, r: &Report) {
     let d = &r.device;
     let _ = writeln!(o, "\n== Host, device, waiting");
     if d.observed {
@@ -248,7 +280,10 @@ pub fn render(r: &Report, top: usize) -> String {
     for note in &d.notes {
         let _ = writeln!(o, "note: {note}");
     }
+}
 
+/// Hypotheses, checks not examined, anomalies and notes.
+fn render_hypotheses(o: &mut String, r: &Report) {
     let _ = writeln!(o, "\n== Hypotheses (possibilities to test, not verdicts)");
     if r.hypotheses.is_empty() {
         let _ = writeln!(o, "none of the checks fired on these traces");
@@ -262,7 +297,8 @@ pub fn render(r: &Report, top: usize) -> String {
         }
     }
     for n in &r.not_examined {
-        let _ = writeln!(o, "not examined: {}: {}", n.check, n.why);
+        let hint = n.enable.as_ref().map(|c| format!(" ({})", enable_hint(c))).unwrap_or_default();
+        let _ = writeln!(o, "not examined: {}: {}{hint}", n.check, n.why);
     }
     if !r.anomalies.is_empty() {
         let _ = writeln!(o, "\nrun anomalies:");
@@ -274,7 +310,6 @@ pub fn render(r: &Report, top: usize) -> String {
     for note in &r.notes {
         let _ = writeln!(o, "note: {note}");
     }
-    out
 }
 
 /// Long names (kernels) are cut for the table; `--json` has them whole.

@@ -8,109 +8,11 @@ use anyhow::{bail, Context};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use indicatif::{ProgressBar, ProgressStyle};
 use steptrace::{Profiler, Schedule};
-use steptrace_burn::backend::{self, BackendChoice, CacheConfig};
-use steptrace_burn::{Mode, RunConfig, RunSummary, SyncPolicy};
+use steptrace_burn::backend;
+use steptrace_burn::RunSummary;
 
-use crate::args::{Detail, TrainArgs, WorkloadArgs};
-
-/// Targets of burn's and cubecl's internal spans.
-const INTERNAL_TARGETS: &[&str] = &["cubecl=trace", "burn=trace"];
-
-/// The run configuration of a workload.
-pub fn config(w: &WorkloadArgs, steps: u64) -> anyhow::Result<RunConfig> {
-    let mut cfg = RunConfig::new();
-    cfg.model = w.model.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
-    cfg.dataset = w.dataset.clone();
-    cfg.data_dir = w.data_dir.clone();
-    cfg.backend = w.backend.parse::<BackendChoice>().map_err(|e| anyhow::anyhow!("{e}"))?;
-    cfg.steps = steps;
-    cfg.batch_size = w.batch;
-    cfg.seq_len = w.seq_len;
-    cfg.learning_rate = w.lr;
-    cfg.seed = w.seed;
-    cfg.sync = w.sync.parse::<SyncPolicy>().map_err(anyhow::Error::msg)?;
-    cfg.mode = w.mode.parse::<Mode>().map_err(anyhow::Error::msg)?;
-    cfg.prefetch = w.prefetch;
-    cfg.loader_delay_ms = w.loader_delay_ms;
-    cfg.synthetic_samples = w.synthetic_samples;
-    cfg.synthetic_shape = parse_shape(&w.synthetic_shape)?;
-    let mut cache = CacheConfig::default();
-    if let Some(dir) = &w.cache_dir {
-        cache.dir = dir.clone();
-    }
-    cache.enabled = !w.no_cache;
-    cfg.cache = cache;
-    cfg.validate().map_err(anyhow::Error::msg)?;
-    Ok(cfg)
-}
-
-/// The workload as command-line flags. Paths are included only when
-/// `with_paths` (they are private: kept out of manifests).
-pub fn workload_flags(w: &WorkloadArgs, with_paths: bool) -> Vec<String> {
-    let mut flags = Vec::new();
-    let mut push = |k: &str, v: String| {
-        flags.push(k.to_owned());
-        flags.push(v);
-    };
-    push("--model", w.model.clone());
-    push("--dataset", w.dataset.clone());
-    push("--backend", w.backend.clone());
-    push("--batch", w.batch.to_string());
-    push("--lr", w.lr.to_string());
-    push("--seed", w.seed.to_string());
-    push("--sync", w.sync.clone());
-    push("--mode", w.mode.clone());
-    push("--prefetch", w.prefetch.to_string());
-    if w.model == "transformer" {
-        push("--seq-len", w.seq_len.to_string());
-    }
-    if w.loader_delay_ms > 0 {
-        push("--loader-delay-ms", w.loader_delay_ms.to_string());
-    }
-    if w.dataset == "synthetic" {
-        push("--synthetic-samples", w.synthetic_samples.to_string());
-        push("--synthetic-shape", w.synthetic_shape.clone());
-    }
-    if with_paths {
-        if let Some(dir) = &w.data_dir {
-            push("--data-dir", dir.display().to_string());
-        }
-        if let Some(dir) = &w.cache_dir {
-            push("--cache-dir", dir.display().to_string());
-        }
-    }
-    if w.no_cache {
-        flags.push("--no-cache".into());
-    }
-    flags
-}
-
-/// The `steptrace train` command that repeats this run's workload (paths
-/// left out: they are private and not part of the workload).
-fn command_line(a: &TrainArgs) -> String {
-    let mut cmd = format!(
-        "steptrace train {} --steps {} --schedule {}",
-        workload_flags(&a.workload, false).join(" "),
-        a.steps,
-        a.schedule
-    );
-    if matches!(a.detail, Detail::Internals) {
-        cmd.push_str(" --detail internals");
-    }
-    cmd
-}
-
-fn parse_shape(text: &str) -> anyhow::Result<[usize; 3]> {
-    let parts: Vec<usize> = text
-        .split(',')
-        .map(|p| p.trim().parse::<usize>())
-        .collect::<Result<_, _>>()
-        .with_context(|| format!("--synthetic-shape must be C,H,W (got `{text}`)"))?;
-    match parts.as_slice() {
-        [c, h, w] if *c > 0 && *h > 0 && *w > 0 => Ok([*c, *h, *w]),
-        _ => bail!("--synthetic-shape must be three positive numbers C,H,W (got `{text}`)"),
-    }
-}
+use crate::args::{Detail, TrainArgs};
+use crate::convert::{command_line, config, INTERNAL_TARGETS};
 
 pub fn run(a: TrainArgs) -> anyhow::Result<ExitCode> {
     let mut cfg = config(&a.workload, a.steps)?;
@@ -123,7 +25,7 @@ pub fn run(a: TrainArgs) -> anyhow::Result<ExitCode> {
         bail!("{} already exists; steptrace never overwrites a result: choose another --json path", path.display());
     }
 
-    let selection = backend::select(cfg.backend)?;
+    let selection = cfg.select()?.clone();
     println!("backend: {}", selection.label());
     if selection.is_fallback() {
         println!("NOTE: this run is NOT on CUDA: its timings describe {} and must not be read as a GPU analysis.", selection.kind);
@@ -145,8 +47,12 @@ pub fn run(a: TrainArgs) -> anyhow::Result<ExitCode> {
             builder = builder.targets(INTERNAL_TARGETS.iter().copied());
         }
         let profiler = builder.try_install()?;
+        for warning in profiler.warnings() {
+            eprintln!("steptrace: warning: {warning}");
+        }
         // What a report needs to propose the exact next experiment.
-        profiler.set_manifest("command", command_line(&a));
+        let command = command_line(&a);
+        profiler.update_manifest(|m| m.command = Some(command));
         Some(profiler)
     };
 
@@ -156,7 +62,7 @@ pub fn run(a: TrainArgs) -> anyhow::Result<ExitCode> {
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let batch = cfg.batch_size as f64;
-    let summary = steptrace_burn::run(&cfg, &selection, &cache, profiler, &mut |record| {
+    let summary = steptrace_burn::run(&cfg, &cache, profiler, &mut |record| {
         bar.set_message(format!(
             "step {} {:.1} ms ({:.0} samples/s){}",
             record.step,
@@ -234,6 +140,11 @@ fn print_summary(s: &RunSummary) {
             trace.steps,
             if trace.partial { ", PARTIAL" } else { "" }
         );
+    }
+    for trace in &s.traces {
+        for warning in &trace.label_warnings {
+            eprintln!("steptrace: warning: {}: {warning}", trace.path.display());
+        }
     }
     for err in &s.trace_errors {
         println!("trace error: {err}");

@@ -1,0 +1,266 @@
+//! The training loop of a [`Job`]: load, transfer, step, sync, advance the
+//! profiler, then sum the run up.
+
+use std::time::Instant;
+
+use burn::module::AutodiffModule;
+use burn::optim::{AdamConfig, Optimizer};
+use burn::tensor::backend::AutodiffBackend;
+use steptrace::format::names::{counters, instants, COUNTER_TARGET, MODEL_LOAD, TARGET};
+use steptrace::format::StartupInfo;
+use steptrace::SavedTrace;
+
+use crate::backend;
+use crate::config::{Mode, SyncPolicy};
+use crate::data::HostBatch;
+use crate::error::{Error, Result};
+use crate::run::{ms, read_scalar, Job};
+use crate::step::{self, DeviceBatch, StepError, StepModel};
+use crate::summary::{startup_steps, Anomaly, RunSummary, Stats, StepRecord};
+
+/// What the loop carries from step to step.
+struct Loop<B: AutodiffBackend, M: AutodiffModule<B>, O> {
+    model: Option<M>,
+    eval_model: Option<M::InnerModule>,
+    optim: O,
+    records: Vec<StepRecord>,
+    anomalies: Vec<Anomaly>,
+    startup_shapes: Vec<Vec<usize>>,
+    first_shape: Option<Vec<usize>>,
+    memory_note: Option<String>,
+    device: B::Device,
+}
+
+impl<'a> Job<'a> {
+    /// Trains (or serves) `model` for the configured steps.
+    pub(crate) fn drive<B, M>(mut self, model: M, device: B::Device) -> Result<RunSummary>
+    where
+        B: AutodiffBackend,
+        M: StepModel<B> + AutodiffModule<B>,
+        M::InnerModule: StepModel<B::InnerBackend>,
+    {
+        if let Some(profiler) = &self.profiler {
+            let manifest = self.manifest::<B, M>(&model);
+            profiler.update_manifest(|m| m.absorb(manifest));
+        }
+        let parameters = model.num_params();
+        let mut state = Loop {
+            optim: AdamConfig::new().init::<B, M>(),
+            model: Some(model),
+            eval_model: None,
+            records: Vec::with_capacity(self.cfg.steps.min(1 << 16) as usize),
+            anomalies: Vec::new(),
+            startup_shapes: Vec::new(),
+            first_shape: None,
+            memory_note: None,
+            device,
+        };
+        let model_load_ms = if self.cfg.mode == Mode::Infer { Some(self.load_for_inference(&mut state)?) } else { None };
+        let setup_ms = ms(self.started.elapsed());
+        if let Some(profiler) = &mut self.profiler {
+            profiler.start();
+        }
+        let mut step_start = Instant::now();
+        for step in 0..self.cfg.steps {
+            let record = self.one_step(step, &mut state, step_start, setup_ms)?;
+            (self.on_step)(&record);
+            state.records.push(record);
+            if let Some(profiler) = &mut self.profiler {
+                profiler.step();
+            }
+            step_start = Instant::now();
+        }
+        let (traces, trace_errors) = self.finish_profiler();
+        let held_out = match (&state.model, &state.eval_model) {
+            (Some(m), _) => self.evaluate::<B::InnerBackend, _>(&m.valid(), &state.device),
+            (None, Some(m)) => self.evaluate::<B::InnerBackend, _>(m, &state.device),
+            _ => None,
+        };
+        Ok(self.summary(state, parameters, setup_ms, model_load_ms, held_out, traces, trace_errors))
+    }
+
+    /// Inference mode: loads the model in a `model.load` span, before step 0.
+    fn load_for_inference<B, M, O>(&self, state: &mut Loop<B, M, O>) -> Result<f64>
+    where
+        B: AutodiffBackend,
+        M: AutodiffModule<B>,
+    {
+        let load_start = Instant::now();
+        let _load = tracing::info_span!(target: TARGET, MODEL_LOAD).entered();
+        state.eval_model = state.model.take().map(|m| m.valid());
+        step::sync::<B>(&state.device).map_err(|source| Error::Execution { step: 0, source })?;
+        let taken = ms(load_start.elapsed());
+        if let Some(profiler) = &self.profiler {
+            profiler.update_manifest(|m| m.model_load_ms = Some(taken));
+        }
+        Ok(taken)
+    }
+
+    /// One step: read, transfer, train or serve, sync, record.
+    fn one_step<B, M, O>(
+        &mut self,
+        step: u64,
+        state: &mut Loop<B, M, O>,
+        step_start: Instant,
+        setup_ms: f64,
+    ) -> Result<StepRecord>
+    where
+        B: AutodiffBackend,
+        M: StepModel<B> + AutodiffModule<B>,
+        M::InnerModule: StepModel<B::InnerBackend>,
+        O: Optimizer<M, B>,
+    {
+        let cfg = self.cfg;
+        let batch: HostBatch = self.loader.next_batch()?;
+        let samples = batch.samples;
+        self.watch_shape(step, step::input_shape(&batch.input), state);
+        let exec = |source| Error::Execution { step, source };
+        let on_device = step::transfer::<B>(batch, &state.device).map_err(exec)?;
+        let read_loss = step == 0 || step + 1 == cfg.steps || (cfg.loss_every > 0 && step % cfg.loss_every == 0);
+        let loss = match cfg.mode {
+            Mode::Train => {
+                let current = state.model.take().ok_or(StepError::Missing { what: "model" }).map_err(exec)?;
+                let (next, loss) =
+                    step::train_step(current, &mut state.optim, on_device, cfg.learning_rate, cfg.sync, &state.device)
+                        .map_err(exec)?;
+                state.model = Some(next);
+                read_loss.then(|| read_scalar(loss))
+            }
+            Mode::Infer => {
+                let inner = state.eval_model.as_ref().ok_or(StepError::Missing { what: "eval model" }).map_err(exec)?;
+                let batch = DeviceBatch::<B::InnerBackend> {
+                    input: crate::run::inner_input::<B>(on_device.input),
+                    target: crate::run::inner_target::<B>(on_device.target),
+                };
+                let loss = step::infer_request(inner, batch, cfg.sync, &state.device).map_err(exec)?;
+                read_loss.then(|| read_scalar(loss))
+            }
+        };
+        if cfg.sync != SyncPolicy::None {
+            step::sync::<B>(&state.device).map_err(exec)?;
+        }
+        if cfg.memory {
+            match backend::memory_in_use::<B>(&state.device) {
+                Some(bytes) => tracing::info!(target: COUNTER_TARGET, bytes, "{}", counters::DEVICE_MEMORY),
+                None => {
+                    state.memory_note = Some(format!("not observed: {} does not report memory in use", self.selection.kind));
+                }
+            }
+        }
+        let elapsed = ms(step_start.elapsed());
+        self.watch_time(step, elapsed, state);
+        if step == 0 {
+            self.record_startup(setup_ms, elapsed);
+        }
+        Ok(StepRecord { step, ms: elapsed, samples, loss: loss.flatten() })
+    }
+
+    /// Notes the first shape, and flags a shape first seen after startup.
+    fn watch_shape<B: AutodiffBackend, M: AutodiffModule<B>, O>(&self, step: u64, shape: Vec<usize>, state: &mut Loop<B, M, O>) {
+        if step == 0 {
+            if let Some(profiler) = &self.profiler {
+                profiler.update_manifest(|m| m.input_shape = Some(shape.iter().map(|&d| d as u64).collect()));
+            }
+            state.first_shape = Some(shape.clone());
+        }
+        if state.startup_shapes.contains(&shape) {
+            return;
+        }
+        if step >= startup_steps(self.cfg.steps) {
+            tracing::warn!(target: TARGET, step, shape = ?shape, "{}", instants::NEW_SHAPE);
+            state.anomalies.push(Anomaly { step, what: format!("new input shape {shape:?} after startup") });
+        }
+        state.startup_shapes.push(shape);
+    }
+
+    /// Flags a steady step far slower than the steady median so far.
+    fn watch_time<B: AutodiffBackend, M: AutodiffModule<B>, O>(&self, step: u64, elapsed: f64, state: &mut Loop<B, M, O>) {
+        let startup = startup_steps(self.cfg.steps);
+        if step < startup {
+            return;
+        }
+        let steady: Vec<f64> = state.records.iter().skip(startup as usize).map(|r| r.ms).collect();
+        if let Some(s) = Stats::of(&steady).filter(|s| s.n >= 3) {
+            if elapsed > 3.0 * s.median && elapsed - s.median > 2.0 {
+                tracing::warn!(target: TARGET, step, ms = elapsed, median_ms = s.median, "{}", instants::SLOW_STEP);
+                state.anomalies.push(Anomaly {
+                    step,
+                    what: format!("{elapsed:.1} ms, {:.1}x the steady median: a new compile path?", elapsed / s.median),
+                });
+            }
+        }
+    }
+
+    /// Startup figures, measured before any window records.
+    fn record_startup(&self, setup_ms: f64, first_step_ms: f64) {
+        let Some(profiler) = &self.profiler else { return };
+        let cache = if self.cache.warm { "warm" } else { "cold" };
+        profiler.update_manifest(|m| {
+            let mut startup = StartupInfo::default();
+            startup.setup_ms = Some(setup_ms);
+            startup.first_step_ms = Some(first_step_ms);
+            startup.cubecl_cache = Some(cache.to_owned());
+            m.startup = Some(startup);
+        });
+    }
+
+    /// Finishes the profiler: the traces written and the errors met.
+    fn finish_profiler(&mut self) -> (Vec<SavedTrace>, Vec<String>) {
+        let Some(profiler) = self.profiler.take() else { return (Vec::new(), Vec::new()) };
+        let errors = profiler.errors();
+        match profiler.finish() {
+            Ok(saved) => (saved, errors),
+            Err(e) => (Vec::new(), [errors, vec![e.to_string()]].concat()),
+        }
+    }
+
+    /// The run's result. Its arguments are the loop's outcome, gathered by
+    /// [`drive`](Self::drive); kept apart so that the loop reads plainly.
+    #[allow(clippy::too_many_arguments)]
+    fn summary<B: AutodiffBackend, M: AutodiffModule<B>, O>(
+        &self,
+        state: Loop<B, M, O>,
+        parameters: usize,
+        setup_ms: f64,
+        model_load_ms: Option<f64>,
+        held_out: Option<(String, f64)>,
+        traces: Vec<SavedTrace>,
+        trace_errors: Vec<String>,
+    ) -> RunSummary {
+        let cfg = self.cfg;
+        let startup = startup_steps(cfg.steps);
+        let records = state.records;
+        let steady: Vec<f64> = records.iter().skip(startup as usize).map(|r| r.ms).collect();
+        let steady_ms = Stats::of(&steady);
+        let losses: Vec<f64> = records.iter().filter_map(|r| r.loss).collect();
+        let cache_state = if self.cache.warm { "warm" } else { "cold" };
+        RunSummary {
+            backend: self.selection.label(),
+            backend_kind: self.selection.kind.to_string(),
+            device: self.selection.device.clone(),
+            parameters,
+            input_shape: state.first_shape.unwrap_or_default(),
+            fallback: self.selection.is_fallback(),
+            sync: format!("{}: {}", cfg.sync, cfg.sync.meaning()),
+            mode: cfg.mode.to_string(),
+            setup_ms,
+            model_load_ms,
+            first_step_ms: records.first().map_or(0.0, |r| r.ms),
+            startup_steps: startup,
+            steady_samples_per_s: steady_ms.as_ref().map(|s| cfg.batch_size as f64 / (s.median / 1000.0)),
+            steady_ms,
+            batch_size: cfg.batch_size,
+            first_loss: losses.first().copied(),
+            last_loss: losses.last().copied(),
+            steps: records,
+            held_out,
+            anomalies: state.anomalies,
+            traces,
+            trace_errors,
+            cache: format!("{} ({cache_state})", crate::private::tilde(&self.cache.dir)),
+            memory: cfg
+                .memory
+                .then(|| state.memory_note.unwrap_or_else(|| format!("observed: counter track `{}`", counters::DEVICE_MEMORY))),
+        }
+    }
+}

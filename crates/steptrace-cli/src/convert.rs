@@ -1,0 +1,246 @@
+//! From command-line arguments to library types, and back: the one place
+//! that knows both the flags and the types they stand for.
+
+use anyhow::{bail, Context};
+use steptrace::analysis::Change;
+use steptrace_burn::backend::{BackendChoice, CacheConfig};
+use steptrace_burn::{BackendSetting, Mode, RunConfig, SyncPolicy};
+use steptrace_models::ModelKind;
+
+use crate::args::{value_name, BackendArg, DatasetArg, Detail, ModeArg, ModelArg, SyncArg, TrainArgs, WorkloadArgs};
+
+/// The model a flag names.
+pub fn model(m: ModelArg) -> ModelKind {
+    match m {
+        ModelArg::Mlp => ModelKind::Mlp,
+        ModelArg::Convnet => ModelKind::ConvNet,
+        ModelArg::Transformer => ModelKind::Transformer,
+    }
+}
+
+/// The backend choice a flag names.
+pub fn backend_choice(b: BackendArg) -> BackendChoice {
+    match b {
+        BackendArg::Auto => BackendChoice::Auto,
+        BackendArg::Cuda => BackendChoice::Cuda,
+        BackendArg::Wgpu => BackendChoice::Wgpu,
+        BackendArg::Cpu => BackendChoice::Cpu,
+    }
+}
+
+/// The sync policy a flag names.
+pub fn sync(s: SyncArg) -> SyncPolicy {
+    match s {
+        SyncArg::None => SyncPolicy::None,
+        SyncArg::Step => SyncPolicy::Step,
+        SyncArg::Phase => SyncPolicy::Phase,
+    }
+}
+
+/// The mode a flag names.
+pub fn mode(m: ModeArg) -> Mode {
+    match m {
+        ModeArg::Train => Mode::Train,
+        ModeArg::Infer => Mode::Infer,
+    }
+}
+
+/// Targets of burn's and cubecl's internal spans.
+pub const INTERNAL_TARGETS: &[&str] = &["cubecl=trace", "burn=trace"];
+
+/// The run configuration of a workload.
+pub fn config(w: &WorkloadArgs, steps: u64) -> anyhow::Result<RunConfig> {
+    let mut cfg = RunConfig::new();
+    cfg.model = model(w.model);
+    cfg.dataset = value_name(&w.dataset);
+    cfg.data_dir = w.data_dir.clone();
+    cfg.backend = BackendSetting::Requested(backend_choice(w.backend));
+    cfg.steps = steps;
+    cfg.batch_size = w.batch;
+    cfg.seq_len = w.seq_len;
+    cfg.learning_rate = w.lr;
+    cfg.seed = w.seed;
+    cfg.sync = sync(w.sync);
+    cfg.mode = mode(w.mode);
+    cfg.prefetch = w.prefetch;
+    cfg.loader_delay_ms = w.loader_delay_ms;
+    cfg.synthetic_samples = w.synthetic_samples;
+    cfg.synthetic_shape = parse_shape(&w.synthetic_shape)?;
+    let mut cache = CacheConfig::default();
+    if let Some(dir) = &w.cache_dir {
+        cache.dir = dir.clone();
+    }
+    cache.enabled = !w.no_cache;
+    cfg.cache = cache;
+    cfg.validate().map_err(anyhow::Error::msg)?;
+    Ok(cfg)
+}
+
+/// The workload as command-line flags. Paths are included only when
+/// `with_paths` (they are private: kept out of manifests).
+pub fn workload_flags(w: &WorkloadArgs, with_paths: bool) -> Vec<String> {
+    let mut flags = Vec::new();
+    let mut push = |k: &str, v: String| {
+        flags.push(k.to_owned());
+        flags.push(v);
+    };
+    push("--model", value_name(&w.model));
+    push("--dataset", value_name(&w.dataset));
+    push("--backend", value_name(&w.backend));
+    push("--batch", w.batch.to_string());
+    push("--lr", w.lr.to_string());
+    push("--seed", w.seed.to_string());
+    push("--sync", value_name(&w.sync));
+    push("--mode", value_name(&w.mode));
+    push("--prefetch", w.prefetch.to_string());
+    if w.model == ModelArg::Transformer {
+        push("--seq-len", w.seq_len.to_string());
+    }
+    if w.loader_delay_ms > 0 {
+        push("--loader-delay-ms", w.loader_delay_ms.to_string());
+    }
+    if w.dataset == DatasetArg::Synthetic {
+        push("--synthetic-samples", w.synthetic_samples.to_string());
+        push("--synthetic-shape", w.synthetic_shape.clone());
+    }
+    if with_paths {
+        if let Some(dir) = &w.data_dir {
+            push("--data-dir", dir.display().to_string());
+        }
+        if let Some(dir) = &w.cache_dir {
+            push("--cache-dir", dir.display().to_string());
+        }
+    }
+    if w.no_cache {
+        flags.push("--no-cache".into());
+    }
+    flags
+}
+
+/// The `steptrace train` command that repeats this run's workload (paths
+/// left out: they are private and not part of the workload).
+pub fn command_line(a: &TrainArgs) -> String {
+    let mut cmd = format!(
+        "steptrace train {} --steps {} --schedule {}",
+        workload_flags(&a.workload, false).join(" "),
+        a.steps,
+        a.schedule
+    );
+    if matches!(a.detail, Detail::Internals) {
+        cmd.push_str(" --detail internals");
+    }
+    cmd
+}
+
+fn parse_shape(text: &str) -> anyhow::Result<[usize; 3]> {
+    let parts: Vec<usize> = text
+        .split(',')
+        .map(|p| p.trim().parse::<usize>())
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("--synthetic-shape must be C,H,W (got `{text}`)"))?;
+    match parts.as_slice() {
+        [c, h, w] if *c > 0 && *h > 0 && *w > 0 => Ok([*c, *h, *w]),
+        _ => bail!("--synthetic-shape must be three positive numbers C,H,W (got `{text}`)"),
+    }
+}
+
+
+/// The flags of a report's typed change to a `steptrace train` run.
+pub fn change_flags(change: &Change, command: &str) -> Vec<(String, String)> {
+    let flag = |k: &str, v: String| (k.to_owned(), v);
+    match change {
+        Change::Prefetch(n) => vec![flag("--prefetch", n.to_string())],
+        Change::RecordInternals => vec![flag("--detail", "internals".into())],
+        Change::SyncEveryPhase => vec![flag("--sync", value_name(&SyncArg::Phase))],
+        Change::BatchSize(n) => vec![flag("--batch", n.to_string())],
+        Change::Steps(n) => vec![flag("--steps", n.to_string())],
+        Change::SkipFirst(n) => {
+            let schedule = flag_value(command, "--schedule").unwrap_or_default();
+            let rest: Vec<&str> = schedule.split(',').filter(|p| !p.starts_with("skip_first=") && !p.is_empty()).collect();
+            let mut parts = vec![format!("skip_first={n}")];
+            parts.extend(rest.iter().map(|p| (*p).to_owned()));
+            vec![flag("--schedule", parts.join(","))]
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// `command` with each change applied as flags.
+pub fn render_command(command: &str, changes: &[Change]) -> String {
+    let mut cmd = command.to_owned();
+    for change in changes {
+        for (flag, value) in change_flags(change, &cmd) {
+            cmd = with_flag(&cmd, &flag, &value);
+        }
+    }
+    cmd
+}
+
+/// How to enable a check, in this program's flags.
+pub fn enable_hint(change: &Change) -> String {
+    let flags: Vec<String> = change_flags(change, "").into_iter().map(|(k, v)| format!("{k} {v}")).collect();
+    format!("rerun with `{}`", flags.join(" "))
+}
+
+/// `cmd` with `flag` set to `value` (replaced if present).
+fn with_flag(cmd: &str, flag: &str, value: &str) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut words = cmd.split(' ').peekable();
+    while let Some(word) = words.next() {
+        if word == flag {
+            words.next();
+            continue;
+        }
+        parts.push(word.to_owned());
+    }
+    parts.push(flag.to_owned());
+    parts.push(value.to_owned());
+    parts.join(" ")
+}
+
+fn flag_value(cmd: &str, flag: &str) -> Option<String> {
+    let mut words = cmd.split(' ');
+    while let Some(word) = words.next() {
+        if word == flag {
+            return words.next().map(str::to_owned);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_are_replaced_or_appended() {
+        let cmd = "steptrace train --model mlp --prefetch 0 --batch 64";
+        assert_eq!(with_flag(cmd, "--prefetch", "2"), "steptrace train --model mlp --batch 64 --prefetch 2");
+        assert_eq!(with_flag(cmd, "--sync", "phase"), format!("{cmd} --sync phase"));
+        assert_eq!(flag_value(cmd, "--batch").as_deref(), Some("64"));
+        assert_eq!(flag_value(cmd, "--seed"), None);
+    }
+
+    #[test]
+    fn typed_changes_render_as_the_flags_of_train() {
+        let cmd = "steptrace train --model mlp --steps 40 --schedule skip_first=10,wait=1,warmup=1,active=3";
+        assert_eq!(
+            render_command(cmd, &[Change::SkipFirst(31), Change::Steps(71)]),
+            "steptrace train --model mlp --schedule skip_first=31,wait=1,warmup=1,active=3 --steps 71"
+        );
+        assert_eq!(render_command(cmd, &[Change::RecordInternals]), format!("{cmd} --detail internals"));
+        assert_eq!(render_command(cmd, &[Change::SyncEveryPhase]), format!("{cmd} --sync phase"));
+        assert_eq!(enable_hint(&Change::RecordInternals), "rerun with `--detail internals`");
+    }
+
+    #[test]
+    fn every_value_enum_converts() {
+        use clap::ValueEnum;
+        for m in ModelArg::value_variants() {
+            assert_eq!(model(*m).name(), value_name(m));
+        }
+        assert!(BackendArg::value_variants().iter().all(|b| !value_name(b).is_empty()));
+        assert_eq!(sync(SyncArg::Phase), SyncPolicy::Phase);
+        assert_eq!(mode(ModeArg::Infer), Mode::Infer);
+    }
+}
