@@ -3,6 +3,8 @@
 
 mod book;
 
+pub mod fake_gpu;
+
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -28,6 +30,8 @@ pub struct Workload {
     pub out: PathBuf,
     /// Call `finish()` explicitly (otherwise the profiler is dropped).
     pub explicit_finish: bool,
+    /// A fake device collector, or the reason the device is not observed.
+    pub device: Option<Result<fake_gpu::FakeGpu, String>>,
 }
 
 impl Workload {
@@ -40,6 +44,7 @@ impl Workload {
             phase: Duration::from_micros(300),
             out: out.to_owned(),
             explicit_finish: true,
+            device: None,
         }
     }
 
@@ -48,11 +53,14 @@ impl Workload {
     /// traces (read from the directory when the profiler was dropped).
     pub fn run(&self) -> Result<Vec<SavedTrace>, steptrace::Error> {
         let schedule: Schedule = self.schedule.parse()?;
-        let (layer, mut profiler) = Profiler::builder(schedule)
-            .out_dir(&self.out)
-            .worker("fake")
-            .manifest("workload", "fake")
-            .build()?;
+        let mut builder =
+            Profiler::builder(schedule).out_dir(&self.out).worker("fake").manifest("workload", "fake");
+        builder = match &self.device {
+            Some(Ok(gpu)) => builder.device_collector(Box::new(gpu.clone())),
+            Some(Err(reason)) => builder.device_not_observed(reason.clone()),
+            None => builder,
+        };
+        let (layer, mut profiler) = builder.build()?;
         let dispatch = Dispatch::new(tracing_subscriber::registry().with(layer));
         let stop = Arc::new(AtomicBool::new(false));
         let ready = Arc::new(std::sync::Barrier::new(self.loaders + 1));
@@ -186,4 +194,29 @@ where
 {
     let dispatch = Dispatch::new(tracing_subscriber::registry().with(layer));
     tracing::dispatcher::with_default(&dispatch, f)
+}
+
+/// Whether an event opens a span: a begin, or a complete event (the
+/// finaliser writes spans wholly inside the window as complete events).
+pub fn opens_span(event: &steptrace::reader::TraceEvent) -> bool {
+    event.ph == "B" || event.ph == "X"
+}
+
+/// The nesting paths (`outer>inner`) of every span on the thread that ran
+/// the span named `anchor`, in start order.
+pub fn nesting_paths(trace: &steptrace::reader::Trace, anchor: &str) -> Vec<String> {
+    let spans = steptrace::analysis::Spans::from_trace(trace);
+    let Some(thread) = spans.spans.iter().find(|s| s.name == anchor).map(|s| s.thread.clone()) else {
+        return Vec::new();
+    };
+    let path = |mut i: usize| {
+        let mut names = vec![spans.spans[i].name.clone()];
+        while let Some(p) = spans.spans[i].parent {
+            names.push(spans.spans[p].name.clone());
+            i = p;
+        }
+        names.reverse();
+        names.join(">")
+    };
+    (0..spans.spans.len()).filter(|&i| spans.spans[i].thread == thread).map(path).collect()
 }

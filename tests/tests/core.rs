@@ -11,7 +11,7 @@ use steptrace_tests::{expected_files, Workload};
 fn step_numbers(trace: &Trace) -> Vec<u64> {
     let mut steps: BTreeSet<u64> = BTreeSet::new();
     for ev in &trace.events {
-        if ev.ph == "B" {
+        if steptrace_tests::opens_span(ev) {
             if let Some(n) = ev.name.strip_prefix("ProfilerStep#") {
                 steps.insert(n.parse().expect("step number"));
             }
@@ -81,7 +81,8 @@ fn files_hold_exactly_the_scheduled_steps() {
             // Threads are named; loader threads appear once they have run.
             let names = steptrace_tests::thread_names(&trace);
             loader_seen |= names.iter().any(|n| n.starts_with("loader-"));
-            let tids: BTreeSet<_> = trace.events.iter().filter(|e| e.ph == "B").map(|e| e.tid.clone()).collect();
+            let tids: BTreeSet<_> =
+                trace.events.iter().filter(|e| steptrace_tests::opens_span(e)).map(|e| e.tid.clone()).collect();
             assert!(tids.len() <= names.len(), "{schedule}: every thread is named: {tids:?} vs {names:?}");
             assert!(trace.events.iter().any(|e| e.ph == "M" && e.name == "process_name"));
         }
@@ -97,23 +98,10 @@ fn spans_nest_under_the_step_span() {
     Workload::new("wait=0,warmup=1,active=2,repeat=1", 3, dir.path()).run().unwrap();
     let files = trace_files(dir.path());
     let trace = read_trace_file(&files[0]).unwrap();
-    // On the stepping thread, the B events follow the nesting
+    // On the stepping thread, spans (complete events, or begin/end pairs
+    // at the window's edges) nest as
     // ProfilerStep#N > train.step > forward|loss|backward|optimizer.
-    let main_tid = trace.events.iter().find(|e| e.name == "ProfilerStep#1").and_then(|e| e.tid.clone());
-    let mut depth_names: Vec<String> = Vec::new();
-    let mut seen = Vec::new();
-    for e in trace.events.iter().filter(|e| e.tid == main_tid) {
-        match e.ph.as_str() {
-            "B" => {
-                depth_names.push(e.name.clone());
-                seen.push(depth_names.join(">"));
-            }
-            "E" => {
-                depth_names.pop();
-            }
-            _ => {}
-        }
-    }
+    let seen = steptrace_tests::nesting_paths(&trace, "ProfilerStep#1");
     for want in ["ProfilerStep#1>train.step>forward", "ProfilerStep#2>train.step>optimizer"] {
         assert!(seen.iter().any(|s| s == want), "missing {want} in {seen:?}");
     }
@@ -243,7 +231,8 @@ fn other_crates_spans_are_opt_in() {
             profiler.finish().unwrap()
         });
         let trace = read_trace_file(&saved[0].path).unwrap();
-        let names: BTreeSet<String> = trace.events.iter().filter(|e| e.ph == "B").map(|e| e.name.clone()).collect();
+        let names: BTreeSet<String> =
+            trace.events.iter().filter(|e| steptrace_tests::opens_span(e)).map(|e| e.name.clone()).collect();
         (names, trace.metadata["metadata"]["targets"].as_str().unwrap_or_default().to_owned())
     };
     let (names, _) = run(&[]);

@@ -14,6 +14,7 @@
 pub mod backend;
 mod config;
 pub mod data;
+pub mod device;
 mod drive;
 mod error;
 mod loader;

@@ -74,6 +74,15 @@ pub enum Detail {
     Internals,
 }
 
+/// Whether device activity is recorded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum DeviceActivityArg {
+    /// On CUDA, through CUPTI; "not observed" elsewhere.
+    Auto,
+    /// Never.
+    Off,
+}
+
 /// A model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum ModelArg {
@@ -204,6 +213,11 @@ pub struct TrainArgs {
     /// What to record.
     #[arg(long, value_enum, default_value = "steps")]
     pub detail: Detail,
+    /// Record device activity (kernels, copies, launches) through CUPTI:
+    /// auto records it on CUDA and says "not observed", with the reason,
+    /// elsewhere.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub device_activity: DeviceActivityArg,
     /// Record device memory in use per step as a counter track.
     #[arg(long)]
     pub memory: bool,

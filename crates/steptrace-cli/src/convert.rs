@@ -4,10 +4,11 @@
 use anyhow::{bail, Context};
 use steptrace::analysis::Change;
 use steptrace_burn::backend::{BackendChoice, CacheConfig};
+use steptrace_burn::device::DeviceActivityMode;
 use steptrace_burn::{BackendSetting, Mode, RunConfig, SyncPolicy};
 use steptrace_models::ModelKind;
 
-use crate::args::{value_name, BackendArg, DatasetArg, Detail, ModeArg, ModelArg, SyncArg, TrainArgs, WorkloadArgs};
+use crate::args::{value_name, BackendArg, DeviceActivityArg, DatasetArg, Detail, ModeArg, ModelArg, SyncArg, TrainArgs, WorkloadArgs};
 
 /// The model a flag names.
 pub fn model(m: ModelArg) -> ModelKind {
@@ -34,6 +35,14 @@ pub fn sync(s: SyncArg) -> SyncPolicy {
         SyncArg::None => SyncPolicy::None,
         SyncArg::Step => SyncPolicy::Step,
         SyncArg::Phase => SyncPolicy::Phase,
+    }
+}
+
+/// The device-activity mode a flag names.
+pub fn device_activity(d: DeviceActivityArg) -> DeviceActivityMode {
+    match d {
+        DeviceActivityArg::Auto => DeviceActivityMode::Auto,
+        DeviceActivityArg::Off => DeviceActivityMode::Off,
     }
 }
 
@@ -128,6 +137,9 @@ pub fn command_line(a: &TrainArgs) -> String {
     );
     if matches!(a.detail, Detail::Internals) {
         cmd.push_str(" --detail internals");
+    }
+    if a.device_activity == DeviceActivityArg::Off {
+        cmd.push_str(" --device-activity off");
     }
     cmd
 }

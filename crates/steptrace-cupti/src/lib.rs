@@ -102,6 +102,7 @@
 
 mod buffers;
 mod clock;
+mod device;
 mod collector;
 mod error;
 mod ffi;
@@ -112,6 +113,7 @@ mod records;
 mod window;
 
 pub use clock::{ClockMap, ClockPair};
+pub use device::{device_info, DeviceInfo};
 pub use collector::{Collector, CollectorConfig, LaunchRecords};
 pub use error::{CuptiError, ResultCode};
 pub use probe::{probe, CallbackApi, Probe};

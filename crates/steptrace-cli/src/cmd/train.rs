@@ -12,7 +12,8 @@ use steptrace_burn::backend;
 use steptrace_burn::RunSummary;
 
 use crate::args::{Detail, TrainArgs};
-use crate::convert::{command_line, config, INTERNAL_TARGETS};
+use crate::convert::{command_line, config, device_activity, INTERNAL_TARGETS};
+use steptrace_burn::device::DeviceSetup;
 
 pub fn run(a: TrainArgs) -> anyhow::Result<ExitCode> {
     let mut cfg = config(&a.workload, a.steps)?;
@@ -42,7 +43,15 @@ pub fn run(a: TrainArgs) -> anyhow::Result<ExitCode> {
         None
     } else {
         let worker = a.worker.clone().unwrap_or_else(|| format!("{}-{}", cfg.model, selection.kind));
+        let mode = device_activity(a.device_activity);
+        let device = steptrace_burn::device::setup(mode, &selection);
+        let described = device.describe(mode);
+        println!("device activity: {described}");
         let mut builder = Profiler::builder(schedule).out_dir(&a.out).worker(worker);
+        builder = match device {
+            DeviceSetup::Collector(collector, _) => builder.device_collector(collector),
+            DeviceSetup::NotObserved(reason) => builder.device_not_observed(reason),
+        };
         if cfg.internals {
             builder = builder.targets(INTERNAL_TARGETS.iter().copied());
         }
@@ -52,7 +61,10 @@ pub fn run(a: TrainArgs) -> anyhow::Result<ExitCode> {
         }
         // What a report needs to propose the exact next experiment.
         let command = command_line(&a);
-        profiler.update_manifest(|m| m.command = Some(command));
+        profiler.update_manifest(|m| {
+            m.command = Some(command);
+            m.device_activity = Some(mode.to_string());
+        });
         Some(profiler)
     };
 

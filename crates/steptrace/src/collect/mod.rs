@@ -2,11 +2,13 @@
 //! advances them ([`Profiler`]), and the [`gate`] that decides, once, which
 //! spans are kept. The [sink](crate::sink) writes what the gate keeps.
 
+pub mod device;
 pub mod gate;
 mod profiler;
 pub mod schedule;
 pub mod sink;
 mod threads;
 
+pub use device::{DeviceCollector, DeviceError, DeviceWindow};
 pub use profiler::{Profiler, ProfilerBuilder, ProfilerLayer};
 pub use schedule::{Action, Schedule, ScheduleError};

@@ -4,7 +4,7 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 use tracing::span::EnteredSpan;
@@ -15,12 +15,16 @@ use tracing_subscriber::layer::{Layer, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt;
 
+use super::device::DeviceCollector;
 use crate::error::{Error, Result};
 use crate::format::names::{STEP_SPAN, TARGET};
 use crate::format::{Manifest, ManifestError};
 use crate::gate::{GateFilter, GateLayer, Shared};
 use crate::schedule::{Action, Schedule};
-use crate::sink::{chrome_layer, FileNames, SavedTrace, SegmentInfo, SegmentWriter, SinkContext, DEFAULT_FILE_NAME};
+use crate::sink::{chrome_layer, DeviceOutcome, FileNames, SavedTrace, SegmentInfo, SegmentWriter, SinkContext, DEFAULT_FILE_NAME};
+
+/// A device collector shared by the builder's clones.
+type SharedCollector = Arc<Mutex<Box<dyn DeviceCollector>>>;
 
 /// The layer to add to a `tracing_subscriber::registry()`: the Chrome sink
 /// behind the schedule gate.
@@ -47,7 +51,7 @@ pub type ProfilerLayer<S> = Filtered<GateLayer<S>, GateFilter, S>;
 /// assert_eq!(saved[0].steps, vec![2, 3]);
 /// # Ok(()) }
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct ProfilerBuilder {
     schedule: Schedule,
     out_dir: PathBuf,
@@ -58,6 +62,20 @@ pub struct ProfilerBuilder {
     manifest: Manifest,
     manifest_error: Option<ManifestError>,
     limit: Option<u64>,
+    device: Option<SharedCollector>,
+    device_reason: Option<String>,
+}
+
+impl std::fmt::Debug for ProfilerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProfilerBuilder")
+            .field("schedule", &self.schedule)
+            .field("out_dir", &self.out_dir)
+            .field("worker", &self.worker)
+            .field("device_collector", &self.device.is_some())
+            .field("device_reason", &self.device_reason)
+            .finish_non_exhaustive()
+    }
 }
 
 impl ProfilerBuilder {
@@ -107,6 +125,20 @@ impl ProfilerBuilder {
         if let Err(err) = self.manifest.set(&key.into(), value.into()) {
             self.manifest_error.get_or_insert(err);
         }
+        self
+    }
+
+    /// Records device activity with `collector` in every cycle (see
+    /// [`collect::device`](crate::collect::device)).
+    pub fn device_collector(mut self, collector: Box<dyn DeviceCollector>) -> Self {
+        self.device = Some(Arc::new(Mutex::new(collector)));
+        self
+    }
+
+    /// Says why no device activity is recorded: every file reports the
+    /// device as "not observed" with this reason.
+    pub fn device_not_observed(mut self, reason: impl Into<String>) -> Self {
+        self.device_reason = Some(reason.into());
         self
     }
 
@@ -178,6 +210,9 @@ impl ProfilerBuilder {
         let shared = Arc::new(Shared::new());
         let epoch_unix_ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
         let (chrome, guard) = chrome_layer::<S>(self.include_args);
+        // tracing-chrome's clock starts inside `build`: this is trace time 0
+        // to within the few nanoseconds the call takes to return.
+        let origin = Instant::now();
         shared.bind_current_thread();
         let context = Arc::new(SinkContext {
             worker: crate::sink::sanitize_worker(&self.worker),
@@ -185,6 +220,7 @@ impl ProfilerBuilder {
             targets: described.join(","),
             epoch_unix_ms,
             manifest: Mutex::new(self.manifest),
+            device_reason: self.device_reason,
             results: Mutex::new(Vec::new()),
             shared: shared.clone(),
         });
@@ -202,6 +238,9 @@ impl ProfilerBuilder {
             current: None,
             segment: None,
             next_segment: 1,
+            device: self.device,
+            device_error: None,
+            origin,
         };
         Ok((chrome, targets, profiler))
     }
@@ -264,6 +303,11 @@ pub struct Profiler {
     current: Option<EnteredSpan>,
     segment: Option<Arc<Mutex<SegmentInfo>>>,
     next_segment: u64,
+    device: Option<SharedCollector>,
+    /// Why the device collector did not open for the current cycle.
+    device_error: Option<String>,
+    /// Trace time 0.
+    origin: Instant,
 }
 
 impl std::fmt::Debug for Profiler {
@@ -289,6 +333,8 @@ impl Profiler {
             manifest: Manifest::default(),
             manifest_error: None,
             limit: None,
+            device: None,
+            device_reason: None,
         }
     }
 
@@ -460,6 +506,7 @@ impl Profiler {
             final_path: self.names.final_path(cycle),
             steps: Vec::new(),
             ended_by_finish: false,
+            device: DeviceOutcome::NotCollected,
         }));
         match SegmentWriter::create(info.clone(), self.context.clone(), self.limit) {
             Ok(writer) => {
@@ -469,16 +516,46 @@ impl Profiler {
                 self.shared.set_segment(self.next_segment);
                 self.next_segment += 1;
                 self.segment = Some(info);
+                self.open_device();
             }
             Err(err) => self.context.push_result(Err(err)),
+        }
+    }
+
+    /// Starts the device collector for the cycle that opens.
+    fn open_device(&mut self) {
+        self.device_error = None;
+        if let Some(device) = &self.device {
+            let result = match device.lock() {
+                Ok(mut collector) => collector.open().map_err(|e| e.to_string()),
+                Err(_) => Err("the device collector's lock was poisoned".to_owned()),
+            };
+            self.device_error = result.err();
+        }
+    }
+
+    /// Stops the device collector: what it recorded, or why nothing was.
+    fn close_device(&mut self) -> DeviceOutcome {
+        let Some(device) = &self.device else { return DeviceOutcome::NotCollected };
+        if let Some(err) = self.device_error.take() {
+            return DeviceOutcome::Failed(format!("the device tracer did not start: {err}"));
+        }
+        match device.lock() {
+            Ok(mut collector) => match collector.close(self.origin) {
+                Ok(window) => DeviceOutcome::Window(Box::new(window)),
+                Err(err) => DeviceOutcome::Failed(format!("the device tracer failed at the window's end: {err}")),
+            },
+            Err(_) => DeviceOutcome::Failed("the device collector's lock was poisoned".to_owned()),
         }
     }
 
     fn close_segment(&mut self, by_finish: bool) {
         self.shared.set_segment(0);
         if let Some(info) = self.segment.take() {
+            let device = self.close_device();
             if let Ok(mut info) = info.lock() {
                 info.ended_by_finish = by_finish;
+                info.device = device;
             }
             if let Some(guard) = &self.guard {
                 guard.start_new(Some(Box::new(io::sink())));

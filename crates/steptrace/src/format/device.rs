@@ -181,8 +181,8 @@ pub enum ActivityStatus {
 #[serde(default)]
 #[non_exhaustive]
 pub struct ClockCalibration {
-    /// Device-clock time at trace time 0, ns (trace µs = (device ns −
-    /// offset) / 1000, corrected for drift).
+    /// The device clock's reading at trace time 0, ns (trace µs ≈ (device
+    /// ns − offset) / 1000, corrected for drift).
     pub offset_ns: f64,
     /// Drift of the device clock against the host clock, parts per million.
     pub drift_ppm: f64,
@@ -218,6 +218,9 @@ pub struct DeviceActivity {
     /// The clock mapping.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock: Option<ClockCalibration>,
+    /// Problems met while collecting (the records may be incomplete).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<String>,
 }
 
 impl DeviceActivity {
@@ -233,6 +236,7 @@ impl DeviceActivity {
             dropped_by_collector: 0,
             orphan_kernels: 0,
             clock: None,
+            problems: Vec::new(),
         }
     }
 }

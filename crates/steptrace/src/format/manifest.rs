@@ -105,7 +105,8 @@ pub struct Manifest {
     /// The command that reproduces the run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
-    /// Whether device activity was collected: `auto` or `off`.
+    /// The device-activity mode asked for: `auto` or `off` (what was
+    /// recorded, or why not, is the metadata's `device_activity`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub device_activity: Option<String>,
     /// Every other field.

@@ -109,6 +109,8 @@ pub mod keys {
     pub const PARTIAL_REASON: &str = "partial_reason";
     /// Labels that looked like leaks.
     pub const LABEL_WARNINGS: &str = "label_warnings";
+    /// What went wrong while collecting device activity.
+    pub const PROBLEMS: &str = "problems";
 }
 
 /// The span name of step `n`: `ProfilerStep#n`.

@@ -57,7 +57,7 @@ pub use crate::format::names::COUNTER_TARGET;
 pub use names::DEFAULT_FILE_NAME;
 pub(crate) use names::FileNames;
 pub(crate) use names::sanitize as sanitize_worker;
-pub(crate) use segment::{SegmentInfo, SegmentWriter, SinkContext};
+pub(crate) use segment::{DeviceOutcome, SegmentInfo, SegmentWriter, SinkContext};
 
 use std::path::PathBuf;
 

@@ -24,6 +24,8 @@ pub(crate) struct SinkContext {
     /// Unix time (ms) of trace time 0.
     pub(crate) epoch_unix_ms: u128,
     pub(crate) manifest: Mutex<Manifest>,
+    /// Why no device activity is collected, when the caller said.
+    pub(crate) device_reason: Option<String>,
     pub(crate) results: Mutex<Vec<Result<SavedTrace, Error>>>,
     pub(crate) shared: Arc<crate::gate::Shared>,
 }
@@ -52,6 +54,19 @@ pub(crate) struct SegmentInfo {
     pub(crate) steps: Vec<u64>,
     /// Whether the profiler finished (or was dropped) inside this cycle.
     pub(crate) ended_by_finish: bool,
+    /// What the device collector recorded.
+    pub(crate) device: DeviceOutcome,
+}
+
+/// What a cycle's device collector gave.
+#[derive(Debug)]
+pub(crate) enum DeviceOutcome {
+    /// No collector: the sink's `device_reason`, if any, says why.
+    NotCollected,
+    /// The window's records.
+    Window(Box<crate::collect::DeviceWindow>),
+    /// The collector failed; why.
+    Failed(String),
 }
 
 /// Receives tracing-chrome's array-format stream for one cycle and

@@ -18,6 +18,7 @@ use crate::reader::{Trace, TraceEvent, TrackId};
 const DIAGNOSTIC_KEYS: &[&str] = &[
     keys::PARTIAL_REASON,
     keys::LABEL_WARNINGS,
+    keys::PROBLEMS,
     "backend",
     "reason",
     "error",

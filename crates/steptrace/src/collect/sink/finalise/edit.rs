@@ -61,6 +61,27 @@ pub(super) fn retag(text: &[u8], tid: Option<u64>, thread: u64) -> Cow<'_, [u8]>
     }
 }
 
+/// A begin line as a complete event of `dur` µs, re-tagged.
+pub(super) fn complete(text: &[u8], tid: Option<u64>, thread: u64, dur: f64) -> Cow<'_, [u8]> {
+    const BEGIN: &[u8] = br#""ph":"B""#;
+    if let [at] = find_all(text, BEGIN)[..] {
+        let mut out = Vec::with_capacity(text.len() + 24);
+        out.extend_from_slice(&text[..at]);
+        out.extend_from_slice(format!(r#""ph":"X","dur":{}"#, json!(dur)).as_bytes());
+        out.extend_from_slice(&text[at + BEGIN.len()..]);
+        return Cow::Owned(retag(&out, tid, thread).into_owned());
+    }
+    match serde_json::from_slice::<Value>(text) {
+        Ok(Value::Object(mut event)) => {
+            untag(&mut event, thread);
+            event.insert("ph".into(), json!("X"));
+            event.insert("dur".into(), json!(dur));
+            Cow::Owned(Value::Object(event).to_string().into_bytes())
+        }
+        _ => Cow::Borrowed(text),
+    }
+}
+
 /// Sets `tid` to steptrace's thread id and removes the tag from `cat`.
 fn untag(event: &mut Map<String, Value>, thread: u64) {
     event.insert("tid".into(), json!(thread));

@@ -5,6 +5,7 @@
 //!
 //! See the [sink docs](crate::sink) for what is kept, clipped and dropped.
 
+mod device;
 mod edit;
 mod lines;
 mod window;
@@ -47,11 +48,20 @@ pub(crate) fn finalise(info: &SegmentInfo, partial: &Path, context: &SinkContext
     let mut labels = LabelScanner::with_limit(HYGIENE_CAP);
     let cut = cut(&lines.events, &pairs, &window, &mut labels);
     let clipped = cut.clipped;
-    let out = final_lines(cut, &mut labels);
-    let metadata = metadata(info, context, &window, clipped, lines.dropped, labels);
+    let mut out = final_lines(cut, &mut labels);
+    let device = device::device_lines(&info.device, context.device_reason.as_deref(), &window, &mut labels);
+    out.extend(device.lines.into_iter().map(Cow::Owned));
+    let mut metadata = metadata(info, context, &window, clipped, lines.dropped, labels);
+    if let Some(backend) = &metadata.manifest.backend {
+        // Viewers drop the metadata object: the backend label, with any
+        // FALLBACK and its reason, goes on the host process track too.
+        let m = json!({ "ph": "M", "pid": 1, "tid": 0, "name": meta::PROCESS_LABELS, "args": { "labels": backend } });
+        out.push(Cow::Owned(m.to_string().into_bytes()));
+    }
+    metadata.device_activity = device.activity;
 
     let tmp = finishing_path(&info.final_path);
-    let written = write::write_final(&tmp, &out, &metadata).map_err(|e| {
+    let written = write::write_final(&tmp, &out, &metadata, &device.properties).map_err(|e| {
         let _ = fs::remove_file(&tmp);
         write_err(e)
     })?;
@@ -88,6 +98,7 @@ fn final_lines<'a>(mut cut: window::Cut<'a>, labels: &mut LabelScanner) -> Vec<C
         .into_iter()
         .map(|line| match line {
             Out::Raw(text, tid, thread) => edit::retag(text, tid, thread),
+            Out::Complete(text, tid, thread, dur) => edit::complete(text, tid, thread, dur),
             Out::Done(bytes) => Cow::Owned(bytes),
         })
         .collect()

@@ -66,6 +66,9 @@ impl Window {
 /// already final.
 pub(super) enum Out<'a> {
     Raw(&'a [u8], Option<u64>, u64),
+    /// A begin whose end is in the window: written as one complete event
+    /// of this duration.
+    Complete(&'a [u8], Option<u64>, u64, f64),
     Done(Vec<u8>),
 }
 
@@ -146,8 +149,15 @@ fn begin<'a>(
     }
     if ts < w.start {
         *clipped += 1;
-        Some(Out::Done(clip(ev.text, w.start, "begin", ev.thread)))
-    } else {
-        Some(Out::Raw(ev.text, ev.line.tid, ev.thread))
+        return Some(Out::Done(clip(ev.text, w.start, "begin", ev.thread)));
+    }
+    match (end_idx, end_ts) {
+        // Wholly inside: one complete event (HTA reads only those), and its
+        // end is not written.
+        (Some(e), Some(t)) if t <= w.end => {
+            dropped_end.insert(e);
+            Some(Out::Complete(ev.text, ev.line.tid, ev.thread, t - ts))
+        }
+        _ => Some(Out::Raw(ev.text, ev.line.tid, ev.thread)),
     }
 }

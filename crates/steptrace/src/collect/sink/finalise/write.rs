@@ -6,9 +6,15 @@ use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
 use std::path::Path;
 
+use crate::format::device::DeviceProperties;
 use crate::format::TraceMetadata;
 
-pub(super) fn write_final(path: &Path, events: &[Cow<'_, [u8]>], metadata: &TraceMetadata) -> io::Result<u64> {
+pub(super) fn write_final(
+    path: &Path,
+    events: &[Cow<'_, [u8]>],
+    metadata: &TraceMetadata,
+    devices: &[DeviceProperties],
+) -> io::Result<u64> {
     let file = OpenOptions::new().write(true).create_new(true).open(path)?;
     let mut out = io::BufWriter::with_capacity(1 << 16, file);
     out.write_all(b"{\"traceEvents\":[\n")?;
@@ -18,7 +24,13 @@ pub(super) fn write_final(path: &Path, events: &[Cow<'_, [u8]>], metadata: &Trac
         }
         out.write_all(event)?;
     }
-    out.write_all(b"\n],\n\"displayTimeUnit\":\"ms\",\n\"metadata\":")?;
+    out.write_all(b"\n],\n\"displayTimeUnit\":\"ms\",\n")?;
+    if !devices.is_empty() {
+        out.write_all(b"\"deviceProperties\":")?;
+        serde_json::to_writer(&mut out, devices)?;
+        out.write_all(b",\n")?;
+    }
+    out.write_all(b"\"metadata\":")?;
     serde_json::to_writer_pretty(&mut out, metadata)?;
     out.write_all(b"}\n")?;
     let file = out.into_inner().map_err(|e| e.into_error())?;

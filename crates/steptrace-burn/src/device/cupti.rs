@@ -1,0 +1,124 @@
+//! The CUPTI collector, as the profiler's [`DeviceCollector`].
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use steptrace::collect::device::{CopyRecord, DeviceError, KernelRecord, LaunchRecord, MemsetRecord};
+use steptrace::collect::{DeviceCollector, DeviceWindow};
+use steptrace::format::device::{ClockCalibration, DeviceProperties, KernelArgs, MemcpyArgs, MemsetArgs};
+use steptrace_cupti::{probe, ClockMap, Collector, CollectorConfig, LaunchSource, MemcpyKind};
+
+/// CUPTI, collecting for the profiler's windows.
+pub(super) struct CuptiDevice {
+    collector: Collector,
+    device: DeviceProperties,
+    pub(super) source: String,
+}
+
+impl CuptiDevice {
+    /// Probes CUPTI and starts the process's collector; the reason when
+    /// it cannot.
+    pub(super) fn start(ordinal: u32) -> Result<CuptiDevice, String> {
+        let found = probe();
+        if !found.is_available() {
+            return Err(found.reason().unwrap_or_else(|| "CUPTI is not available".into()));
+        }
+        let collector = Collector::start(CollectorConfig::default()).map_err(|e| e.to_string())?;
+        let source = format!("CUPTI {}", collector.cupti_version());
+        let mut device = DeviceProperties::default();
+        device.id = ordinal;
+        if let Ok(info) = steptrace_cupti::device_info(ordinal) {
+            device.name = info.name;
+            device.total_global_mem = info.total_memory;
+            device.num_sms = info.sm_count;
+            (device.compute_major, device.compute_minor) = info.compute_capability;
+        }
+        Ok(CuptiDevice { collector, device, source })
+    }
+}
+
+fn us(map: &ClockMap, origin: Instant, ns: u64) -> f64 {
+    map.offset_from(origin, ns) as f64 / 1000.0
+}
+
+fn kind(k: MemcpyKind) -> &'static str {
+    match k {
+        MemcpyKind::HtoD => "HtoD",
+        MemcpyKind::DtoH => "DtoH",
+        MemcpyKind::DtoD => "DtoD",
+        MemcpyKind::HtoH => "HtoH",
+        MemcpyKind::PtoP => "PtoP",
+        _ => "other",
+    }
+}
+
+impl DeviceCollector for CuptiDevice {
+    fn open(&mut self) -> Result<(), DeviceError> {
+        Ok(self.collector.enable()?)
+    }
+
+    fn close(&mut self, origin: Instant) -> Result<DeviceWindow, DeviceError> {
+        let w = self.collector.disable_and_flush()?;
+        let map = w.clock_map();
+        let mut out = DeviceWindow::default();
+        out.source = self.source.clone();
+        out.kinds = ["kernel", "memcpy", "memset", "launch (callback API)"].map(String::from).to_vec();
+        out.devices.push(self.device.clone());
+        for k in &w.kernels {
+            let mut args = KernelArgs::default();
+            args.device = k.device_id;
+            args.stream = u64::from(k.stream_id);
+            args.correlation = u64::from(k.correlation_id);
+            args.grid = k.grid.map(|g| g.max(0) as u32);
+            args.block = k.block.map(|b| b.max(0) as u32);
+            args.registers_per_thread = u32::from(k.registers_per_thread);
+            args.shared_memory = (k.static_shared_bytes.max(0) + k.dynamic_shared_bytes.max(0)) as u64;
+            out.kernels.push(KernelRecord {
+                start_us: us(&map, origin, k.start_ns),
+                end_us: us(&map, origin, k.end_ns),
+                name: Arc::clone(&k.name),
+                args,
+            });
+        }
+        for c in &w.memcpys {
+            let mut args = MemcpyArgs::default();
+            (args.device, args.stream, args.correlation) = (c.device_id, u64::from(c.stream_id), u64::from(c.correlation_id));
+            (args.bytes, args.kind) = (c.bytes, kind(c.kind).to_owned());
+            out.copies.push(CopyRecord { start_us: us(&map, origin, c.start_ns), end_us: us(&map, origin, c.end_ns), args });
+        }
+        for m in &w.memsets {
+            let mut args = MemsetArgs::default();
+            (args.device, args.stream, args.correlation, args.bytes) =
+                (m.device_id, u64::from(m.stream_id), u64::from(m.correlation_id), m.bytes);
+            out.memsets.push(MemsetRecord { start_us: us(&map, origin, m.start_ns), end_us: us(&map, origin, m.end_ns), args });
+        }
+        for l in &w.launches {
+            out.launches.push(LaunchRecord {
+                start_us: us(&map, origin, l.start_ns),
+                end_us: us(&map, origin, l.end_ns),
+                name: l.name.to_owned(),
+                correlation: u64::from(l.correlation_id),
+                cbid: Some(l.cbid),
+                thread: l.thread.id,
+                thread_name: l.thread.name.as_deref().map(str::to_owned),
+            });
+        }
+        out.dropped_by_collector = w.dropped_records;
+        let mut clock = ClockCalibration::default();
+        // CUPTI's clock reading at trace time 0.
+        clock.offset_ns = map.to_cupti_ns(origin).map_or(f64::NAN, |ns| ns as f64);
+        clock.drift_ppm = map.drift_ppm();
+        clock.uncertainty_ns = map.uncertainty().as_nanos() as f64;
+        out.clock = Some(clock);
+        out.launches_unavailable = match &w.launch_source {
+            LaunchSource::Unavailable(why) => Some(why.to_string()),
+            LaunchSource::Off => Some("launch records are off".into()),
+            _ => None,
+        };
+        out.problems = w.problems.iter().map(ToString::to_string).collect();
+        if w.incomplete_records > 0 {
+            out.problems.push(format!("{} records had not finished at the window's end", w.incomplete_records));
+        }
+        Ok(out)
+    }
+}
