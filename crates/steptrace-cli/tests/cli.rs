@@ -73,3 +73,23 @@ fn a_mismatched_model_and_dataset_is_refused() {
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out).1.contains("shakespeare"));
 }
+
+#[test]
+fn report_and_inspect_refuse_a_newer_trace_format_naming_both_versions() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/steptrace-v1-cuda-mlp-h200.trace.json");
+    let mut doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&fixture).unwrap()).unwrap();
+    doc["metadata"]["format"] = "steptrace-chrome-trace/2".into();
+    std::fs::write(dir.path().join("newer.json"), serde_json::to_vec(&doc).unwrap()).unwrap();
+    for args in [["report", "newer.json"], ["inspect", "newer.json"]] {
+        let out = steptrace(&args, dir.path());
+        let (stdout, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stdout}{stderr}");
+        assert!(stderr.contains("steptrace-chrome-trace/2") && stderr.contains("steptrace-chrome-trace/1"), "{stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+    // The same file in today's format reads.
+    doc["metadata"]["format"] = "steptrace-chrome-trace/1".into();
+    std::fs::write(dir.path().join("today.json"), serde_json::to_vec(&doc).unwrap()).unwrap();
+    assert!(steptrace(&["report", "today.json"], dir.path()).status.success());
+}
