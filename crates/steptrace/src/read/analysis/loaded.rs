@@ -111,7 +111,7 @@ impl Vocabulary<'_> {
 
     /// A host-side upload, or a device-side host-to-device copy.
     pub(crate) fn is_upload(&self, span: &Span) -> bool {
-        self.ops.uploads.iter().any(|n| *n == span.name) || span.name.contains("Memcpy HtoD")
+        self.ops.uploads.contains(&span.name) || span.name.contains("Memcpy HtoD")
     }
 }
 

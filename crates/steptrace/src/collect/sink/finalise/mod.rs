@@ -119,31 +119,38 @@ fn metadata(
     let active = s.active();
     let steps = window.steps.clone();
     let partial = (steps.len() as u64) < active;
-    let mut m = TraceMetadata::default();
-    m.steptrace_version = env!("CARGO_PKG_VERSION").to_owned();
-    m.format = FormatVersion::CURRENT.to_string();
-    m.host_os = Some(std::env::consts::OS.to_owned());
-    m.host_arch = Some(std::env::consts::ARCH.to_owned());
-    m.worker = Some(context.worker.clone());
-    m.cycle = Some(info.cycle);
-    let mut schedule = ScheduleInfo::default();
-    schedule.text = s.to_string();
-    (schedule.skip_first, schedule.wait, schedule.warmup) = (s.skip_first(), s.wait(), s.warmup());
-    (schedule.active, schedule.repeat, schedule.skip_first_wait) = (active, s.repeat(), s.skip_first_wait());
-    m.schedule = Some(schedule);
-    m.expected_steps = info.steps.first().map(|&first| (first..first + active).collect()).unwrap_or_default();
-    m.partial_reason = partial.then(|| {
-        format!("the profiler finished inside the cycle: {} of {} active steps recorded", steps.len(), active)
-    });
-    m.steps = steps;
-    m.partial = partial;
-    m.window_us = Some(WindowUs::new(window.start, window.end));
-    m.clock = Some(ClockInfo::us_since(context.epoch_unix_ms as u64));
-    m.targets = Some(context.targets.clone());
-    m.clipped_spans = clipped as u64;
-    m.dropped_lines = dropped_lines as u64;
-    m.lost_events_other_sink = context.shared.lost_events();
-    m.label_warnings = labels.into_warnings();
-    m.manifest = manifest;
-    m
+    let schedule = ScheduleInfo {
+        text: s.to_string(),
+        skip_first: s.skip_first(),
+        wait: s.wait(),
+        warmup: s.warmup(),
+        active,
+        repeat: s.repeat(),
+        skip_first_wait: s.skip_first_wait(),
+    };
+    TraceMetadata {
+        steptrace_version: env!("CARGO_PKG_VERSION").to_owned(),
+        format: FormatVersion::CURRENT.to_string(),
+        host_os: Some(std::env::consts::OS.to_owned()),
+        host_arch: Some(std::env::consts::ARCH.to_owned()),
+        worker: Some(context.worker.clone()),
+        cycle: Some(info.cycle),
+        schedule: Some(schedule),
+        expected_steps: info.steps.first().map(|&first| (first..first + active).collect()).unwrap_or_default(),
+        partial_reason: partial.then(|| {
+            format!("the profiler finished inside the cycle: {} of {} active steps recorded", steps.len(), active)
+        }),
+        steps,
+        partial,
+        window_us: Some(WindowUs::new(window.start, window.end)),
+        clock: Some(ClockInfo::us_since(context.epoch_unix_ms as u64)),
+        targets: Some(context.targets.clone()),
+        clipped_spans: clipped as u64,
+        dropped_lines: dropped_lines as u64,
+        lost_events_other_sink: context.shared.lost_events(),
+        label_warnings: labels.into_warnings(),
+        manifest,
+        device_activity: None,
+        extra: serde_json::Map::new(),
+    }
 }

@@ -62,7 +62,7 @@ pub(super) fn check(cx: &Context<'_>, found: &mut Vec<Hypothesis>, skipped: &mut
         return;
     }
     let mut by_caller: Vec<(String, usize)> = callers.into_iter().collect();
-    by_caller.sort_by(|a, b| b.1.cmp(&a.1));
+    by_caller.sort_by_key(|c| std::cmp::Reverse(c.1));
     let named: Vec<String> =
         by_caller.iter().take(3).map(|(what, n)| format!("{what} ×{}", *n as f64 / stats.n as f64)).collect();
     found.push(Hypothesis {
