@@ -6,7 +6,7 @@ use std::time::Instant;
 use steptrace::collect::device::{CopyRecord, DeviceError, KernelRecord, LaunchRecord, MemsetRecord};
 use steptrace::collect::{DeviceCollector, DeviceWindow};
 use steptrace::format::device::{ClockCalibration, DeviceProperties, KernelArgs, MemcpyArgs, MemsetArgs};
-use steptrace_cupti::{probe, ClockMap, Collector, CollectorConfig, LaunchSource, MemcpyKind};
+use steptrace_cupti::{probe, ClockMap, Collector, CollectorConfig, LaunchSource};
 
 /// CUPTI, collecting for the profiler's windows.
 pub(super) struct CuptiDevice {
@@ -41,17 +41,6 @@ fn us(map: &ClockMap, origin: Instant, ns: u64) -> f64 {
     map.offset_from(origin, ns) as f64 / 1000.0
 }
 
-fn kind(k: MemcpyKind) -> &'static str {
-    match k {
-        MemcpyKind::HtoD => "HtoD",
-        MemcpyKind::DtoH => "DtoH",
-        MemcpyKind::DtoD => "DtoD",
-        MemcpyKind::HtoH => "HtoH",
-        MemcpyKind::PtoP => "PtoP",
-        _ => "other",
-    }
-}
-
 impl DeviceCollector for CuptiDevice {
     fn open(&mut self) -> Result<(), DeviceError> {
         Ok(self.collector.enable()?)
@@ -83,7 +72,7 @@ impl DeviceCollector for CuptiDevice {
         for c in &w.memcpys {
             let mut args = MemcpyArgs::default();
             (args.device, args.stream, args.correlation) = (c.device_id, u64::from(c.stream_id), u64::from(c.correlation_id));
-            (args.bytes, args.kind) = (c.bytes, kind(c.kind).to_owned());
+            (args.bytes, args.kind) = (c.bytes, c.kind.label().to_owned());
             out.copies.push(CopyRecord { start_us: us(&map, origin, c.start_ns), end_us: us(&map, origin, c.end_ns), args });
         }
         for m in &w.memsets {

@@ -57,47 +57,27 @@ fn device_event(cat: &str, name: &str, pid: u64, tid: u64, start: f64, end: f64,
 // Kernels, copies, memsets, launches and flows are written in one pass
 // each over the window's records; their counts feed the metadata below.
 fn write_window(window: &DeviceWindow, w: &Window, labels: &mut LabelScanner) -> DeviceLines {
-    let mut lines = Vec::new();
-    let mut streams: BTreeSet<(u64, u64)> = BTreeSet::new();
-    let mut outside = 0u64;
-    let mut written: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut out = Tracks::default();
     let mut kernel_starts: Vec<(u64, u64, u64, f64)> = Vec::new();
     for k in &window.kernels {
-        if !inside(w, k.start_us) {
-            outside += 1;
-            continue;
+        let a = &k.args;
+        if out.event(w, cats::KERNEL, &k.name, (a.device, a.stream), (k.start_us, k.end_us), a) {
+            labels.label("kernel name", &k.name);
+            kernel_starts.push((a.correlation, device_pid(a.device), a.stream, k.start_us));
         }
-        let pid = device_pid(k.args.device);
-        labels.label("kernel name", &k.name);
-        lines.push(device_event(cats::KERNEL, &k.name, pid, k.args.stream, k.start_us, k.end_us, &k.args));
-        streams.insert((pid, k.args.stream));
-        kernel_starts.push((k.args.correlation, pid, k.args.stream, k.start_us));
-        *written.entry(cats::KERNEL).or_default() += 1;
     }
     for c in &window.copies {
-        if !inside(w, c.start_us) {
-            outside += 1;
-            continue;
-        }
-        let pid = device_pid(c.args.device);
         let mut args = c.args.clone();
         let dur_ns = (c.end_us - c.start_us) * 1000.0;
         args.gb_per_s = if dur_ns > 0.0 { c.args.bytes as f64 / dur_ns } else { 0.0 };
         let name = format!("Memcpy {}", c.args.kind);
-        lines.push(device_event(cats::MEMCPY, &name, pid, c.args.stream, c.start_us, c.end_us, &args));
-        streams.insert((pid, c.args.stream));
-        *written.entry(cats::MEMCPY).or_default() += 1;
+        out.event(w, cats::MEMCPY, &name, (args.device, args.stream), (c.start_us, c.end_us), &args);
     }
     for m in &window.memsets {
-        if !inside(w, m.start_us) {
-            outside += 1;
-            continue;
-        }
-        let pid = device_pid(m.args.device);
-        lines.push(device_event(cats::MEMSET, "Memset", pid, m.args.stream, m.start_us, m.end_us, &m.args));
-        streams.insert((pid, m.args.stream));
-        *written.entry(cats::MEMSET).or_default() += 1;
+        let a = &m.args;
+        out.event(w, cats::MEMSET, "Memset", (a.device, a.stream), (m.start_us, m.end_us), a);
     }
+    let Tracks { mut lines, streams, mut outside, mut written } = out;
     let (launch_lines, launched, launch_outside) = launches(window, w, &kernel_starts, labels);
     outside += launch_outside;
     *written.entry(cats::DRIVER).or_default() += launched.len() as u64;
@@ -124,6 +104,39 @@ fn write_window(window: &DeviceWindow, w: &Window, labels: &mut LabelScanner) ->
         problems,
     };
     DeviceLines { lines, activity: Some(activity), properties: window.devices.clone() }
+}
+
+/// Device events inside the window, with their tracks and counts.
+#[derive(Default)]
+struct Tracks {
+    lines: Vec<Vec<u8>>,
+    streams: BTreeSet<(u64, u64)>,
+    outside: u64,
+    written: BTreeMap<&'static str, u64>,
+}
+
+impl Tracks {
+    /// Writes one device event on its stream's track if it starts inside
+    /// the window (else counts it outside); says whether it was written.
+    fn event(
+        &mut self,
+        w: &Window,
+        cat: &'static str,
+        name: &str,
+        (device, stream): (u32, u64),
+        (start, end): (f64, f64),
+        args: &impl Serialize,
+    ) -> bool {
+        if !inside(w, start) {
+            self.outside += 1;
+            return false;
+        }
+        let pid = device_pid(device);
+        self.lines.push(device_event(cat, name, pid, stream, start, end, args));
+        self.streams.insert((pid, stream));
+        *self.written.entry(cat).or_default() += 1;
+        true
+    }
 }
 
 /// Launch events on their host threads, and the flows to their kernels.
