@@ -21,6 +21,8 @@ Digits\", UCI Machine Learning Repository, 1998, https://doi.org/10.24432/C50P49
 
 /// Number of samples in the embedded file.
 pub const DIGITS_SAMPLES: usize = 1797;
+/// The shape of one digit, `[C, H, W]`.
+pub const DIGITS_SAMPLE_SHAPE: [usize; 3] = [1, 8, 8];
 
 /// The embedded UCI handwritten digits: 1797 images of `[1, 8, 8]` pixels, 10 classes.
 ///
@@ -38,7 +40,7 @@ pub fn digits() -> Result<ImageDataset, DatasetError> {
         name: DATASET,
         images,
         labels,
-        sample_shape: [1, 8, 8],
+        sample_shape: DIGITS_SAMPLE_SHAPE,
         num_classes: 10,
         source: DataSource::Embedded { file: DIGITS_FILE },
         licence: DIGITS_LICENCE,

@@ -10,6 +10,8 @@ const DATASET: &str = "fashion-mnist";
 
 /// Where the Debian package `dataset-fashion-mnist` installs the four `.gz` IDX files.
 pub const FASHION_MNIST_DEBIAN_DIR: &str = "/usr/share/datasets/fashion-mnist";
+/// The shape of one Fashion-MNIST image, `[C, H, W]`.
+pub const FASHION_SAMPLE_SHAPE: [usize; 3] = [1, 28, 28];
 
 /// The embedded t10k images, relative to the crate root.
 pub const FASHION_T10K_IMAGES_FILE: &str = "data/fashion-mnist/t10k-images-idx3-ubyte.gz";
@@ -207,7 +209,7 @@ fn build(
         name: split.dataset_name(),
         images: pixels.iter().map(|&p| f32::from(p) / 255.0).collect(),
         labels,
-        sample_shape: [1, 28, 28],
+        sample_shape: FASHION_SAMPLE_SHAPE,
         num_classes: 10,
         source,
         licence: FASHION_MNIST_LICENCE,
@@ -250,6 +252,21 @@ mod tests {
         )
         .unwrap();
         dir
+    }
+
+    #[test]
+    fn a_multi_member_gzip_file_is_read_whole() {
+        // `cat a.gz b.gz` is a valid gzip file: both members are the data.
+        let dir = dir_with(3, false);
+        for name in ["t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"] {
+            let raw = std::fs::read(dir.path().join(name)).unwrap();
+            let (head, tail) = raw.split_at(raw.len() / 2);
+            let joined = [gz(head), gz(tail)].concat();
+            std::fs::remove_file(dir.path().join(name)).unwrap();
+            std::fs::write(dir.path().join(format!("{name}.gz")), joined).unwrap();
+        }
+        let d = fashion_mnist(Some(dir.path()), FashionSplit::Test).expect("multi-member gzip reads");
+        assert_eq!(d.len(), 3);
     }
 
     fn err_text(dir: &Path) -> String {

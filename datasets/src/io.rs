@@ -3,7 +3,7 @@
 use std::io::Read;
 use std::path::Path;
 
-use flate2::read::GzDecoder;
+use flate2::read::MultiGzDecoder;
 
 use crate::DatasetError;
 
@@ -43,7 +43,8 @@ pub(crate) fn maybe_gunzip(
         return Ok(bytes);
     }
     let mut out = Vec::with_capacity(bytes.len().saturating_mul(2));
-    GzDecoder::new(bytes.as_slice())
+    // Every member: a valid gzip file may be several concatenated members.
+    MultiGzDecoder::new(bytes.as_slice())
         .read_to_end(&mut out)
         .map_err(|e| DatasetError::Corrupt {
             dataset,

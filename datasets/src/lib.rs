@@ -40,12 +40,14 @@ mod synthetic;
 use std::path::Path;
 
 pub use dataset::{DataInfo, DataKind, DataSource, ImageDataset};
-pub use digits::{digits, DIGITS_ATTRIBUTION, DIGITS_FILE, DIGITS_LICENCE, DIGITS_SAMPLES};
+pub use digits::{
+    digits, DIGITS_ATTRIBUTION, DIGITS_FILE, DIGITS_LICENCE, DIGITS_SAMPLES, DIGITS_SAMPLE_SHAPE,
+};
 pub use error::DatasetError;
 pub use fashion::{
     fashion_mnist, FashionSplit, FASHION_MNIST_ATTRIBUTION, FASHION_MNIST_CLASSES,
     FASHION_MNIST_DEBIAN_DIR, FASHION_MNIST_LICENCE, FASHION_T10K_IMAGES_FILE,
-    FASHION_T10K_LABELS_FILE,
+    FASHION_SAMPLE_SHAPE, FASHION_T10K_LABELS_FILE,
 };
 pub use rng::SplitMix64;
 pub use shakespeare::{
@@ -60,6 +62,28 @@ pub const IMAGE_DATASET_NAMES: &[&str] = &[
     "fashion-mnist",
     "fashion-mnist-t10k",
     "fashion-mnist-train",
+    "synthetic",
+];
+
+/// The sample shape `[C, H, W]` of a named image dataset with a fixed shape,
+/// known without loading it (`None` for `synthetic`, whose shape is
+/// configured, and for names that are not image datasets).
+pub fn sample_shape_of(name: &str) -> Option<[usize; 3]> {
+    match name {
+        "digits" => Some(DIGITS_SAMPLE_SHAPE),
+        "fashion-mnist" | "fashion-mnist-t10k" | "fashion-mnist-train" => Some(FASHION_SAMPLE_SHAPE),
+        _ => None,
+    }
+}
+
+/// Every dataset name, images and text ([`shakespeare`] is loaded by its own
+/// function).
+pub const DATASET_NAMES: &[&str] = &[
+    "digits",
+    "fashion-mnist",
+    "fashion-mnist-t10k",
+    "fashion-mnist-train",
+    "shakespeare",
     "synthetic",
 ];
 
@@ -90,9 +114,15 @@ pub fn from_name(name: &str, dir: Option<&Path>) -> Result<ImageDataset, Dataset
         "fashion-mnist" | "fashion-mnist-t10k" => fashion_mnist(dir, FashionSplit::Test),
         "fashion-mnist-train" => fashion_mnist(dir, FashionSplit::Train),
         "synthetic" => no_dir("synthetic").and_then(|()| synthetic(&SyntheticConfig::default())),
+        "shakespeare" => Err(DatasetError::InvalidArgument {
+            dataset: "shakespeare",
+            reason: "a text corpus, not images: load it with shakespeare()".to_owned(),
+        }),
+        // The text corpus has its own loader, but a user choosing by name
+        // must see it among the choices.
         _ => Err(DatasetError::UnknownDataset {
             name: name.to_string(),
-            valid: IMAGE_DATASET_NAMES,
+            valid: DATASET_NAMES,
         }),
     }
 }
@@ -111,7 +141,7 @@ mod tests {
         assert_eq!(
             from_name("mnist", None).unwrap_err().to_string(),
             "unknown dataset \"mnist\"; valid names: digits, fashion-mnist, fashion-mnist-t10k, \
-             fashion-mnist-train, synthetic"
+             fashion-mnist-train, shakespeare, synthetic"
         );
         let e = from_name("digits", Some(Path::new("/tmp")))
             .unwrap_err()

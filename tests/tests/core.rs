@@ -155,13 +155,13 @@ fn an_existing_file_is_never_overwritten() {
             steptrace_tests::one_step(std::time::Duration::from_micros(50));
             profiler.step();
         }
-        let errors = profiler.errors();
-        (profiler.finish(), errors)
+        profiler.finish_all()
     });
-    let (finished, errors) = result;
-    let err = finished.unwrap_err().to_string();
-    assert!(err.contains("w.1.trace.json") && err.contains("already exists"), "{err}");
+    let errors: Vec<String> = result.iter().filter_map(|r| r.as_ref().err().map(|e| e.to_string())).collect();
+    assert_eq!(result.len(), 3, "one outcome per cycle: {errors:?}");
     assert_eq!(errors.len(), 1, "{errors:?}");
+    let err = &errors[0];
+    assert!(result[1].is_err() && err.contains("w.1.trace.json") && err.contains("already exists"), "{err}");
     assert_eq!(fs::read(&other).unwrap(), b"also precious");
     assert!(dir.path().join("w.0.trace.json").exists());
     assert!(dir.path().join("w.2.trace.json").exists());

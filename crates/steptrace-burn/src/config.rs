@@ -38,6 +38,42 @@ pub enum ConfigError {
         /// The name, trimmed and lower-cased.
         name: String,
     },
+    /// The learning rate is not a finite positive number.
+    #[error("the learning rate must be a finite number above 0 (got {value})")]
+    BadLearningRate {
+        /// The value as given.
+        value: String,
+    },
+    /// A size outside what the run can take.
+    #[error("{what} must be in {limit} (got {value})")]
+    OutOfRange {
+        /// The setting.
+        what: &'static str,
+        /// Its value.
+        value: u128,
+        /// The allowed range.
+        limit: String,
+    },
+    /// A sample shape the model cannot take.
+    #[error("sample shape {shape:?} does not fit: {need}")]
+    BadShape {
+        /// The shape.
+        shape: Vec<usize>,
+        /// What the model needs.
+        need: String,
+    },
+    /// The run would need more host memory than the machine has free.
+    #[error(
+        "{what} needs about {bytes} bytes of host memory, more than the {available} bytes available: use a smaller size"
+    )]
+    TooLarge {
+        /// What would be allocated.
+        what: String,
+        /// Its estimated size.
+        bytes: u128,
+        /// Memory available (`MemAvailable`).
+        available: u64,
+    },
     /// A mode name that is not `train` or `infer`.
     #[error("unknown mode `{name}` (valid: train, infer)")]
     UnknownMode {
@@ -232,6 +268,12 @@ pub struct RunConfig {
     /// Read the loss back every this many steps (it waits for the device);
     /// 0: only at the first and last step, as `steptrace bench` does.
     pub loss_every: u64,
+    /// Asks the loop to stop: when it holds a non-zero value (the number of
+    /// the signal that asked, by convention), the run ends after the
+    /// current step, saves the cycle in progress as cut short, and reports
+    /// [`RunSummary::interrupted`](crate::RunSummary::interrupted).
+    #[serde(skip)]
+    pub stop: Option<std::sync::Arc<std::sync::atomic::AtomicUsize>>,
 }
 
 impl RunConfig {
@@ -260,6 +302,7 @@ impl RunConfig {
             synthetic_shape: [1, 28, 28],
             notes: Vec::new(),
             loss_every: 10,
+            stop: None,
         }
     }
 
@@ -275,7 +318,7 @@ impl RunConfig {
         match (self.model, text) {
             (ModelKind::Transformer, false) => Err(ConfigError::TransformerNeedsText { dataset: self.dataset.clone() }),
             (model @ (ModelKind::Mlp | ModelKind::ConvNet), true) => Err(ConfigError::ImageModelNeedsImages { model }),
-            _ => Ok(()),
+            _ => crate::limits::check_settings(self),
         }
     }
 

@@ -18,6 +18,20 @@ use crate::run::{ms, read_scalar, Job};
 use crate::step::{self, DeviceBatch, StepError, StepModel};
 use crate::summary::{startup_steps, Anomaly, RunSummary, Stats, StepRecord};
 
+/// Steady steps whose median a new step is compared with, to flag it as
+/// slow.
+const SLOW_WINDOW: usize = 64;
+
+/// `SIGINT`, `SIGTERM` or the number.
+fn signal_name(signal: usize) -> String {
+    match signal {
+        2 => "SIGINT".to_owned(),
+        15 => "SIGTERM".to_owned(),
+        1 => "SIGHUP".to_owned(),
+        n => format!("signal {n}"),
+    }
+}
+
 /// What the loop carries from step to step.
 struct Loop<B: AutodiffBackend, M: AutodiffModule<B>, O> {
     model: Option<M>,
@@ -61,10 +75,21 @@ impl<'a> Job<'a> {
             profiler.start();
         }
         let mut step_start = Instant::now();
+        let mut interrupted = None;
         for step in 0..self.cfg.steps {
             let record = self.one_step(step, &mut state, step_start, setup_ms)?;
             (self.on_step)(&record);
             state.records.push(record);
+            if let Some(signal) = self.stop_requested() {
+                // The step just ended is the last: the cycle in progress is
+                // saved as cut short, and the summary says why.
+                let reason = format!("interrupted ({}) after step {step}", signal_name(signal));
+                if let Some(profiler) = &mut self.profiler {
+                    profiler.cut_short(reason.clone());
+                }
+                interrupted = Some(reason);
+                break;
+            }
             if let Some(profiler) = &mut self.profiler {
                 profiler.step();
             }
@@ -76,7 +101,15 @@ impl<'a> Job<'a> {
             (None, Some(m)) => self.evaluate::<B::InnerBackend, _>(m, &state.device),
             _ => None,
         };
-        Ok(self.summary(state, parameters, setup_ms, model_load_ms, held_out, traces, trace_errors))
+        let mut summary = self.summary(state, parameters, setup_ms, model_load_ms, held_out, traces, trace_errors);
+        summary.interrupted = interrupted;
+        Ok(summary)
+    }
+
+    /// The signal number that asked the run to stop, if any.
+    fn stop_requested(&self) -> Option<usize> {
+        let signal = self.cfg.stop.as_ref()?.load(std::sync::atomic::Ordering::SeqCst);
+        (signal != 0).then_some(signal)
     }
 
     /// Inference mode: loads the model in a `model.load` span, before step 0.
@@ -179,7 +212,11 @@ impl<'a> Job<'a> {
         if step < startup {
             return;
         }
-        let steady: Vec<f64> = state.records.iter().skip(startup as usize).map(|r| r.ms).collect();
+        // The median of the last steady steps (at most SLOW_WINDOW of them):
+        // constant work per step, however long the run.
+        let steady_so_far = state.records.len().saturating_sub(startup as usize);
+        let recent = &state.records[state.records.len() - steady_so_far.min(SLOW_WINDOW)..];
+        let steady: Vec<f64> = recent.iter().map(|r| r.ms).collect();
         if let Some(s) = Stats::of(&steady).filter(|s| s.n >= 3) {
             if elapsed > 3.0 * s.median && elapsed - s.median > 2.0 {
                 tracing::warn!(target: TARGET, step, ms = elapsed, median_ms = s.median, "{}", instants::SLOW_STEP);
@@ -207,11 +244,14 @@ impl<'a> Job<'a> {
     /// Finishes the profiler: the traces written and the errors met.
     fn finish_profiler(&mut self) -> (Vec<SavedTrace>, Vec<String>) {
         let Some(profiler) = self.profiler.take() else { return (Vec::new(), Vec::new()) };
-        let errors = profiler.errors();
-        match profiler.finish() {
-            Ok(saved) => (saved, errors),
-            Err(e) => (Vec::new(), [errors, vec![e.to_string()]].concat()),
+        let (mut saved, mut errors) = (Vec::new(), Vec::new());
+        for outcome in profiler.finish_all() {
+            match outcome {
+                Ok(trace) => saved.push(trace),
+                Err(err) => errors.push(err.to_string()),
+            }
         }
+        (saved, errors)
     }
 
     /// The run's result. Its arguments are the loop's outcome, gathered by
@@ -228,8 +268,9 @@ impl<'a> Job<'a> {
         trace_errors: Vec<String>,
     ) -> RunSummary {
         let cfg = self.cfg;
-        let startup = startup_steps(cfg.steps);
         let records = state.records;
+        // An interrupted run is summed up over the steps that ran.
+        let startup = startup_steps(cfg.steps.min(records.len() as u64));
         let steady: Vec<f64> = records.iter().skip(startup as usize).map(|r| r.ms).collect();
         let steady_ms = Stats::of(&steady);
         let losses: Vec<f64> = records.iter().filter_map(|r| r.loss).collect();
@@ -261,6 +302,7 @@ impl<'a> Job<'a> {
             memory: cfg
                 .memory
                 .then(|| state.memory_note.unwrap_or_else(|| format!("observed: counter track `{}`", counters::DEVICE_MEMORY))),
+            interrupted: None,
         }
     }
 }

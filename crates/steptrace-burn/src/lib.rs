@@ -17,6 +17,7 @@ pub mod data;
 pub mod device;
 mod drive;
 mod error;
+mod limits;
 mod loader;
 mod ops;
 mod private;
@@ -27,6 +28,7 @@ pub mod sync;
 
 pub use config::{BackendSetting, ConfigError, Mode, RunConfig, SyncPolicy};
 pub use error::{Error, Result};
+pub use limits::{CONVNET_MIN_SIDE, MAX_SEQ_LEN};
 pub use loader::Loader;
 pub use ops::report_ops;
 pub use private::{tilde as home_relative, tilde_str as home_relative_str};

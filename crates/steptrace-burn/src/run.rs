@@ -62,6 +62,7 @@ pub fn run(
     let selection: &Selection = &selection;
     let started = Instant::now();
     let (source, vocab) = data::source_for(cfg)?;
+    crate::limits::check_shapes(cfg, &source.info().sample_shape)?;
     let loader = Loader::new(
         source.clone(),
         cfg.prefetch,

@@ -82,6 +82,9 @@ pub struct RunSummary {
     pub cache: String,
     /// Device memory per step: "not observed" where the backend cannot say.
     pub memory: Option<String>,
+    /// Why the run ended before its last step (a signal), if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupted: Option<String>,
 }
 
 impl RunSummary {

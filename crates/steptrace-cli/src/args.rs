@@ -99,8 +99,10 @@ pub enum ModelArg {
 pub enum DatasetArg {
     /// UCI digits, embedded.
     Digits,
-    /// Fashion-MNIST (t10k embedded, train split from --data-dir).
+    /// Fashion-MNIST test split (t10k-*: embedded, or from --data-dir).
     FashionMnist,
+    /// Fashion-MNIST training split (train-*, from --data-dir, else the Debian package's folder).
+    FashionMnistTrain,
     /// Shakespeare characters, embedded.
     Shakespeare,
     /// Generated from the seed.
@@ -154,7 +156,8 @@ pub struct WorkloadArgs {
     /// Dataset.
     #[arg(long, value_enum, default_value = "digits")]
     pub dataset: DatasetArg,
-    /// Directory of dataset files read from disk (Fashion-MNIST train split).
+    /// Directory of Fashion-MNIST IDX files (gzipped or raw): fashion-mnist reads its
+    /// t10k-* files, fashion-mnist-train its train-* files.
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
     /// Backend (auto: CUDA, else wgpu, else CPU; fallbacks are labelled).

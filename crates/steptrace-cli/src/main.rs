@@ -3,6 +3,7 @@
 mod args;
 mod cmd;
 mod convert;
+mod signals;
 
 use std::process::ExitCode;
 
@@ -26,8 +27,47 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("steptrace: error: {err:#}");
+            eprintln!("steptrace: error: {}", render(&err));
             ExitCode::from(1)
         }
+    }
+}
+
+/// The error and its causes, joined by ": ", each cause once: many of our
+/// errors already quote their source in their message, and anyhow's `{:#}`
+/// would print it again.
+fn render(err: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in err.chain() {
+        let part = cause.to_string();
+        if text.contains(&part) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&part);
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("reading x failed: {source}")]
+    struct Quoting {
+        #[source]
+        source: io::Error,
+    }
+
+    #[test]
+    fn a_cause_already_in_the_message_is_printed_once() {
+        let inner = io::Error::new(io::ErrorKind::NotFound, "No such file or directory (os error 2)");
+        let err = anyhow::Error::new(Quoting { source: inner }).context("cannot open the trace");
+        assert_eq!(super::render(&err), "cannot open the trace: reading x failed: No such file or directory (os error 2)");
+        let plain = anyhow::anyhow!(io::Error::other("disk full")).context("writing");
+        assert_eq!(super::render(&plain), "writing: disk full");
     }
 }

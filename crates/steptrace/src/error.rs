@@ -11,10 +11,12 @@ pub enum Error {
     #[error(transparent)]
     Schedule(#[from] crate::ScheduleError),
     /// The output directory could not be created or is not writable.
-    #[error("trace directory {path} is not usable: {source}")]
+    #[error("trace directory {path} is not usable: {what}: {source}")]
     OutDir {
         /// The directory.
         path: PathBuf,
+        /// Which step failed: creating the directory, or a file in it.
+        what: &'static str,
         /// Why it could not be used.
         #[source]
         source: io::Error,
@@ -26,14 +28,14 @@ pub enum Error {
         /// The existing file, left untouched.
         path: PathBuf,
     },
-    /// Writing a trace file failed (for example, a full disk). The partial
-    /// file, if any, is kept.
+    /// Writing a trace file failed (for example, a full disk). What was
+    /// written of the cycle, if anything, is kept in its partial file.
     #[error("writing trace {path} failed: {source}{kept}", kept = kept_note(.kept))]
     Write {
         /// The file that was being written.
         path: PathBuf,
-        /// The partial file left on disk, if any.
-        kept: Option<PathBuf>,
+        /// The partial file left on disk, if it holds anything.
+        kept: Option<Kept>,
         /// The underlying I/O error.
         #[source]
         source: io::Error,
@@ -65,10 +67,33 @@ pub enum Error {
     Read(#[from] crate::reader::ReadError),
 }
 
-fn kept_note(kept: &Option<PathBuf>) -> String {
+/// A partial trace file left on disk after a failed write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Kept {
+    /// The file.
+    pub path: PathBuf,
+    /// Its size when the error was reported.
+    pub bytes: u64,
+}
+
+impl Kept {
+    /// What `partial` holds: `None` if it does not exist, or if it is empty
+    /// (then it is removed: it was created by this process and says
+    /// nothing).
+    pub(crate) fn of(partial: &std::path::Path) -> Option<Kept> {
+        let bytes = std::fs::metadata(partial).ok()?.len();
+        if bytes == 0 {
+            let _ = std::fs::remove_file(partial);
+            return None;
+        }
+        Some(Kept { path: partial.to_path_buf(), bytes })
+    }
+}
+
+fn kept_note(kept: &Option<Kept>) -> String {
     match kept {
-        Some(path) => format!(" (what was written so far is kept in {})", path.display()),
-        None => String::new(),
+        Some(k) => format!(" ({} bytes written so far are kept in {}, readable as a trace cut short)", k.bytes, k.path.display()),
+        None => " (nothing of this cycle was kept)".to_owned(),
     }
 }
 

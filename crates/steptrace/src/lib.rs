@@ -60,6 +60,6 @@ pub mod read;
 
 pub use collect::{gate, schedule, sink};
 pub use collect::{Action, Profiler, ProfilerBuilder, ProfilerLayer, Schedule, ScheduleError};
-pub use error::{Error, Result};
+pub use error::{Error, Kept, Result};
 pub use read::{analysis, bench, hygiene, reader};
 pub use sink::SavedTrace;

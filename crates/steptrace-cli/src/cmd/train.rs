@@ -1,7 +1,8 @@
 //! `steptrace train`: a profiled run, then its summary.
 
-use std::fs::OpenOptions;
+use std::fs::{File, OpenOptions};
 use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
@@ -13,6 +14,7 @@ use steptrace_burn::RunSummary;
 
 use crate::args::{Detail, TrainArgs};
 use crate::convert::{command_line, config, device_activity, INTERNAL_TARGETS};
+use crate::signals;
 use steptrace_burn::device::DeviceSetup;
 
 pub fn run(a: TrainArgs) -> anyhow::Result<ExitCode> {
@@ -22,9 +24,15 @@ pub fn run(a: TrainArgs) -> anyhow::Result<ExitCode> {
     cfg.notes = a.notes.clone();
     cfg.loss_every = a.loss_every;
     let schedule: Schedule = a.schedule.parse()?;
-    if let Some(path) = a.json.as_ref().filter(|p| p.exists()) {
-        bail!("{} already exists; steptrace never overwrites a result: choose another --json path", path.display());
-    }
+    cfg.validate()?;
+    // Created now (exclusively), so that an unusable path fails before
+    // training rather than after it; removed again if the run fails.
+    let json = match &a.json {
+        Some(path) => Some(JsonOut::create(path)?),
+        None => None,
+    };
+    let signals = signals::install().context("cannot install the Ctrl-C handler")?;
+    cfg.stop = Some(signals.stop.clone());
 
     let selection = cfg.select()?.clone();
     println!("backend: {}", selection.label());
@@ -85,19 +93,63 @@ pub fn run(a: TrainArgs) -> anyhow::Result<ExitCode> {
         bar.inc(1);
     });
     bar.finish_and_clear();
+    signals.announce();
     let summary = summary?;
     print_summary(&summary);
-    if let Some(path) = &a.json {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(path)
-            .with_context(|| format!("cannot create {}", path.display()))?;
-        serde_json::to_writer_pretty(&mut file, &summary)?;
-        writeln!(file)?;
-        println!("summary written to {}", path.display());
+    if let Some(json) = json {
+        json.write(&summary)?;
     }
-    Ok(if summary.trace_errors.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    if let Some(why) = &summary.interrupted {
+        println!("run {why}: {} of {} steps ran", summary.steps.len(), cfg.steps);
+    }
+    let signal = signals.received();
+    Ok(if signal != 0 {
+        ExitCode::from(signals::exit_code(signal))
+    } else if summary.trace_errors.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// The `--json` file: checked before the run (created, then removed again:
+/// an unusable path fails before training, not after it), written after it
+/// under the same never-overwrite rule.
+struct JsonOut {
+    path: PathBuf,
+}
+
+impl JsonOut {
+    fn create(path: &Path) -> anyhow::Result<JsonOut> {
+        open_new(path)?;
+        std::fs::remove_file(path).with_context(|| format!("cannot remove the probe of --json {}", path.display()))?;
+        Ok(JsonOut { path: path.to_owned() })
+    }
+
+    fn write(self, summary: &RunSummary) -> anyhow::Result<()> {
+        let mut file = open_new(&self.path)?;
+        let written = serde_json::to_writer_pretty(&mut file, summary)
+            .map_err(anyhow::Error::from)
+            .and_then(|()| writeln!(file).map_err(anyhow::Error::from))
+            .and_then(|()| file.sync_all().map_err(anyhow::Error::from));
+        if let Err(err) = written {
+            drop(file);
+            let _ = std::fs::remove_file(&self.path);
+            return Err(err.context(format!("cannot write the summary to {} (nothing was kept)", self.path.display())));
+        }
+        println!("summary written to {}", self.path.display());
+        Ok(())
+    }
+}
+
+fn open_new(path: &Path) -> anyhow::Result<File> {
+    match OpenOptions::new().write(true).create_new(true).open(path) {
+        Ok(file) => Ok(file),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            bail!("{} already exists; steptrace never overwrites a result: choose another --json path", path.display())
+        }
+        Err(e) => Err(e).with_context(|| format!("cannot create --json {}", path.display())),
+    }
 }
 
 fn print_summary(s: &RunSummary) {
@@ -146,10 +198,10 @@ fn print_summary(s: &RunSummary) {
     }
     for trace in &s.traces {
         println!(
-            "wrote {} (cycle {}, steps {:?}{})",
+            "wrote {} (cycle {}, steps {}{})",
             trace.path.display(),
             trace.cycle,
-            trace.steps,
+            steps_text(&trace.steps),
             if trace.partial { ", PARTIAL" } else { "" }
         );
     }
@@ -160,5 +212,33 @@ fn print_summary(s: &RunSummary) {
     }
     for err in &s.trace_errors {
         println!("trace error: {err}");
+    }
+}
+
+/// A list of steps for the console: short lists in full (`[12, 13, 14]`),
+/// long runs of consecutive steps as a range with their count.
+fn steps_text(steps: &[u64]) -> String {
+    const SHOWN: usize = 8;
+    let consecutive = steps.windows(2).all(|w| w[0].checked_add(1) == Some(w[1]));
+    match steps {
+        [] => "[]".to_owned(),
+        _ if steps.len() <= SHOWN => format!("{steps:?}"),
+        [first, .., last] if consecutive => format!("{first}..={last} ({} steps)", steps.len()),
+        [first, second, .., last] => format!("[{first}, {second}, …, {last}] ({} steps)", steps.len()),
+        _ => format!("{steps:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::steps_text;
+
+    #[test]
+    fn long_step_lists_are_shortened_with_their_count() {
+        assert_eq!(steps_text(&[12, 13, 14]), "[12, 13, 14]");
+        assert_eq!(steps_text(&(1..=5364).collect::<Vec<_>>()), "1..=5364 (5364 steps)");
+        let gaps: Vec<u64> = (0..20).map(|i| i * 2).collect();
+        assert_eq!(steps_text(&gaps), "[0, 2, …, 38] (20 steps)");
+        assert_eq!(steps_text(&[]), "[]");
     }
 }

@@ -241,6 +241,7 @@ impl ProfilerBuilder {
             device: self.device,
             device_error: None,
             origin,
+            failed_cycle: None,
         };
         Ok((chrome, targets, profiler))
     }
@@ -266,12 +267,22 @@ impl ProfilerBuilder {
 }
 
 fn prepare_dir(dir: &Path) -> Result<()> {
-    let err = |source| Error::OutDir { path: dir.to_path_buf(), source };
-    fs::create_dir_all(dir).map_err(err)?;
-    let probe = dir.join(format!(".steptrace-probe-{}", std::process::id()));
-    fs::OpenOptions::new().write(true).create_new(true).open(&probe).map_err(err)?;
-    fs::remove_file(&probe).map_err(err)?;
-    Ok(())
+    let err = |what| move |source| Error::OutDir { path: dir.to_path_buf(), what, source };
+    if dir.exists() && !dir.is_dir() {
+        return Err(err("it is not a directory")(io::Error::from(io::ErrorKind::NotADirectory)));
+    }
+    fs::create_dir_all(dir).map_err(err("cannot create it"))?;
+    // A probe file of our own, created exclusively (a name someone else
+    // holds is skipped, never touched), then removed.
+    for n in 0..16 {
+        let probe = dir.join(format!(".steptrace-probe-{}-{n}", std::process::id()));
+        match fs::OpenOptions::new().write(true).create_new(true).open(&probe) {
+            Ok(_) => return fs::remove_file(&probe).map_err(err("cannot remove a file created in it")),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(err("cannot create a file in it")(e)),
+        }
+    }
+    Err(err("cannot create a file in it")(io::Error::from(io::ErrorKind::AlreadyExists)))
 }
 
 /// The profiler handle: advance it once per training step.
@@ -308,6 +319,8 @@ pub struct Profiler {
     device_error: Option<String>,
     /// Trace time 0.
     origin: Instant,
+    /// The cycle whose file could not be created.
+    failed_cycle: Option<u64>,
 }
 
 impl std::fmt::Debug for Profiler {
@@ -418,7 +431,7 @@ impl Profiler {
         self.context
             .results
             .lock()
-            .map(|r| r.iter().filter_map(|r| r.as_ref().ok().cloned()).collect())
+            .map(|r| r.iter().filter_map(|(_, r)| r.as_ref().ok().cloned()).collect())
             .unwrap_or_default()
     }
 
@@ -427,7 +440,7 @@ impl Profiler {
         self.context
             .results
             .lock()
-            .map(|r| r.iter().filter_map(|r| r.as_ref().err().map(|e| e.to_string())).collect())
+            .map(|r| r.iter().filter_map(|(_, r)| r.as_ref().err().map(|e| e.to_string())).collect())
             .unwrap_or_default()
     }
 
@@ -441,24 +454,42 @@ impl Profiler {
     /// waits for every file to be written, and returns them.
     ///
     /// Returns the first write error if any cycle could not be saved (the
-    /// others are still on disk, and each error was printed when it
-    /// happened).
-    pub fn finish(mut self) -> Result<Vec<SavedTrace>> {
-        self.finish_inner();
-        let results = std::mem::take(&mut *self.context.results.lock().map_err(|_| Error::Install("poisoned".into()))?);
+    /// others are still on disk); [`finish_all`](Profiler::finish_all)
+    /// gives every file and every error.
+    pub fn finish(self) -> Result<Vec<SavedTrace>> {
         let mut saved = Vec::new();
-        let mut first_err = None;
-        for result in results {
-            match result {
-                Ok(trace) => saved.push(trace),
-                Err(err) => {
-                    first_err.get_or_insert(err);
-                }
+        for result in self.finish_all() {
+            saved.push(result?);
+        }
+        Ok(saved)
+    }
+
+    /// Says why the run is about to end inside the current cycle (for
+    /// example `"interrupted (SIGINT)"`): if the cycle is then saved with
+    /// fewer steps than its `active`, its `partial_reason` gives this
+    /// reason. Call it right before [`finish`](Profiler::finish); outside a
+    /// cycle it does nothing.
+    pub fn cut_short(&mut self, reason: impl Into<String>) {
+        if let Some(info) = &self.segment {
+            if let Ok(mut info) = info.lock() {
+                info.cut_reason = Some(reason.into());
             }
         }
-        match first_err {
-            Some(err) => Err(err),
-            None => Ok(saved),
+    }
+
+    /// Ends profiling like [`finish`](Profiler::finish), and returns every
+    /// cycle's outcome once, in the order the cycles ended: the saved file,
+    /// or why it could not be saved.
+    pub fn finish_all(mut self) -> Vec<Result<SavedTrace>> {
+        self.finish_inner();
+        match self.context.results.lock() {
+            Ok(mut results) => {
+                let mut results = std::mem::take(&mut *results);
+                // Stable: a cycle's own outcomes keep their order.
+                results.sort_by_key(|(cycle, _)| *cycle);
+                results.into_iter().map(|(_, result)| result).collect()
+            }
+            Err(_) => vec![Err(Error::Install("profiler results lock poisoned".into()))],
         }
     }
 
@@ -501,11 +532,16 @@ impl Profiler {
 
     fn open_segment(&mut self) {
         let cycle = self.schedule.cycle_of(self.step).unwrap_or(0);
+        if self.failed_cycle == Some(cycle) {
+            // Its file could not be created: said once, not at every step.
+            return;
+        }
         let info = Arc::new(Mutex::new(SegmentInfo {
             cycle,
             final_path: self.names.final_path(cycle),
             steps: Vec::new(),
             ended_by_finish: false,
+            cut_reason: None,
             device: DeviceOutcome::NotCollected,
         }));
         match SegmentWriter::create(info.clone(), self.context.clone(), self.limit) {
@@ -518,7 +554,10 @@ impl Profiler {
                 self.segment = Some(info);
                 self.open_device();
             }
-            Err(err) => self.context.push_result(Err(err)),
+            Err(err) => {
+                self.failed_cycle = Some(cycle);
+                self.context.push_result(cycle, Err(err));
+            }
         }
     }
 

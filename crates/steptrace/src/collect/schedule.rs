@@ -137,6 +137,17 @@ pub enum ScheduleError {
     /// `active` was not given.
     #[error("invalid schedule: `active` is required (e.g. \"wait=1,warmup=1,active=2\")")]
     MissingActive,
+    /// `wait + warmup + active` does not fit in a step count.
+    #[error(
+        "invalid schedule: `{key}`={value} makes a cycle (wait + warmup + active) longer than {} steps",
+        u64::MAX
+    )]
+    Overflow {
+        /// The key whose value overflowed the cycle length.
+        key: &'static str,
+        /// Its value.
+        value: u64,
+    },
 }
 
 impl Schedule {
@@ -157,6 +168,15 @@ impl Schedule {
     pub fn new(wait: u64, warmup: u64, active: u64) -> Result<Schedule, ScheduleError> {
         if active == 0 {
             return Err(ScheduleError::ZeroActive);
+        }
+        // The cycle length must be a step count: name the value that tips it
+        // over (the largest of the three).
+        if wait.checked_add(warmup).and_then(|n| n.checked_add(active)).is_none() {
+            let (key, value) = [("wait", wait), ("warmup", warmup), ("active", active)]
+                .into_iter()
+                .max_by_key(|&(_, v)| v)
+                .unwrap_or(("active", active));
+            return Err(ScheduleError::Overflow { key, value });
         }
         Ok(Schedule {
             skip_first: 0,
@@ -211,9 +231,10 @@ impl Schedule {
         self.skip_first_wait
     }
 
-    /// Steps in one cycle: `wait + warmup + active`.
+    /// Steps in one cycle: `wait + warmup + active` ([`Schedule::new`]
+    /// refuses a sum that does not fit).
     pub fn cycle_len(&self) -> u64 {
-        self.wait + self.warmup + self.active
+        self.wait.saturating_add(self.warmup).saturating_add(self.active)
     }
 
     /// A warning about this schedule, if it has a known weakness.
@@ -268,26 +289,29 @@ impl Schedule {
         if step < self.skip_first {
             return None;
         }
-        let mut step = step - self.skip_first;
+        // u128: `step + wait` and the phase bounds cannot overflow, however
+        // large the schedule's values.
+        let mut step = u128::from(step - self.skip_first);
+        let (wait, warmup) = (u128::from(self.wait), u128::from(self.warmup));
         if self.skip_first_wait {
-            step += self.wait;
+            step += wait;
         }
-        let len = self.cycle_len();
+        let len = u128::from(self.cycle_len());
         let cycle = step / len;
-        if self.repeat > 0 && cycle >= self.repeat {
+        if self.repeat > 0 && cycle >= u128::from(self.repeat) {
             return None;
         }
         let m = step % len;
-        let action = if m < self.wait {
+        let action = if m < wait {
             Action::None
-        } else if m < self.wait + self.warmup {
+        } else if m < wait + warmup {
             Action::Warmup
         } else if m < len - 1 {
             Action::Record
         } else {
             Action::RecordAndSave
         };
-        Some(Position { cycle, action })
+        Some(Position { cycle: u64::try_from(cycle).unwrap_or(u64::MAX), action })
     }
 }
 
@@ -435,6 +459,25 @@ mod tests {
         assert!(matches!("wait=1,wait=2,active=1".parse::<Schedule>(), Err(ScheduleError::Duplicate { .. })));
         assert!(matches!("wait 1,active=1".parse::<Schedule>(), Err(ScheduleError::NotKeyValue { .. })));
         assert!(matches!("active=-1".parse::<Schedule>(), Err(ScheduleError::BadValue { .. })));
+    }
+
+    #[test]
+    fn overflowing_values_are_refused_naming_the_key_and_huge_ones_still_work() {
+        let max = u64::MAX;
+        let err = format!("wait={max},active=2").parse::<Schedule>().unwrap_err();
+        assert_eq!(err, ScheduleError::Overflow { key: "wait", value: max });
+        assert!(err.to_string().contains("`wait`"), "{err}");
+        let err = format!("warmup=1,active={max}").parse::<Schedule>().unwrap_err();
+        assert!(matches!(err, ScheduleError::Overflow { key: "active", .. }), "{err}");
+        // Values that fit are fine, at any step.
+        let s: Schedule = format!("wait={},warmup=0,active=1,skip_first_wait=1", max - 1).parse().unwrap();
+        assert_eq!(s.action(0), S);
+        assert_eq!(s.action(max), S);
+        let s: Schedule = format!("skip_first={max},active=1").parse().unwrap();
+        assert_eq!(s.action(max - 1), N);
+        assert_eq!(s.action(max), S);
+        let s: Schedule = format!("wait=0,warmup=1,active={}", max - 1).parse().unwrap();
+        assert_eq!((s.action(0), s.action(1), s.action(max - 1)), (W, R, S));
     }
 
     #[test]

@@ -35,8 +35,10 @@ pub struct TraceMetadata {
     pub schedule: Option<ScheduleInfo>,
     /// The recorded steps (`N` of `ProfilerStep#N`).
     pub steps: Vec<u64>,
-    /// The steps a whole cycle would have held.
-    pub expected_steps: Vec<u64>,
+    /// The steps a whole cycle would have held: `count` steps from
+    /// `first` (a range, so that a window of a billion steps costs two
+    /// numbers).
+    pub expected_steps: StepRange,
     /// Whether the cycle was cut short.
     pub partial: bool,
     /// Why it was cut short.
@@ -66,6 +68,67 @@ pub struct TraceMetadata {
     /// Every other field.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
+}
+
+/// `count` consecutive steps from `first`.
+///
+/// Written as `{"first": 12, "count": 3}`; files of the first round wrote the
+/// list of steps (`[12, 13, 14]`), which reads as the same range.
+///
+/// ```
+/// use steptrace::format::StepRange;
+///
+/// let old: StepRange = serde_json::from_str("[12, 13, 14]")?;
+/// let new: StepRange = serde_json::from_str(r#"{"first": 12, "count": 3}"#)?;
+/// assert_eq!(old, new);
+/// assert!(new.contains(14) && !new.contains(15));
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "StepRangeRepr")]
+pub struct StepRange {
+    /// The first step.
+    pub first: u64,
+    /// How many steps.
+    pub count: u64,
+}
+
+impl StepRange {
+    /// `count` steps from `first`.
+    #[must_use]
+    pub fn new(first: u64, count: u64) -> StepRange {
+        StepRange { first, count }
+    }
+
+    /// Whether `step` lies in the range.
+    #[must_use]
+    pub fn contains(&self, step: u64) -> bool {
+        step >= self.first && step - self.first < self.count
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum StepRangeRepr {
+    Range { first: u64, count: u64 },
+    List(Vec<u64>),
+}
+
+impl TryFrom<StepRangeRepr> for StepRange {
+    type Error = String;
+
+    fn try_from(repr: StepRangeRepr) -> Result<StepRange, String> {
+        match repr {
+            StepRangeRepr::Range { first, count } => Ok(StepRange { first, count }),
+            StepRangeRepr::List(list) => {
+                let first = list.first().copied().unwrap_or(0);
+                if list.iter().enumerate().any(|(i, &s)| first.checked_add(i as u64) != Some(s)) {
+                    return Err("expected_steps is not a run of consecutive steps".to_owned());
+                }
+                Ok(StepRange { first, count: list.len() as u64 })
+            }
+        }
+    }
 }
 
 /// The schedule, as text and as numbers.

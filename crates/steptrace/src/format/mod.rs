@@ -39,5 +39,5 @@ pub mod tag;
 mod version;
 
 pub use manifest::{Manifest, ManifestError, StartupInfo};
-pub use metadata::{ClockInfo, MetadataError, ScheduleInfo, SegmentHeader, Steptrace, TraceMetadata, WindowUs};
+pub use metadata::{ClockInfo, MetadataError, ScheduleInfo, SegmentHeader, StepRange, Steptrace, TraceMetadata, WindowUs};
 pub use version::{check_version, FormatVersion, VersionError, FORMAT_MAJOR, FORMAT_NAME};

@@ -60,11 +60,21 @@ pub(crate) fn partial_path(final_path: &Path) -> PathBuf {
     final_path.with_file_name(name)
 }
 
-/// A hidden temporary file next to a final path, for finalisation.
+/// A hidden temporary file next to a final path, for finalisation:
+/// `.NAME.finishing`.
 pub(crate) fn finishing_path(final_path: &Path) -> PathBuf {
     let mut name = std::ffi::OsString::from(".");
     name.push(final_path.file_name().unwrap_or_default());
     name.push(".finishing");
+    final_path.with_file_name(name)
+}
+
+/// Another temporary name for the same final path, `.NAME.TAG.finishing`,
+/// for when `.NAME.finishing` belongs to someone else.
+pub(crate) fn finishing_path_with(final_path: &Path, tag: &str) -> PathBuf {
+    let mut name = std::ffi::OsString::from(".");
+    name.push(final_path.file_name().unwrap_or_default());
+    name.push(format!(".{tag}.finishing"));
     final_path.with_file_name(name)
 }
 

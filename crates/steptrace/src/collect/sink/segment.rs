@@ -26,7 +26,9 @@ pub(crate) struct SinkContext {
     pub(crate) manifest: Mutex<Manifest>,
     /// Why no device activity is collected, when the caller said.
     pub(crate) device_reason: Option<String>,
-    pub(crate) results: Mutex<Vec<Result<SavedTrace, Error>>>,
+    /// Each cycle's outcome, with its cycle number (cycles end on the writer
+    /// thread, so they may arrive out of order).
+    pub(crate) results: Mutex<Vec<(u64, Result<SavedTrace, Error>)>>,
     pub(crate) shared: Arc<crate::gate::Shared>,
 }
 
@@ -34,9 +36,9 @@ impl SinkContext {
     /// Keeps a cycle's outcome for the profiler's caller (nothing is
     /// printed: label warnings travel in the [`SavedTrace`], errors in
     /// [`Profiler::errors`](crate::Profiler::errors)).
-    pub(crate) fn push_result(&self, result: Result<SavedTrace, Error>) {
+    pub(crate) fn push_result(&self, cycle: u64, result: Result<SavedTrace, Error>) {
         if let Ok(mut results) = self.results.lock() {
-            results.push(result);
+            results.push((cycle, result));
         }
     }
 
@@ -54,6 +56,9 @@ pub(crate) struct SegmentInfo {
     pub(crate) steps: Vec<u64>,
     /// Whether the profiler finished (or was dropped) inside this cycle.
     pub(crate) ended_by_finish: bool,
+    /// Why the run ended inside this cycle, when the caller said
+    /// ([`Profiler::cut_short`](crate::Profiler::cut_short)).
+    pub(crate) cut_reason: Option<String>,
     /// What the device collector recorded.
     pub(crate) device: DeviceOutcome,
 }
@@ -200,15 +205,15 @@ impl Drop for SegmentWriter {
         let result = match self.error.take() {
             Some(source) => Err(Error::Write {
                 path: info.final_path.clone(),
-                kept: self.partial.exists().then(|| self.partial.clone()),
+                kept: crate::error::Kept::of(&self.partial),
                 source,
             }),
             None => finalise(&info, &self.partial, &self.context),
         };
         match result {
-            Ok(Some(saved)) => self.context.push_result(Ok(saved)),
+            Ok(Some(saved)) => self.context.push_result(info.cycle, Ok(saved)),
             Ok(None) => {}
-            Err(err) => self.context.push_result(Err(err)),
+            Err(err) => self.context.push_result(info.cycle, Err(err)),
         }
     }
 }

@@ -20,12 +20,11 @@ use serde_json::json;
 
 use self::lines::{Lines, Pairs};
 use self::window::{cut, Out, Window};
-use super::names::finishing_path;
 use super::segment::{SegmentInfo, SinkContext};
 use super::SavedTrace;
 use crate::error::Error;
 use crate::format::names::meta;
-use crate::format::{ClockInfo, FormatVersion, ScheduleInfo, TraceMetadata, WindowUs};
+use crate::format::{ClockInfo, FormatVersion, ScheduleInfo, StepRange, TraceMetadata, WindowUs};
 use crate::hygiene::LabelScanner;
 
 /// Most distinct strings checked for label hygiene per file.
@@ -34,7 +33,7 @@ const HYGIENE_CAP: usize = 4096;
 pub(crate) fn finalise(info: &SegmentInfo, partial: &Path, context: &SinkContext) -> Result<Option<SavedTrace>, Error> {
     let write_err = |source: io::Error| Error::Write {
         path: info.final_path.clone(),
-        kept: partial.exists().then(|| partial.to_path_buf()),
+        kept: crate::error::Kept::of(partial),
         source,
     };
     let bytes = fs::read(partial).map_err(write_err)?;
@@ -60,8 +59,9 @@ pub(crate) fn finalise(info: &SegmentInfo, partial: &Path, context: &SinkContext
     }
     metadata.device_activity = device.activity;
 
-    let tmp = finishing_path(&info.final_path);
-    let written = write::write_final(&tmp, &out, &metadata, &device.properties).map_err(|e| {
+    // Only a name this process created is ever removed.
+    let (tmp, file) = write::create_exclusive(&info.final_path).map_err(write_err)?;
+    let written = write::write_final(file, &out, &metadata, &device.properties).map_err(|e| {
         let _ = fs::remove_file(&tmp);
         write_err(e)
     })?;
@@ -136,9 +136,10 @@ fn metadata(
         worker: Some(context.worker.clone()),
         cycle: Some(info.cycle),
         schedule: Some(schedule),
-        expected_steps: info.steps.first().map(|&first| (first..first + active).collect()).unwrap_or_default(),
+        expected_steps: info.steps.first().map(|&first| StepRange::new(first, active)).unwrap_or_default(),
         partial_reason: partial.then(|| {
-            format!("the profiler finished inside the cycle: {} of {} active steps recorded", steps.len(), active)
+            let why = info.cut_reason.as_deref().unwrap_or("the profiler finished inside the cycle");
+            format!("{why}: {} of {} active steps recorded", steps.len(), active)
         }),
         steps,
         partial,

@@ -2,20 +2,43 @@
 //! anything.
 
 use std::borrow::Cow;
-use std::fs::{self, OpenOptions};
+use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+use super::super::names::{finishing_path, finishing_path_with};
 
 use crate::format::device::DeviceProperties;
 use crate::format::TraceMetadata;
 
+/// How many names [`create_exclusive`] tries before giving up.
+const NAME_TRIES: u32 = 64;
+
+/// Creates a new temporary file for `final_path`: `.NAME.finishing`, or, if
+/// someone else holds that name, `.NAME.PID-N.finishing`. Never opens an
+/// existing file, so the caller may delete what it gets back (and nothing
+/// else).
+pub(super) fn create_exclusive(final_path: &Path) -> io::Result<(PathBuf, File)> {
+    let pid = std::process::id();
+    let mut last = None;
+    for n in 0..NAME_TRIES {
+        let path = if n == 0 { finishing_path(final_path) } else { finishing_path_with(final_path, &format!("{pid}-{n}")) };
+        match OpenOptions::new().write(true).create_new(true).open(&path) {
+            Ok(file) => return Ok((path, file)),
+            Err(err) if err.kind() == io::ErrorKind::AlreadyExists => last = Some(err),
+            Err(err) => return Err(err),
+        }
+    }
+    Err(last.unwrap_or_else(|| io::Error::new(io::ErrorKind::AlreadyExists, "no free temporary name")))
+}
+
+/// Writes the final file into `file` (created by [`create_exclusive`]).
 pub(super) fn write_final(
-    path: &Path,
+    file: File,
     events: &[Cow<'_, [u8]>],
     metadata: &TraceMetadata,
     devices: &[DeviceProperties],
 ) -> io::Result<u64> {
-    let file = OpenOptions::new().write(true).create_new(true).open(path)?;
     let mut out = io::BufWriter::with_capacity(1 << 16, file);
     out.write_all(b"{\"traceEvents\":[\n")?;
     for (i, event) in events.iter().enumerate() {

@@ -1,0 +1,164 @@
+//! Sizes checked before any tensor is made: a shape the models cannot take,
+//! or a run whose host memory would exceed the machine, is refused with the
+//! limit named instead of failing inside burn or the allocator.
+
+use steptrace_models::ModelKind;
+
+use crate::config::{ConfigError, RunConfig};
+
+/// The longest sequence the Transformer is configured for.
+pub const MAX_SEQ_LEN: usize = 4096;
+/// The smallest image side the ConvNet takes (two 2x2 poolings).
+pub const CONVNET_MIN_SIDE: usize = 4;
+/// Bytes per element of every host tensor (f32 inputs, i64 targets at most).
+const ELEMENT_BYTES: u128 = 8;
+/// Hidden width of the MLP's first layer.
+const MLP_HIDDEN: u128 = 128;
+/// Parameter, gradient and two Adam moments per weight.
+const COPIES_PER_WEIGHT: u128 = 4;
+
+/// Checks the settings that need no data: learning rate, sequence length,
+/// synthetic shape, and the host memory the data and batches need.
+pub(crate) fn check_settings(cfg: &RunConfig) -> Result<(), ConfigError> {
+    if !cfg.learning_rate.is_finite() || cfg.learning_rate <= 0.0 {
+        return Err(ConfigError::BadLearningRate { value: cfg.learning_rate.to_string() });
+    }
+    if cfg.model == ModelKind::Transformer && !(1..=MAX_SEQ_LEN).contains(&cfg.seq_len) {
+        return Err(ConfigError::OutOfRange { what: "seq-len", value: cfg.seq_len as u128, limit: format!("1..={MAX_SEQ_LEN}") });
+    }
+    if cfg.dataset == "synthetic" {
+        let features = features(&cfg.synthetic_shape);
+        if cfg.model == ModelKind::ConvNet {
+            check_image(&cfg.synthetic_shape)?;
+        }
+        let dataset = features.saturating_mul(cfg.synthetic_samples as u128).saturating_mul(4);
+        check_memory("the synthetic dataset", dataset, available_memory())?;
+    }
+    // Shapes known without loading anything: checked now, before any file,
+    // thread or tensor exists ([`check_shapes`] checks again on the data).
+    let known = match cfg.dataset.as_str() {
+        "synthetic" => Some(cfg.synthetic_shape.to_vec()),
+        "shakespeare" => Some(Vec::new()),
+        name => steptrace_datasets::sample_shape_of(name).map(|s| s.to_vec()),
+    };
+    if let Some(shape) = known {
+        check_shapes(cfg, &shape)?;
+    }
+    Ok(())
+}
+
+/// Checks a run against the dataset's real sample shape (known once the
+/// data is loaded, before any model or tensor exists).
+pub(crate) fn check_shapes(cfg: &RunConfig, sample_shape: &[usize]) -> Result<(), ConfigError> {
+    if cfg.model == ModelKind::ConvNet {
+        check_image(sample_shape)?;
+    }
+    let per_sample = if cfg.model == ModelKind::Transformer { cfg.seq_len as u128 * 2 } else { features(sample_shape) + 1 };
+    // The batch on the host, plus every batch the loader threads hold ready.
+    let held = 1 + (cfg.prefetch as u128).saturating_mul(cfg.prefetch_depth.max(1) as u128);
+    let batches = per_sample.saturating_mul(cfg.batch_size as u128).saturating_mul(ELEMENT_BYTES).saturating_mul(held);
+    let available = available_memory();
+    check_memory(&format!("a batch of {} samples", cfg.batch_size), batches, available)?;
+    if cfg.model == ModelKind::Mlp {
+        let weights = features(sample_shape).saturating_mul(MLP_HIDDEN).saturating_mul(4 * COPIES_PER_WEIGHT);
+        check_memory("the MLP's first layer (weights, gradients, Adam state)", weights, available)?;
+    }
+    Ok(())
+}
+
+fn features(shape: &[usize]) -> u128 {
+    shape.iter().fold(1u128, |acc, &d| acc.saturating_mul(d as u128))
+}
+
+fn check_image(shape: &[usize]) -> Result<(), ConfigError> {
+    match shape {
+        [c, h, w] if *c >= 1 && *h >= CONVNET_MIN_SIDE && *w >= CONVNET_MIN_SIDE => Ok(()),
+        _ => Err(ConfigError::BadShape {
+            shape: shape.to_vec(),
+            need: format!("the ConvNet needs [C, H, W] with C >= 1 and H, W >= {CONVNET_MIN_SIDE}"),
+        }),
+    }
+}
+
+fn check_memory(what: &str, bytes: u128, available: Option<u64>) -> Result<(), ConfigError> {
+    match available {
+        Some(free) if bytes > u128::from(free) => {
+            Err(ConfigError::TooLarge { what: what.to_owned(), bytes, available: free })
+        }
+        // Unknown free memory (not Linux): only what cannot be addressed.
+        None if bytes > isize::MAX as u128 => {
+            Err(ConfigError::TooLarge { what: what.to_owned(), bytes, available: isize::MAX as u64 })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// `MemAvailable` from `/proc/meminfo`, bytes; `None` where it cannot be
+/// read.
+fn available_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    parse_meminfo(&text)
+}
+
+fn parse_meminfo(text: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kb.checked_mul(1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn meminfo_is_read_in_bytes() {
+        let text = "MemTotal:       16318480 kB\nMemFree:         1000 kB\nMemAvailable:    2048 kB\n";
+        assert_eq!(parse_meminfo(text), Some(2048 * 1024));
+        assert_eq!(parse_meminfo("MemTotal: 1 kB\n"), None);
+    }
+
+    #[test]
+    fn memory_beyond_the_machine_is_refused_with_both_sizes() {
+        let err = check_memory("a batch of 9 samples", 10_000, Some(4096)).unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("a batch of 9 samples") && text.contains("10000 bytes") && text.contains("4096"), "{text}");
+        assert!(check_memory("x", 4096, Some(4096)).is_ok());
+        assert!(check_memory("x", u128::MAX, None).is_err());
+    }
+
+    #[test]
+    fn convnet_shapes_are_checked_before_the_model_asserts() {
+        assert!(check_image(&[1, 8, 8]).is_ok());
+        let err = check_image(&[1, 2, 8]).unwrap_err().to_string();
+        assert!(err.contains("H, W >= 4") && err.contains("[1, 2, 8]"), "{err}");
+        assert!(check_image(&[0, 8, 8]).is_err());
+        assert!(check_image(&[64]).is_err());
+    }
+
+    #[test]
+    fn learning_rate_and_sequence_length_are_bounded() {
+        let mut cfg = RunConfig::new();
+        for bad in [f64::NAN, f64::INFINITY, 0.0, -1e-3] {
+            cfg.learning_rate = bad;
+            let err = check_settings(&cfg).unwrap_err().to_string();
+            assert!(err.contains("learning rate"), "{err}");
+        }
+        cfg.learning_rate = 1e-3;
+        cfg.model = ModelKind::Transformer;
+        cfg.dataset = "shakespeare".into();
+        cfg.seq_len = 0;
+        assert!(check_settings(&cfg).unwrap_err().to_string().contains("seq-len"));
+        cfg.seq_len = MAX_SEQ_LEN;
+        assert!(check_settings(&cfg).is_ok());
+    }
+
+    #[test]
+    fn a_huge_batch_is_refused_before_any_allocation() {
+        let mut cfg = RunConfig::new();
+        cfg.batch_size = usize::MAX / 2;
+        let err = check_shapes(&cfg, &[64]).unwrap_err().to_string();
+        assert!(err.contains("a batch of"), "{err}");
+        cfg.batch_size = 64;
+        assert!(check_shapes(&cfg, &[64]).is_ok());
+    }
+}

@@ -1,0 +1,83 @@
+//! Ctrl-C and SIGTERM: the first one ends the run after the current step
+//! and saves the cycle in progress, cut short; a second one exits at once,
+//! leaving the cycle's `.partial` file (which `report` and `inspect` read).
+
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGXFSZ};
+use signal_hook::flag;
+
+/// The signal flags of this process.
+#[derive(Clone)]
+pub struct Signals {
+    /// The number of the first signal, 0 until then: the flag the training
+    /// loop watches (`RunConfig::stop`).
+    pub stop: Arc<AtomicUsize>,
+    announced: Arc<AtomicBool>,
+}
+
+impl Signals {
+    /// The first signal received, 0 for none.
+    pub fn received(&self) -> usize {
+        self.stop.load(Ordering::SeqCst)
+    }
+
+    /// Says, once, what the first signal does.
+    pub fn announce(&self) {
+        let signal = self.received();
+        if signal != 0 && !self.announced.swap(true, Ordering::SeqCst) {
+            eprintln!(
+                "\nsteptrace: {}: finishing the current step and saving the cycle in progress (press Ctrl-C again to quit at once; the cycle is then left as a .partial file)",
+                name(signal)
+            );
+        }
+    }
+}
+
+/// Installs the handlers.
+///
+/// `SIGXFSZ` (a file-size limit, `ulimit -f`) is caught too, so that a write
+/// past the limit fails with an error the run reports, instead of killing
+/// the process without a word.
+pub fn install() -> io::Result<Signals> {
+    let stop = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::new(AtomicBool::new(false));
+    for signal in [SIGINT, SIGTERM, SIGHUP] {
+        // Registered first, so it sees `seen` before this signal sets it:
+        // only a second signal exits at once, with the conventional code.
+        flag::register_conditional_shutdown(signal, 128 + signal, Arc::clone(&seen))?;
+        flag::register(signal, Arc::clone(&seen))?;
+        flag::register_usize(signal, Arc::clone(&stop), signal as usize)?;
+    }
+    flag::register(SIGXFSZ, Arc::new(AtomicBool::new(false)))?;
+    let signals = Signals { stop, announced: Arc::new(AtomicBool::new(false)) };
+    let watcher = signals.clone();
+    // Says what is happening as soon as the signal arrives (the loop itself
+    // notices only when the step ends, which can take a while on a cold
+    // CUDA cache); the caller announces it too, in case the run ends first.
+    std::thread::Builder::new().name("steptrace-signals".into()).spawn(move || loop {
+        if watcher.received() != 0 {
+            watcher.announce();
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    })?;
+    Ok(signals)
+}
+
+/// The exit code of a run ended by `signal`: 128 + the signal number.
+pub fn exit_code(signal: usize) -> u8 {
+    u8::try_from(128 + signal).unwrap_or(u8::MAX)
+}
+
+fn name(signal: usize) -> &'static str {
+    match signal as i32 {
+        SIGINT => "interrupted (SIGINT)",
+        SIGTERM => "terminated (SIGTERM)",
+        SIGHUP => "hung up (SIGHUP)",
+        _ => "signal",
+    }
+}

@@ -1,0 +1,99 @@
+//! Ctrl-C and SIGTERM on a real `steptrace train` child process.
+#![cfg(unix)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{steptrace, text};
+
+/// A CPU run long enough to be interrupted inside its one long window.
+fn long_run(dir: &Path, extra: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_steptrace"))
+        .args(["train", "--backend", "cpu", "--quiet", "--steps", "1000000", "--json", "run.json"])
+        .args(extra)
+        .args(["--schedule", "wait=0,warmup=1,active=1000000", "--out", "traces"])
+        .current_dir(dir)
+        .env("NODEVICE_SELECT", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start steptrace train")
+}
+
+fn files(dir: &Path, suffix: &str) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|d| d.map(|e| e.unwrap().path()).filter(|p| p.to_string_lossy().ends_with(suffix)).collect())
+        .unwrap_or_default()
+}
+
+/// Waits until the window is recording (its `.partial` file has grown).
+fn wait_for_recording(dir: &Path, min_bytes: u64) {
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(120) {
+        if files(&dir.join("traces"), ".partial").iter().any(|p| std::fs::metadata(p).map_or(0, |m| m.len()) > min_bytes) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("the run never started recording");
+}
+
+fn signal(child: &Child, name: &str) {
+    let status = Command::new("kill").args([&format!("-{name}"), &child.id().to_string()]).status().unwrap();
+    assert!(status.success());
+}
+
+#[test]
+fn the_first_signal_saves_the_cycle_cut_short_and_exits_with_the_signal_code() {
+    for (name, code) in [("INT", 130), ("TERM", 143)] {
+        let dir = tempfile::tempdir().unwrap();
+        let child = long_run(dir.path(), &[]);
+        wait_for_recording(dir.path(), 20_000);
+        signal(&child, name);
+        let out = child.wait_with_output().unwrap();
+        let (stdout, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(code), "{stdout}{stderr}");
+        assert!(stderr.contains(&format!("SIG{name}")) && stderr.contains("again to quit at once"), "{stderr}");
+        assert!(stdout.contains(&format!("interrupted (SIG{name})")) && stdout.contains("PARTIAL"), "{stdout}");
+        // The cycle is finalised, not left as a .partial.
+        let traces = dir.path().join("traces");
+        assert!(files(&traces, ".partial").is_empty());
+        let saved = files(&traces, ".trace.json");
+        assert_eq!(saved.len(), 1, "{saved:?}");
+        let trace = steptrace::reader::read_trace_file(&saved[0]).unwrap();
+        let meta = &trace.metadata["metadata"];
+        assert_eq!(meta["partial"], true);
+        assert!(meta["partial_reason"].as_str().unwrap().starts_with(&format!("interrupted (SIG{name})")), "{meta}");
+        // The summary says so too, and lists the file.
+        let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.path().join("run.json")).unwrap()).unwrap();
+        assert!(summary["interrupted"].as_str().unwrap().contains(&format!("SIG{name}")));
+        assert_eq!(summary["traces"].as_array().unwrap().len(), 1);
+        // And the report reads it as cut short.
+        let report = steptrace(&["report", saved[0].to_str().unwrap()], dir.path());
+        assert!(report.status.success(), "{:?}", text(&report));
+    }
+}
+
+#[test]
+fn a_second_signal_exits_at_once_and_leaves_a_readable_partial_file() {
+    let dir = tempfile::tempdir().unwrap();
+    // Each batch read takes 3 s, so the first signal finds the loop in the
+    // middle of a step. Two different signals: a second SIGINT sent right
+    // after the first could be merged with it by the kernel.
+    let child = long_run(dir.path(), &["--loader-delay-ms", "3000"]);
+    wait_for_recording(dir.path(), 100);
+    signal(&child, "INT");
+    signal(&child, "TERM");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(143), "the second signal's code: {:?}", text(&out));
+    let partial = files(&dir.path().join("traces"), ".partial");
+    assert_eq!(partial.len(), 1, "the cycle stays a .partial file");
+    let trace = steptrace::reader::read_trace_file(&partial[0]).unwrap();
+    assert!(trace.truncated, "never finalised");
+    assert!(trace.events.iter().any(|e| e.name == "steptrace_segment"), "the header says what the file is");
+    // No summary is written: the run did not end.
+    assert!(!dir.path().join("run.json").exists());
+}
