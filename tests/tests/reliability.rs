@@ -126,3 +126,42 @@ fn a_failed_write_says_what_was_kept_or_that_nothing_was() {
     let bytes = fs::metadata(&partial).unwrap().len();
     assert!(err.contains(&format!("{bytes} bytes written so far are kept in")) && err.contains("w.0.trace.json.partial"), "{err}");
 }
+
+#[test]
+fn concurrent_runs_of_one_worker_lose_and_clobber_nothing() {
+    // Four processes named alike, each saving a file per millisecond or so:
+    // names may collide, and a collision must cost nothing.
+    let dir = tempfile::tempdir().unwrap();
+    let (runs, cycles) = (4, 30);
+    let children: Vec<_> = (0..runs)
+        .map(|_| {
+            std::process::Command::new(env!("CARGO_BIN_EXE_fake_workload"))
+                .args([dir.path().to_str().unwrap(), "wait=0,warmup=0,active=1", &cycles.to_string()])
+                .output_spawn()
+        })
+        .collect();
+    let mut listed = Vec::new();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        listed.extend(String::from_utf8_lossy(&out.stdout).lines().map(str::to_owned));
+    }
+    assert_eq!(listed.len(), runs * cycles);
+    let mut unique = listed.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), listed.len(), "two runs reported the same file");
+    for path in &listed {
+        assert!(read_trace_file(Path::new(path)).is_ok(), "{path}");
+    }
+}
+
+trait SpawnPiped {
+    fn output_spawn(&mut self) -> std::process::Child;
+}
+
+impl SpawnPiped for std::process::Command {
+    fn output_spawn(&mut self) -> std::process::Child {
+        self.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap()
+    }
+}

@@ -36,8 +36,10 @@ pub enum Command {
 
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// Trace files of one run (its cycles), or a directory: then the most
-    /// recent run's `*.trace.json` files in it.
+    /// Trace files of one run (its cycles; gzip files too), or a directory:
+    /// then the most recent run's `*.trace.json` files in it, with the
+    /// `*.trace.json.partial` files a crash leaves (read as cut short).
+    /// A file given twice, or a copy of one, is read once.
     #[arg(required = true)]
     pub traces: Vec<PathBuf>,
     /// Print the report as JSON instead of text.

@@ -47,6 +47,8 @@ fn a_fallback_run_is_labelled_and_device_time_is_not_observed() {
     assert_eq!(json["run"]["startup_steps"], 2);
     assert!(json["run"]["startup"]["first_step_ms"].as_f64().unwrap() > 0.0);
     assert!(report.contains("ms/step") && report.contains("not elapsed time"), "{report}");
+    // steptrace's own traces pass the reader's validator: no warning.
+    assert_eq!(json["warnings"], serde_json::json!([]), "{report}");
 }
 
 #[test]
@@ -81,6 +83,7 @@ fn a_torch_profiler_trace_is_read_with_its_device_events() {
     let dir = tempfile::tempdir().unwrap();
     let json = report_json(&[KINETO, "--batch", "256"], dir.path());
     assert_eq!(json["sources"][0]["producer"], "torch_profiler");
+    assert_eq!(json["warnings"], serde_json::json!([]));
     assert_eq!(json["timing"]["steady_ms"]["n"], 3);
     assert_eq!(json["device"]["observed"], true);
     assert!(json["device"]["device_busy_ms_per_step"]["median"].as_f64().unwrap() > 0.0);

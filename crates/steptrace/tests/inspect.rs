@@ -1,7 +1,7 @@
 //! Inventory, hygiene findings and sanitised copies.
 
-use steptrace::analysis::{redact_file, Inventory};
-use steptrace::reader::parse_trace;
+use steptrace::analysis::{redact_file, Inventory, RedactError};
+use steptrace::reader::{parse_json_trace, parse_trace};
 
 const PLANTED: &[u8] = br#"{"traceEvents":[
   {"ph":"M","name":"thread_name","pid":1,"tid":3,"args":{"name":"loader /home/carol/work"}},
@@ -10,9 +10,16 @@ const PLANTED: &[u8] = br#"{"traceEvents":[
   {"ph":"X","name":"forward","pid":1,"tid":3,"ts":6,"dur":1,"args":{"pixels":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17]}}
 ],"metadata":{"manifest":{"model":"mlp","data_source":"~/private/data.csv"}}}"#;
 
+/// Secrets in fields the reader does not type, and in keys.
+const UNKNOWN_FIELDS: &[u8] = br#"[
+  {"ph":"X","name":"a","pid":1,"tid":1,"ts":0,"dur":2,"foo":"alice@example.com","sf":"/home/bob/x",
+   "stack":["ghp_abcdefghijklmnopqrstuvwxyz0123456789"],"estack":[{"f":"/Users/dan/lib"}],
+   "bp":{"deep":["erin@example.com"]},"frank@example.com":1}
+]"#;
+
 #[test]
 fn planted_secrets_are_all_flagged_and_labels_listed() {
-    let trace = parse_trace(PLANTED).unwrap();
+    let trace = parse_json_trace(PLANTED).unwrap();
     let inv = Inventory::of(&trace);
     let kinds: Vec<(&str, &str)> = inv.findings.iter().map(|f| (f.location.as_str(), f.kind.as_str())).collect();
     assert!(kinds.contains(&("thread name tid 3", "home directory path")), "{kinds:?}");
@@ -26,14 +33,42 @@ fn planted_secrets_are_all_flagged_and_labels_listed() {
     assert_eq!(inv.arg_keys["batch"], 1);
     assert_eq!(inv.thread_names, ["loader /home/carol/work"]);
     assert!(inv.metadata_fields.contains(&"metadata.manifest.model".to_owned()));
+    assert!(inv.other_fields.is_empty(), "{:?}", inv.other_fields);
+}
+
+#[test]
+fn secrets_in_unknown_fields_and_keys_are_flagged_and_redacted() {
+    let trace = parse_json_trace(UNKNOWN_FIELDS).unwrap();
+    let inv = Inventory::of(&trace);
+    let mut located: Vec<&str> = inv.findings.iter().map(|f| f.location.as_str()).collect();
+    located.sort_unstable();
+    assert_eq!(
+        located,
+        ["event 0 bp.deep[0]", "event 0 estack[0].f", "event 0 foo", "event 0 frank@example.com (key)", "event 0 sf", "event 0 stack[0]"]
+    );
+    assert_eq!(inv.other_fields.keys().map(String::as_str).collect::<Vec<_>>(), ["bp", "estack", "foo", "frank@example.com", "sf", "stack"]);
+
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("shared.json");
+    let outcome = redact_file(&trace, &out).unwrap();
+    assert_eq!(outcome.replaced, 6);
+    let text = std::fs::read_to_string(&out).unwrap();
+    for secret in ["alice", "bob", "ghp_", "dan", "erin", "frank"] {
+        assert!(!text.contains(secret), "{secret} left in {text}");
+    }
+    let again = parse_json_trace(text.as_bytes()).unwrap();
+    assert!(Inventory::of(&again).findings.is_empty());
+    // The typed fields are intact.
+    let typed = parse_trace(text.as_bytes()).unwrap();
+    assert_eq!((typed.events[0].ts, typed.events[0].dur), (Some(0.0), Some(2.0)));
 }
 
 #[test]
 fn a_redacted_copy_scans_clean_keeps_the_rest_and_never_overwrites() {
     let dir = tempfile::tempdir().unwrap();
-    let trace = parse_trace(PLANTED).unwrap();
+    let trace = parse_json_trace(PLANTED).unwrap();
     let out = dir.path().join("shared.json");
-    let outcome = redact_file(PLANTED, &trace, &out).unwrap();
+    let outcome = redact_file(&trace, &out).unwrap();
     assert_eq!(outcome.replaced, 5);
     assert!(!outcome.rebuilt);
     let copy = std::fs::read(&out).unwrap();
@@ -41,29 +76,51 @@ fn a_redacted_copy_scans_clean_keeps_the_rest_and_never_overwrites() {
     for secret in ["carol", "q8Z3vK1m", "private/data.csv", "[1,2,3"] {
         assert!(!text.contains(secret), "{secret} left in {text}");
     }
-    let again = parse_trace(&copy).unwrap();
-    assert!(Inventory::of(&again).findings.is_empty());
+    assert!(Inventory::of(&parse_json_trace(&copy).unwrap()).findings.is_empty());
     // Timing and structure are kept.
+    let again = parse_trace(&copy).unwrap();
     assert_eq!(again.events.len(), trace.events.len());
     assert_eq!(again.events[1].dur, Some(5.0));
     assert_eq!(again.events[1].arg("batch").unwrap(), "7");
 
     // The output exists now: a second redaction refuses and leaves it alone.
-    let err = redact_file(PLANTED, &trace, &out).unwrap_err();
-    assert_eq!(err.kind(), std::io::ErrorKind::AlreadyExists);
+    let err = redact_file(&trace, &out).unwrap_err();
+    assert!(matches!(err, RedactError::Exists { .. }), "{err}");
+    assert!(err.to_string().contains("never overwrites"), "{err}");
     assert_eq!(std::fs::read(&out).unwrap(), copy);
 }
 
 #[test]
-fn a_cut_file_is_redacted_from_its_complete_events() {
-    let cut = &PLANTED[..PLANTED.len() - 120];
-    let trace = parse_trace(cut).unwrap();
+fn a_cut_file_is_redacted_from_its_complete_events_with_every_field() {
+    let cut = &UNKNOWN_FIELDS[..UNKNOWN_FIELDS.len() - 2];
+    let trace = parse_json_trace(cut).unwrap();
     assert!(trace.truncated);
+    assert_eq!(trace.events.len(), 1);
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("cut.json");
-    let outcome = redact_file(cut, &trace, &out).unwrap();
+    let outcome = redact_file(&trace, &out).unwrap();
     assert!(outcome.rebuilt);
-    let again = parse_trace(&std::fs::read(&out).unwrap()).unwrap();
+    let again = parse_json_trace(&std::fs::read(&out).unwrap()).unwrap();
+    assert!(!again.truncated, "the copy is a complete file");
     assert!(Inventory::of(&again).findings.is_empty());
     assert_eq!(again.events.len(), trace.events.len());
+    assert!(again.events[0].contains_key("estack"), "every field is carried over");
+}
+
+#[test]
+fn a_partial_file_header_is_not_input_content_and_its_tags_are_decoded() {
+    // What the sink streams while a cycle is being written, cut by a crash.
+    let partial = br#"[
+{"ph":"M","pid":1,"tid":0,"name":"steptrace_segment","args":{"worker":"w","cycle":0,"schedule":"active=1","epoch_unix_ms":1,"steptrace_version":"0.1.0","manifest":{"sync_policy":"step","sync_meaning":"one sync at the end of each step: ProfilerStep#N is the true step time; phase spans are host launch time","fallback_reason":"CUDA unavailable: libcuda.so not found (NVIDIA driver not installed or not on the loader path)"}}},
+{"ph":"B","pid":1,"tid":1,"ts":1,"name":"ProfilerStep#0","cat":"steptrace\u001f7"},
+{"ph":"B","pid":1,"tid":1,"ts":2,"name":"forward","cat":"steptrace\u001f7"},
+"#;
+    let trace = parse_json_trace(partial).unwrap();
+    let inv = Inventory::of(&trace);
+    assert_eq!(inv.findings.len(), 0, "{:?}", inv.findings);
+    assert_eq!(inv.categories.keys().map(String::as_str).collect::<Vec<_>>(), ["steptrace"]);
+    assert_eq!(inv.categories["steptrace"], 2);
+    // The same prose in an ordinary event is flagged.
+    let prose = br#"[{"ph":"i","name":"x","ts":1,"args":{"sync_meaning":"one sync at the end of each step: ProfilerStep#N is the true step time; phase spans are host launch time"}}]"#;
+    assert_eq!(Inventory::of(&parse_json_trace(prose).unwrap()).findings.len(), 1);
 }

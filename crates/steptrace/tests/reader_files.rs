@@ -4,7 +4,9 @@
 use std::path::Path;
 
 use steptrace::hygiene::{scan_trace, FindingKind};
-use steptrace::reader::{parse_trace, read_trace_file, validate, ProblemKind, TraceFormat, TrackId};
+use steptrace::reader::{
+    parse_json_trace, parse_trace, read_json_trace_file, read_trace_file, validate, ProblemKind, TraceFormat, TrackId,
+};
 use tracing_chrome::ChromeLayerBuilder;
 use tracing_subscriber::prelude::*;
 
@@ -45,7 +47,7 @@ fn reads_what_tracing_chrome_writes() {
     assert_eq!(forward.arg("batch"), Some(&serde_json::json!("32")));
     assert_eq!(validate(&trace), []);
 
-    let findings = scan_trace(&trace);
+    let findings = scan_trace(&read_json_trace_file(&path).unwrap());
     assert_eq!(findings.len(), 1, "{findings:?}");
     assert_eq!(findings[0].finding.kind, FindingKind::HomePath);
     assert!(findings[0].location.ends_with("args.source"), "{}", findings[0].location);
@@ -104,7 +106,7 @@ fn reads_the_sink_object_layout_and_its_metadata() {
     assert_eq!(trace.metadata["displayTimeUnit"], "ms");
     assert_eq!(trace.metadata["metadata"]["steps"], serde_json::json!([2, 3]));
     assert_eq!(validate(&trace), []);
-    assert_eq!(scan_trace(&trace), []);
+    assert_eq!(scan_trace(&parse_json_trace(text.as_bytes()).unwrap()), []);
 
     // Cut inside the metadata: every event is kept, the metadata is lost.
     let cut = text.find("\"steps\"").unwrap();
@@ -147,4 +149,34 @@ fn io_errors_name_the_file() {
     assert!(err.offset().is_none());
     assert!(err.to_string().starts_with("cannot read trace "), "{err}");
     assert!(err.to_string().contains(&dir.path().display().to_string()), "{err}");
+}
+
+#[test]
+fn gzip_files_read_as_their_content_whatever_their_name() {
+    use std::io::Write;
+    let text = br#"{"traceEvents":[{"ph":"X","name":"a","ts":1,"dur":2},{"ph":"X","name":"b","ts":3,"dur":1}]}"#;
+    let gz = |bytes: &[u8]| {
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        enc.write_all(bytes).unwrap();
+        enc.finish().unwrap()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // Two members, as `cat a.gz b.gz` makes, under a name that says nothing.
+    let mut two = gz(&text[..40]);
+    two.extend(gz(&text[40..]));
+    let path = dir.path().join("trace.bin");
+    std::fs::write(&path, &two).unwrap();
+    let trace = read_trace_file(&path).unwrap();
+    assert_eq!(trace, parse_trace(text).unwrap());
+    assert_eq!(read_json_trace_file(&path).unwrap().events.len(), 2);
+    // Cut inside the compressed stream: the complete events are kept.
+    let whole = gz(text);
+    let cut = parse_trace(&whole[..whole.len() - 10]).unwrap();
+    assert!(cut.truncated);
+    // Broken JSON inside: the offset counts decompressed bytes.
+    let err = parse_trace(&gz(b"[{\"ph\":1}]")).unwrap_err();
+    assert!(err.to_string().contains("of the decompressed data"), "{err}");
+    // Not gzip beyond its magic bytes.
+    let err = parse_trace(&[0x1f, 0x8b, 0, 1, 2, 3]).unwrap_err();
+    assert!(err.to_string().contains("not a readable gzip file"), "{err}");
 }

@@ -231,6 +231,11 @@ mod properties {
             }
             if let Some(s) = &report.timing.steady_ms {
                 prop_assert!(s.min <= s.median && s.median <= s.p90 && s.p90 <= s.max);
+                prop_assert!(s.min >= 0.0, "{s:?}");
+            }
+            // Never a figure to quote that cannot be a time.
+            if let Some(w) = &report.timing.window {
+                prop_assert!(w.ms_per_step > 0.0 && w.ms_per_step.is_finite(), "{w:?}");
             }
         }
     }

@@ -7,9 +7,13 @@ use std::process::ExitCode;
 use anyhow::{bail, Context};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use steptrace::bench::{compare, BenchResult, Comparison, Verdict};
+use steptrace::read::display::{block, escape, label, LABEL_CHARS};
 
 use super::bench::{bench, Protocol};
 use crate::args::{value_name, CompareArgs, ProfileMode};
+
+/// The most characters of a reason a backend is not available shown.
+const PROSE_CHARS: usize = 400;
 
 pub fn run(a: CompareArgs) -> anyhow::Result<ExitCode> {
     if !a.backends.is_empty() {
@@ -29,9 +33,11 @@ pub fn run(a: CompareArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Reads a bench result, refusing a newer format and impossible times.
 fn load(path: &Path) -> anyhow::Result<BenchResult> {
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    serde_json::from_slice(&bytes).with_context(|| format!("{} is not a steptrace bench result", path.display()))
+    let shown = escape(&path.display().to_string()).into_owned();
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {shown}"))?;
+    BenchResult::from_json(&bytes).with_context(|| format!("cannot compare {shown}"))
 }
 
 /// Declared variables and the fingerprint keys that follow from them.
@@ -65,13 +71,18 @@ fn verdict(c: &Comparison) -> String {
     }
 }
 
+/// A value of a bench file, as a table cell: escaped and cut.
+fn cell(text: &str) -> String {
+    label(text, LABEL_CHARS).into_owned()
+}
+
 fn render(c: &Comparison, a: &BenchResult, b: &BenchResult) -> String {
     let mut table = Table::new();
     table.load_style(UTF8_FULL_CONDENSED).set_header(["", "A", "B"]);
     for (key, (va, vb)) in &c.differences {
-        table.add_row([key.clone(), va.to_string(), vb.to_string()]);
+        table.add_row([cell(key), cell(&va.to_string()), cell(&vb.to_string())]);
     }
-    table.add_row(["backend".to_owned(), a.backend_label.clone(), b.backend_label.clone()]);
+    table.add_row(["backend".to_owned(), cell(&a.backend_label), cell(&b.backend_label)]);
     table.add_row([
         "ms/step (median of run medians)".to_owned(),
         format!("{:.3}", a.summary.run_medians_ms.median),
@@ -82,7 +93,7 @@ fn render(c: &Comparison, a: &BenchResult, b: &BenchResult) -> String {
     let loss = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |l| format!("{l:.4}"));
     table.add_row(["final loss".to_owned(), loss(c.final_loss.0), loss(c.final_loss.1)]);
     if let Some((name, va, vb)) = &c.held_out {
-        table.add_row([format!("held-out {name}"), format!("{va:.4}"), format!("{vb:.4}")]);
+        table.add_row([format!("held-out {}", cell(name)), format!("{va:.4}"), format!("{vb:.4}")]);
     }
     let mut out = format!("{table}\n");
     out.push_str(&format!(
@@ -91,16 +102,22 @@ fn render(c: &Comparison, a: &BenchResult, b: &BenchResult) -> String {
     ));
     out.push_str(&format!("verdict: {}\n", verdict(c)));
     if let Some((name, va, vb)) = &c.held_out {
-        out.push_str(&format!("quality: held-out {name} {:+.4} (B − A); keep it in the decision\n", vb - va));
+        out.push_str(&format!("quality: held-out {} {:+.4} (B − A); keep it in the decision\n", cell(name), vb - va));
     }
     for w in &c.warnings {
-        out.push_str(&format!("warning: {w}\n"));
+        out.push_str(&format!("warning: {}\n", escape(w)));
     }
-    out
+    block(&out).into_owned()
 }
 
 /// The same workload on each backend, back to back.
 fn backends(a: &CompareArgs) -> anyhow::Result<ExitCode> {
+    if a.runs == 0 || a.steps == 0 {
+        bail!("--runs and --steps must be at least 1 (got --runs {} --steps {})", a.runs, a.steps);
+    }
+    if !a.results.is_empty() {
+        bail!("compare takes either two bench results or --backends, not both");
+    }
     let protocol =
         Protocol { warmup: a.warmup, steps: a.steps, runs: a.runs, profile: ProfileMode::Off, trace_dir: "bench-traces".into() };
     let mut results: Vec<(String, Result<BenchResult, String>)> = Vec::new();
@@ -130,7 +147,7 @@ fn backends(a: &CompareArgs) -> anyhow::Result<ExitCode> {
                 let held = r.runs.iter().find_map(|run| run.held_out.clone());
                 table.add_row([
                     backend.clone(),
-                    r.backend_label.clone(),
+                    cell(&r.backend_label),
                     format!("{:.3}", s.run_medians_ms.median),
                     format!("{:.3}–{:.3}", s.run_medians_ms.min, s.run_medians_ms.max),
                     format!("{:.0}", s.samples_per_s),
@@ -142,7 +159,7 @@ fn backends(a: &CompareArgs) -> anyhow::Result<ExitCode> {
             Err(reason) => {
                 table.add_row([
                     backend.clone(),
-                    format!("not available: {reason}"),
+                    format!("not available: {}", label(reason, PROSE_CHARS)),
                     "-".into(),
                     "-".into(),
                     "-".into(),
@@ -153,16 +170,24 @@ fn backends(a: &CompareArgs) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    println!("{table}");
+    println!("{}", block(&table.to_string()));
     let ok: Vec<&BenchResult> = results.iter().filter_map(|(_, r)| r.as_ref().ok()).collect();
+    if ok.is_empty() {
+        bail!("none of the backends asked for ({}) is available here: nothing was measured", names(&results));
+    }
     if let Some((first, rest)) = ok.split_first() {
         for other in rest {
             let c = compare(first, other, &expand(&["backend".to_owned()]), a.threshold)?;
-            println!("{} vs {}: {}", other.backend_label, first.backend_label, verdict(&c));
+            println!("{} vs {}: {}", cell(&other.backend_label), cell(&first.backend_label), verdict(&c));
         }
     }
     if results.iter().any(|(_, r)| r.is_err()) {
         println!("a backend that is not available is reported, not replaced by another");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The backends asked for, as `cuda, wgpu`.
+fn names(results: &[(String, Result<BenchResult, String>)]) -> String {
+    results.iter().map(|(name, _)| name.as_str()).collect::<Vec<_>>().join(", ")
 }

@@ -1,10 +1,11 @@
 //! `steptrace inspect`: what a trace would reveal if shared.
 
+use std::collections::BTreeMap;
 use std::process::ExitCode;
 
-use anyhow::Context;
 use steptrace::analysis::{redact_file, Inventory};
-use steptrace::reader::{parse_trace, read_trace_file};
+use steptrace::read::display::{escape, label, LABEL_CHARS};
+use steptrace::reader::{read_json_trace_file, JsonTrace};
 
 use crate::args::InspectArgs;
 
@@ -12,21 +13,22 @@ use crate::args::InspectArgs;
 const FLAGGED: u8 = 3;
 
 pub fn run(a: InspectArgs) -> anyhow::Result<ExitCode> {
-    let bytes = std::fs::read(&a.trace).with_context(|| format!("cannot read {}", a.trace.display()))?;
-    let trace = parse_trace(&bytes).map_err(|e| e.with_path(&a.trace))?;
+    // Every field of every event: a secret can sit in any of them.
+    let trace = read_json_trace_file(&a.trace)?;
     let inv = Inventory::of(&trace);
     if a.json {
         println!("{}", serde_json::to_string_pretty(&inv)?);
     } else {
-        print_inventory(&a, &inv, trace.truncated);
+        print_inventory(&a, &inv, &trace);
     }
     if let Some(out) = &a.redact {
-        let outcome = redact_file(&bytes, &trace, out)
-            .with_context(|| format!("cannot write the sanitised copy {} (it is never overwritten)", out.display()))?;
-        let check = Inventory::of(&read_trace_file(out)?);
+        // The copy is scanned again before it is written: nothing flagged
+        // is ever written.
+        let outcome = redact_file(&trace, out)?;
+        let check = Inventory::of(&read_json_trace_file(out)?);
         eprintln!(
             "sanitised copy: {} ({} strings replaced, {} bytes{}); it scans {}",
-            out.display(),
+            escape(&out.display().to_string()),
             outcome.replaced,
             outcome.bytes,
             if outcome.rebuilt { ", rebuilt from the complete events of a cut file" } else { "" },
@@ -36,21 +38,36 @@ pub fn run(a: InspectArgs) -> anyhow::Result<ExitCode> {
     Ok(if inv.findings.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(FLAGGED) })
 }
 
-fn print_inventory(a: &InspectArgs, inv: &Inventory, truncated: bool) {
-    println!("{}{}", a.trace.display(), if truncated { " (cut short: complete events only)" } else { "" });
-    let counted = |title: &str, map: &std::collections::BTreeMap<String, usize>| {
+/// What the header line says of a damaged file.
+fn damage(a: &InspectArgs, trace: &JsonTrace) -> &'static str {
+    let named = a.trace.extension().is_some_and(|e| e == "partial");
+    let unfinished = named || trace.steptrace().ok().flatten().is_some_and(|s| s.header.is_some() && s.metadata.is_none());
+    match (unfinished, trace.truncated) {
+        (true, _) => " (cut short: a .partial file steptrace never finished, left by a crash or Ctrl-C; complete events only)",
+        (false, true) => " (cut short: complete events only)",
+        (false, false) => "",
+    }
+}
+
+fn print_inventory(a: &InspectArgs, inv: &Inventory, trace: &JsonTrace) {
+    println!("{}{}", escape(&a.trace.display().to_string()), damage(a, trace));
+    let counted = |title: &str, map: &BTreeMap<String, usize>| {
         println!("\n{title} ({}):", map.len());
         for (name, n) in map {
+            let name = if name.is_empty() { "(empty)".into() } else { label(name, LABEL_CHARS) };
             println!("  {name}  ×{n}");
         }
     };
     counted("event names", &inv.names);
     counted("categories", &inv.categories);
     counted("argument keys", &inv.arg_keys);
+    if !inv.other_fields.is_empty() {
+        counted("other event fields", &inv.other_fields);
+    }
     let listed = |title: &str, items: &[String]| {
         println!("\n{title} ({}):", items.len());
         for item in items {
-            println!("  {item}");
+            println!("  {}", label(item, LABEL_CHARS));
         }
     };
     listed("thread names", &inv.thread_names);
@@ -61,7 +78,7 @@ fn print_inventory(a: &InspectArgs, inv: &Inventory, truncated: bool) {
     } else {
         println!("\nflagged ({}):", inv.findings.len());
         for f in &inv.findings {
-            println!("  {}: {} ({})", f.location, f.kind, f.excerpt);
+            println!("  {}: {} ({})", label(&f.location, LABEL_CHARS), f.kind, escape(&f.excerpt));
         }
         println!("share a copy made with --redact OUT instead");
     }

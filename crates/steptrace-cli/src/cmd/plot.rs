@@ -3,12 +3,13 @@
 //! file is needed.
 
 use std::fs::OpenOptions;
-use std::io::Write;
+use std::io::{ErrorKind, Write};
 use std::path::Path;
 
 use anyhow::{bail, Context};
 use plotters::prelude::*;
 use steptrace::analysis::Report;
+use steptrace::read::display::{escape, label};
 
 /// Writes the plot to `path`, which must not exist.
 pub fn steps_svg(report: &Report, path: &Path) -> anyhow::Result<()> {
@@ -17,15 +18,22 @@ pub fn steps_svg(report: &Report, path: &Path) -> anyhow::Result<()> {
         bail!("no ProfilerStep#N spans in these traces: there are no step times to plot");
     }
     let svg = draw(report).map_err(|e| anyhow::anyhow!("cannot draw the plot: {e}"))?;
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .with_context(|| format!("cannot create {} (an existing file is never overwritten)", path.display()))?;
+    let shown = escape(&path.display().to_string()).into_owned();
+    let folder = path.parent().filter(|p| !p.as_os_str().is_empty());
+    if let Some(folder) = folder.filter(|f| !f.is_dir()) {
+        bail!("cannot create {shown}: the folder {} does not exist", escape(&folder.display().to_string()));
+    }
+    let mut file = match OpenOptions::new().write(true).create_new(true).open(path) {
+        Ok(file) => file,
+        Err(err) if err.kind() == ErrorKind::AlreadyExists => {
+            bail!("{shown} already exists: an existing file is never overwritten")
+        }
+        Err(err) => return Err(err).with_context(|| format!("cannot create {shown}")),
+    };
     if let Err(err) = file.write_all(svg.as_bytes()).and_then(|()| file.sync_all()) {
         drop(file);
         let _ = std::fs::remove_file(path);
-        return Err(err).with_context(|| format!("cannot write {}", path.display()));
+        return Err(err).with_context(|| format!("cannot write {shown}"));
     }
     Ok(())
 }
@@ -40,7 +48,7 @@ fn draw(report: &Report) -> Result<String, Box<dyn std::error::Error>> {
         let last = steps.iter().map(|s| s.step).max().unwrap_or(0) as f64;
         let top = steps.iter().map(|s| s.ms).fold(0.0, f64::max) * 1.1;
         let title = match &report.run.backend {
-            Some(b) => format!("ms per step ({b})"),
+            Some(b) => format!("ms per step ({})", label(b, 80)),
             None => "ms per step".to_owned(),
         };
         let mut chart = ChartBuilder::on(&root)

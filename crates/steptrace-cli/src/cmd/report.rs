@@ -1,333 +1,34 @@
 //! `steptrace report`: step timing first, then spans, device and
 //! hypotheses.
 
-use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+mod load;
+mod render;
+
 use std::process::ExitCode;
 
-use anyhow::{bail, Context};
-use comfy_table::{presets::UTF8_FULL_CONDENSED, CellAlignment, Table};
-use steptrace::analysis::{Report, ReportOptions, Stats, Timing};
-use steptrace::reader::{read_trace_file, Trace};
+use steptrace::analysis::{Report, ReportOptions};
+use steptrace::read::display::escape;
 
 use crate::args::ReportArgs;
-use crate::convert::{enable_hint, render_command};
+use crate::convert::render_command;
 
 pub fn run(a: ReportArgs) -> anyhow::Result<ExitCode> {
-    let files = load(&a.traces)?;
+    let loaded = load::load(&a.traces)?;
+    for w in &loaded.warnings {
+        eprintln!("warning: {w}");
+    }
     let options = ReportOptions { batch_size: a.batch, ops: steptrace_burn::report_ops() };
-    let mut report = Report::build(&files, &options)?;
+    let mut report = Report::build(&loaded.files, &options)?;
+    report.warnings.splice(0..0, loaded.warnings);
     report.render_commands(render_command);
     if let Some(path) = &a.plot {
         super::plot::steps_svg(&report, path)?;
-        eprintln!("plot written to {}", path.display());
+        eprintln!("plot written to {}", escape(&path.display().to_string()));
     }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print!("{}", render(&report, a.top));
+        print!("{}", render::render(&report, a.top));
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Reads the given files; a directory stands for its most recent run.
-fn load(paths: &[PathBuf]) -> anyhow::Result<Vec<(String, Trace)>> {
-    let mut files = Vec::new();
-    for path in paths {
-        if path.is_dir() {
-            files.extend(latest_run(path)?);
-        } else {
-            files.push((path.display().to_string(), read_trace_file(path)?));
-        }
-    }
-    Ok(files)
-}
-
-fn run_key(trace: &Trace) -> (u64, String) {
-    let st = trace.steptrace().ok().flatten();
-    let epoch = st.as_ref().and_then(|s| s.epoch_unix_ms()).unwrap_or(0);
-    let worker = st
-        .as_ref()
-        .and_then(|s| s.metadata.as_ref().and_then(|m| m.worker.clone()).or(s.header.as_ref().map(|h| h.worker.clone())))
-        .unwrap_or_default();
-    (epoch, worker)
-}
-
-fn latest_run(dir: &Path) -> anyhow::Result<Vec<(String, Trace)>> {
-    let mut all = Vec::new();
-    for entry in std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))? {
-        let path = entry?.path();
-        if path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.ends_with(".trace.json")) {
-            let trace = read_trace_file(&path)?;
-            all.push((run_key(&trace), path.display().to_string(), trace));
-        }
-    }
-    if all.is_empty() {
-        bail!("{} holds no *.trace.json file", dir.display());
-    }
-    let latest = all.iter().map(|(k, _, _)| k.clone()).max().unwrap_or_default();
-    let runs: std::collections::BTreeSet<_> = all.iter().map(|(k, _, _)| k.clone()).collect();
-    if runs.len() > 1 {
-        eprintln!(
-            "{} holds {} runs: reporting the most recent one (worker `{}`); pass files to choose another",
-            dir.display(),
-            runs.len(),
-            latest.1
-        );
-    }
-    let mut files: Vec<(String, Trace)> =
-        all.into_iter().filter(|(k, _, _)| *k == latest).map(|(_, p, t)| (p, t)).collect();
-    files.sort_by(|a, b| a.0.cmp(&b.0));
-    Ok(files)
-}
-
-fn ms(v: f64) -> String {
-    if v >= 100.0 {
-        format!("{v:.0}")
-    } else if v >= 10.0 {
-        format!("{v:.1}")
-    } else if v >= 0.1 {
-        format!("{v:.2}")
-    } else {
-        format!("{v:.4}")
-    }
-}
-
-fn stats_line(s: &Stats, unit: &str) -> String {
-    format!(
-        "n={}  min {}  median {}  p90 {}  max {} {unit}",
-        s.n,
-        ms(s.min),
-        ms(s.median),
-        ms(s.p90),
-        ms(s.max)
-    )
-}
-
-/// The human-readable report: its sections in reading order.
-pub fn render(r: &Report, top: usize) -> String {
-    let mut out = String::new();
-    render_sources(&mut out, r);
-    render_run(&mut out, r);
-    render_timing(&mut out, r);
-    render_spans(&mut out, r, top);
-    render_device(&mut out, r);
-    render_hypotheses(&mut out, r);
-    out
-}
-
-/// The files read, and what is wrong with them.
-fn render_sources(o: &mut String, r: &Report) {
-    let producers: Vec<String> = r.sources.iter().map(|s| format!("{:?}", s.producer).to_lowercase()).collect();
-    let _ = writeln!(o, "steptrace report: {} file(s) from {}", r.sources.len(), producers[0]);
-    for s in &r.sources {
-        let mut flags = Vec::new();
-        if s.truncated {
-            flags.push("cut short (crash mid-window): complete events only".to_owned());
-        }
-        if s.unclosed_spans > 0 {
-            flags.push(format!("{} spans without an end", s.unclosed_spans));
-        }
-        if let Some(reason) = &s.partial_reason {
-            flags.push(format!("partial cycle: {reason}"));
-        }
-        let flags = if flags.is_empty() { String::new() } else { format!("  [{}]", flags.join("; ")) };
-        let _ = writeln!(o, "  {} ({} events, {} format){flags}", s.path, s.events, s.format);
-    }
-}
-
-/// What the run was, its fallback first.
-fn render_run(o: &mut String, r: &Report) {
-    let run = &r.run;
-    if let Some(backend) = &run.backend {
-        let _ = writeln!(o, "backend: {backend}");
-    }
-    if let Some(reason) = &run.fallback_reason {
-        let _ = writeln!(o, "FALLBACK: not the requested backend ({reason}); this is not a GPU measurement");
-    }
-    if let (Some(model), Some(data)) = (&run.model, &run.dataset) {
-        let batch = run.batch_size.map_or_else(|| "?".to_owned(), |b| b.to_string());
-        let _ = writeln!(o, "workload: {model} on {data}, batch {batch}");
-    }
-    if let (Some(policy), Some(meaning)) = (&run.sync_policy, &run.sync_meaning) {
-        let _ = writeln!(o, "sync: {policy} ({meaning})");
-    }
-}
-
-/// Step time: the headline.
-fn render_timing(o: &mut String, r: &Report) {
-    let run = &r.run;
-    let t = &r.timing;
-    let _ = writeln!(o, "\n== Step time (unit: {}; wall clock between ProfilerStep#N boundaries)", t.unit);
-    match (&t.steady_ms, &t.window) {
-        (Some(s), Some(w)) => {
-            let _ = writeln!(o, "steady   {}", stats_line(s, "ms/step"));
-            if let Some(rate) = &t.steady_samples_per_s {
-                let _ = writeln!(o, "         {}", stats_line(rate, "samples/s"));
-            }
-            let rate = w.samples_per_s.map_or_else(String::new, |x| format!(" = {x:.0} samples/s"));
-            let _ = writeln!(
-                o,
-                "window   {} ms wall over {} steady steps = {} ms/step{rate}  <- the figure to quote",
-                ms(w.wall_ms),
-                w.steps,
-                ms(w.ms_per_step)
-            );
-        }
-        _ => {
-            let _ = writeln!(o, "steady   no steady step recorded");
-        }
-    }
-    let startup: Vec<String> =
-        t.steps.iter().filter(|s| s.startup).map(|s| format!("#{} {} ms", s.step, ms(s.ms))).collect();
-    let declared = run.startup_steps.map_or_else(String::new, |n| format!(" (steps 0..{n} declared startup by the run)"));
-    if startup.is_empty() {
-        let _ = writeln!(o, "startup  no startup step in these traces{declared}");
-    } else {
-        let _ = writeln!(o, "startup  {}{declared}; kept out of the steady figures", startup.join(", "));
-    }
-    if let Some(s) = &run.startup {
-        let mut parts: Vec<String> = Vec::new();
-        if let Some(x) = s.setup_ms {
-            parts.push(format!("setup_ms {}", ms(x)));
-        }
-        if let Some(x) = s.first_step_ms {
-            parts.push(format!("first_step_ms {}", ms(x)));
-        }
-        if let Some(c) = &s.cubecl_cache {
-            parts.push(format!("cubecl_cache {c}"));
-        }
-        parts.extend(s.extra.iter().map(|(k, v)| format!("{k} {v}")));
-        let _ = writeln!(o, "         measured by the run: {}", parts.join(", "));
-    }
-    let listed: Vec<String> = t.steps.iter().filter(|s| !s.startup).map(|s| format!("#{} {}", s.step, ms(s.ms))).collect();
-    if listed.len() > 24 {
-        let (head, tail) = (&listed[..12], &listed[listed.len() - 12..]);
-        let _ = writeln!(o, "steps    {}  …  {}  (--json lists all)", head.join("  "), tail.join("  "));
-    } else if !listed.is_empty() {
-        let _ = writeln!(o, "steps    {}", listed.join("  "));
-    }
-}
-
-/// The span table.
-fn render_spans(o: &mut String, r: &Report, top: usize) {
-    let _ = writeln!(o, "\n== Spans (recorded wall time {} ms)", ms(r.spans.wall_ms));
-    let mut table = Table::new();
-    table.load_style(UTF8_FULL_CONDENSED);
-    table.set_header(["span", "calls", "threads", "total ms", "self ms", "mean ms", "busy ms", "share", "timing"]);
-    for row in r.spans.rows.iter().take(top) {
-        table.add_row([
-            short(&row.name),
-            row.calls.to_string(),
-            row.threads.to_string(),
-            ms(row.total_ms),
-            ms(row.self_ms),
-            ms(row.mean_ms),
-            ms(row.busy_ms),
-            format!("{:.1}%", row.share * 100.0),
-            timing(row.timing).to_owned(),
-        ]);
-    }
-    for i in 1..8 {
-        if let Some(col) = table.column_mut(i) {
-            col.set_cell_alignment(CellAlignment::Right);
-        }
-    }
-    let _ = writeln!(o, "{table}");
-    if r.spans.rows.len() > top {
-        let _ = writeln!(o, "({} more span names; --top N or --json shows them)", r.spans.rows.len() - top);
-    }
-    for line in &r.spans.footer {
-        let _ = writeln!(o, "note: {line}");
-    }
-}
-
-/// Host, device and waiting.
-fn render_device(o: &mut String, r: &Report) {
-    let d = &r.device;
-    let _ = writeln!(o, "\n== Host, device, waiting");
-    if d.observed {
-        if let Some(s) = &d.device_busy_ms_per_step {
-            let _ = writeln!(o, "device busy   {}", stats_line(s, "ms/step"));
-        }
-        if let Some(s) = &d.device_busy_share {
-            let _ = writeln!(o, "              median {:.0}% of the step", s.median * 100.0);
-        }
-        if let Some(s) = &d.device_events_per_step {
-            let _ = writeln!(o, "device events {}", stats_line(s, "per step"));
-        }
-    } else {
-        let reason = d.not_observed_reason.as_deref().unwrap_or_default();
-        let _ = writeln!(o, "device time   not observed: {reason}");
-    }
-    match &d.waiting_ms_per_step {
-        Some(s) => {
-            let share = d.waiting_share.as_ref().map_or(0.0, |s| s.median * 100.0);
-            let _ = writeln!(o, "waiting       {} (median {share:.0}% of the step)", stats_line(s, "ms/step"));
-        }
-        None => {
-            let _ = writeln!(o, "waiting       not observed: no sync span in the steps");
-        }
-    }
-    match &d.launches_per_step {
-        Some(s) => {
-            let _ = writeln!(o, "launches      {}", stats_line(s, "per step"));
-        }
-        None => {
-            let _ = writeln!(o, "launches      not observed (steptrace: record with --detail internals)");
-        }
-    }
-    for note in &d.notes {
-        let _ = writeln!(o, "note: {note}");
-    }
-}
-
-/// Hypotheses, checks not examined, anomalies and notes.
-fn render_hypotheses(o: &mut String, r: &Report) {
-    let _ = writeln!(o, "\n== Hypotheses (possibilities to test, not verdicts)");
-    if r.hypotheses.is_empty() {
-        let _ = writeln!(o, "none of the checks fired on these traces");
-    }
-    for (i, h) in r.hypotheses.iter().enumerate() {
-        let _ = writeln!(o, "{}. [{}] {}", i + 1, h.id, h.hypothesis);
-        let _ = writeln!(o, "   evidence: {}", h.evidence);
-        let _ = writeln!(o, "   next:     {}", h.next);
-        if let Some(cmd) = &h.command {
-            let _ = writeln!(o, "   run:      {cmd}");
-        }
-    }
-    for n in &r.not_examined {
-        let hint = n.enable.as_ref().map(|c| format!(" ({})", enable_hint(c))).unwrap_or_default();
-        let _ = writeln!(o, "not examined: {}: {}{hint}", n.check, n.why);
-    }
-    if !r.anomalies.is_empty() {
-        let _ = writeln!(o, "\nrun anomalies:");
-        for (step, what) in &r.anomalies {
-            let at = step.map_or_else(|| "outside the steps".to_owned(), |s| format!("step {s}"));
-            let _ = writeln!(o, "  {at}: {what}");
-        }
-    }
-    for note in &r.notes {
-        let _ = writeln!(o, "note: {note}");
-    }
-}
-
-/// Long names (kernels) are cut for the table; `--json` has them whole.
-fn short(name: &str) -> String {
-    match name.char_indices().nth(56) {
-        Some((cut, _)) => format!("{}…", &name[..cut]),
-        None => name.to_owned(),
-    }
-}
-
-fn timing(t: Timing) -> &'static str {
-    match t {
-        Timing::HostLaunch => "host launch",
-        Timing::Synced => "incl. device",
-        Timing::Mixed => "mixed",
-        Timing::Device => "device",
-        Timing::Synchronous => "synchronous",
-        Timing::Waiting => "waiting",
-        Timing::Unknown => "?",
-    }
 }

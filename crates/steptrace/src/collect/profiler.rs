@@ -285,6 +285,10 @@ fn prepare_dir(dir: &Path) -> Result<()> {
     Err(err("cannot create a file in it")(io::Error::from(io::ErrorKind::AlreadyExists)))
 }
 
+/// Other names tried for a cycle whose first name is taken (see
+/// `FileNames::variant`).
+const NAME_VARIANTS: u32 = 16;
+
 /// The profiler handle: advance it once per training step.
 ///
 /// Like `torch.profiler.profile`, the profiler opens `ProfilerStep#0` when
@@ -536,16 +540,17 @@ impl Profiler {
             // Its file could not be created: said once, not at every step.
             return;
         }
-        let info = Arc::new(Mutex::new(SegmentInfo {
-            cycle,
-            final_path: self.names.final_path(cycle),
-            steps: Vec::new(),
-            ended_by_finish: false,
-            cut_reason: None,
-            device: DeviceOutcome::NotCollected,
-        }));
-        match SegmentWriter::create(info.clone(), self.context.clone(), self.limit) {
-            Ok(writer) => {
+        let first = self.names.final_path(cycle);
+        let mut created = self.create_segment(cycle, first.clone());
+        // A name taken by a concurrent run of the same worker in the same
+        // millisecond: try a few others rather than lose the cycle.
+        for n in 1..=NAME_VARIANTS {
+            let Err(Error::Exists { .. }) = &created else { break };
+            let Some(path) = self.names.variant(&first, n) else { break };
+            created = self.create_segment(cycle, path);
+        }
+        match created {
+            Ok((writer, info)) => {
                 if let Some(guard) = &self.guard {
                     guard.start_new(Some(Box::new(writer)));
                 }
@@ -559,6 +564,19 @@ impl Profiler {
                 self.context.push_result(cycle, Err(err));
             }
         }
+    }
+
+    /// A segment writer for `cycle` at `final_path`, created exclusively.
+    fn create_segment(&self, cycle: u64, final_path: PathBuf) -> Result<(SegmentWriter, Arc<Mutex<SegmentInfo>>)> {
+        let info = Arc::new(Mutex::new(SegmentInfo {
+            cycle,
+            final_path,
+            steps: Vec::new(),
+            ended_by_finish: false,
+            cut_reason: None,
+            device: DeviceOutcome::NotCollected,
+        }));
+        Ok((SegmentWriter::create(info.clone(), self.context.clone(), self.limit)?, info))
     }
 
     /// Starts the device collector for the cycle that opens.

@@ -1,10 +1,12 @@
 //! Reading traces back: the [`reader`] parses files (ours and others'),
-//! [`analysis`] turns them into a report, and [`bench`] holds results
+//! [`analysis`] turns them into a report, and [`bench`](mod@bench) holds results
 //! measured outside the profiler and their comparison, and [`hygiene`] flags
 //! labels that would leak secrets, private paths or input content (the
-//! sink and `inspect` share its one scanner).
+//! sink and `inspect` share its one scanner); [`display`] makes what a
+//! trace holds safe to print.
 
 pub mod analysis;
 pub mod bench;
+pub mod display;
 pub mod hygiene;
 pub mod reader;

@@ -46,6 +46,20 @@ impl FileNames {
         self.dir.join(name)
     }
 
+    /// Another name for the same cycle when `final_path`'s is taken by a
+    /// concurrent run (same worker, same millisecond): `NAME-N.trace.json`.
+    /// Only for templates with `{time}`, whose names are not the user's
+    /// fixed choice; `None` otherwise.
+    pub(crate) fn variant(&self, taken: &Path, n: u32) -> Option<PathBuf> {
+        if !self.template.contains("{time}") {
+            return None;
+        }
+        let name = taken.file_name()?.to_str()?;
+        let suffix = if name.ends_with(".trace.json") { ".trace.json" } else { ".json" };
+        let stem = name.strip_suffix(suffix)?;
+        Some(taken.with_file_name(format!("{stem}-{n}{suffix}")))
+    }
+
     /// The path of a fixed (time-free) name, when the template has no
     /// `{time}`: used to refuse an existing file before the run starts.
     pub(crate) fn fixed_path(&self, cycle: u64) -> Option<PathBuf> {
@@ -124,6 +138,17 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn a_taken_timed_name_has_variants_and_a_fixed_one_has_none() {
+        let timed = FileNames::new(PathBuf::from("t"), DEFAULT_FILE_NAME, "w", 0).unwrap();
+        let taken = Path::new("t/w.cycle0.20261201T120000.000Z.trace.json");
+        assert_eq!(timed.variant(taken, 2).unwrap(), Path::new("t/w.cycle0.20261201T120000.000Z-2.trace.json"));
+        let plain = FileNames::new(PathBuf::from("t"), "{worker}.{time}.json", "w", 0).unwrap();
+        assert_eq!(plain.variant(Path::new("t/w.x.json"), 1).unwrap(), Path::new("t/w.x-1.json"));
+        let fixed = FileNames::new(PathBuf::from("t"), "{worker}.{cycle}.trace.json", "w", 0).unwrap();
+        assert!(fixed.variant(Path::new("t/w.0.trace.json"), 1).is_none());
+    }
 
     #[test]
     fn stamps_are_utc() {

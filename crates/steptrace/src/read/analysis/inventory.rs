@@ -3,14 +3,15 @@
 use std::collections::BTreeMap;
 use std::fs::OpenOptions;
 use std::io::{self, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use crate::format::names::meta;
-use crate::hygiene::{redact_trace_value, scan_trace, LocatedFinding};
-use crate::reader::{Trace, TraceFormat, TrackId};
+use crate::format::tag;
+use crate::hygiene::{redact_trace, scan_trace, LocatedFinding};
+use crate::reader::JsonTrace;
 
 /// The labels of a trace, with counts, and the findings of label hygiene.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -18,10 +19,15 @@ pub struct Inventory {
     /// Event names (spans, instants, counters; not metadata events) and how
     /// many events carry each.
     pub names: BTreeMap<String, usize>,
-    /// Categories and their counts.
+    /// Categories and their counts (without the thread tag of a partial
+    /// file: see [`format::tag`](crate::format::tag)).
     pub categories: BTreeMap<String, usize>,
     /// Argument keys (nested keys as `a.b`) and their counts.
     pub arg_keys: BTreeMap<String, usize>,
+    /// Event fields other than those of the format that steptrace reads
+    /// (`ph`, `name`, `cat`, `pid`, `tid`, `ts`, `dur`, `id`, `id2`, `s`,
+    /// `args`), and their counts: `sf`, `stack`, `bp`, a writer's own.
+    pub other_fields: BTreeMap<String, usize>,
     /// Thread names.
     pub thread_names: Vec<String>,
     /// Process names.
@@ -49,31 +55,45 @@ impl From<LocatedFinding> for Finding {
     }
 }
 
+/// The event fields the reader types.
+const READ_FIELDS: &[&str] = &["ph", "name", "cat", "pid", "tid", "ts", "dur", "id", "id2", "s", "args"];
+
 impl Inventory {
-    /// Lists the labels of `trace` and scans them.
+    /// Lists the labels of `trace` and scans every string in it (see
+    /// [`scan_trace`]).
     #[must_use]
-    pub fn of(trace: &Trace) -> Inventory {
+    pub fn of(trace: &JsonTrace) -> Inventory {
         let mut inv = Inventory::default();
+        let text = |value: Option<&Value>| match value {
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(Value::Null) | None => None,
+            Some(other) => Some(other.to_string()),
+        };
         for event in &trace.events {
-            if event.ph == "M" {
-                let name = event.arg("name").and_then(Value::as_str).map(str::to_owned);
-                match (event.name.as_str(), name) {
+            let name = text(event.get("name")).unwrap_or_default();
+            if event.get("ph").and_then(Value::as_str) == Some("M") {
+                let label = text(event.get("args").and_then(|a| a.get("name")));
+                match (name.as_str(), label) {
                     (meta::THREAD_NAME, Some(n)) if !inv.thread_names.contains(&n) => inv.thread_names.push(n),
                     (meta::PROCESS_NAME, Some(n)) if !inv.process_names.contains(&n) => inv.process_names.push(n),
                     _ => {}
                 }
                 continue;
             }
-            *inv.names.entry(event.name.clone()).or_default() += 1;
-            if let Some(cat) = &event.cat {
-                *inv.categories.entry(cat.clone()).or_default() += 1;
+            *inv.names.entry(name).or_default() += 1;
+            if let Some(cat) = text(event.get("cat")) {
+                let cat = tag::split(&cat).map_or(cat.clone(), |(target, _)| target.to_owned());
+                *inv.categories.entry(cat).or_default() += 1;
             }
-            if let Some(Value::Object(args)) = &event.args {
+            if let Some(Value::Object(args)) = event.get("args") {
                 let mut keys = Vec::new();
                 key_paths(args, "", &mut keys);
                 for key in keys {
                     *inv.arg_keys.entry(key).or_default() += 1;
                 }
+            }
+            for key in event.keys().filter(|k| !READ_FIELDS.contains(&k.as_str())) {
+                *inv.other_fields.entry(key.clone()).or_default() += 1;
             }
         }
         let mut fields = Vec::new();
@@ -97,78 +117,73 @@ fn key_paths(map: &Map<String, Value>, prefix: &str, out: &mut Vec<String>) {
 /// What [`redact_file`] did.
 #[derive(Clone, Debug, Serialize)]
 pub struct RedactOutcome {
-    /// Strings replaced.
+    /// Strings (and numeric arrays) replaced.
     pub replaced: usize,
     /// Bytes written.
     pub bytes: u64,
-    /// Whether the copy was rebuilt from the parsed events because the
-    /// input was not complete JSON (a cut file): fields steptrace does not
-    /// read are not carried over then.
+    /// Whether the input was cut short: the copy then holds its complete
+    /// events (every field of each), closed as a complete file.
     pub rebuilt: bool,
 }
 
-/// Writes a sanitised copy of the trace file `bytes` (already parsed as
-/// `trace`) to `out`, which must not exist.
+/// Why [`redact_file`] wrote nothing.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RedactError {
+    /// The output exists: a sanitised copy never overwrites a file.
+    #[error("{} already exists: a sanitised copy never overwrites a file", path.display())]
+    Exists {
+        /// The output.
+        path: PathBuf,
+    },
+    /// The output could not be written (a partly written copy is removed).
+    #[error("cannot write the sanitised copy {}: {source}", path.display())]
+    Io {
+        /// The output.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// Scanned again, the sanitised copy still holds something flagged: it
+    /// is not written.
+    #[error("the sanitised copy still flags {count} string(s) (first: {first}), so {} was not written", path.display())]
+    NotClean {
+        /// The output.
+        path: PathBuf,
+        /// How many findings remain.
+        count: usize,
+        /// The first of them.
+        first: String,
+    },
+}
+
+/// Writes a sanitised copy of `trace` to `out`, which must not exist: what
+/// label hygiene flags is replaced (see
+/// [`redact_trace`](crate::hygiene::redact_trace)), the copy is scanned
+/// again with the same walk, and written only if nothing is left.
 ///
 /// # Errors
 ///
-/// When `out` exists (it is never overwritten) or cannot be written; a
-/// partly written copy is removed.
-pub fn redact_file(bytes: &[u8], trace: &Trace, out: &Path) -> io::Result<RedactOutcome> {
-    let (mut value, rebuilt) = match serde_json::from_slice::<Value>(bytes) {
-        Ok(v) if !trace.truncated => (v, false),
-        _ => (rebuild(trace), true),
+/// When `out` exists (it is never overwritten), when the copy still flags
+/// something, or when it cannot be written (a partly written copy is
+/// removed).
+pub fn redact_file(trace: &JsonTrace, out: &Path) -> Result<RedactOutcome, RedactError> {
+    let (clean, replaced) = redact_trace(trace);
+    let left = scan_trace(&clean);
+    if let Some(first) = left.first() {
+        return Err(RedactError::NotClean { path: out.to_path_buf(), count: left.len(), first: first.to_string() });
+    }
+    let io = |source: io::Error| match source.kind() {
+        io::ErrorKind::AlreadyExists => RedactError::Exists { path: out.to_path_buf() },
+        _ => RedactError::Io { path: out.to_path_buf(), source },
     };
-    let replaced = redact_trace_value(&mut value);
-    let text = serde_json::to_vec(&value).map_err(io::Error::other)?;
-    let mut file = OpenOptions::new().write(true).create_new(true).open(out)?;
-    let written = file.write_all(&text).and_then(|()| file.sync_all());
-    if let Err(err) = written {
+    let text = serde_json::to_vec(&clean.to_value()).map_err(|e| io(io::Error::other(e)))?;
+    let mut file = OpenOptions::new().write(true).create_new(true).open(out).map_err(io)?;
+    if let Err(err) = file.write_all(&text).and_then(|()| file.sync_all()) {
         drop(file);
         let _ = std::fs::remove_file(out);
-        return Err(err);
+        return Err(io(err));
     }
-    Ok(RedactOutcome { replaced, bytes: text.len() as u64, rebuilt })
-}
-
-/// A JSON trace from parsed events (the fields steptrace reads).
-fn rebuild(trace: &Trace) -> Value {
-    let id = |t: &Option<TrackId>| match t {
-        Some(TrackId::Num(n)) => json!(n),
-        Some(TrackId::Str(s)) => json!(s),
-        None => Value::Null,
-    };
-    let events: Vec<Value> = trace
-        .events
-        .iter()
-        .map(|e| {
-            let mut m = Map::new();
-            m.insert("ph".into(), json!(e.ph));
-            m.insert("name".into(), json!(e.name));
-            let optional = [
-                ("cat", e.cat.as_ref().map(|c| json!(c))),
-                ("pid", e.pid.as_ref().map(|_| id(&e.pid))),
-                ("tid", e.tid.as_ref().map(|_| id(&e.tid))),
-                ("ts", e.ts.map(|t| json!(t))),
-                ("dur", e.dur.map(|d| json!(d))),
-                ("id", e.id.as_ref().map(|_| id(&e.id))),
-                ("s", e.scope.as_ref().map(|s| json!(s))),
-                ("args", e.args.clone()),
-            ];
-            for (key, value) in optional {
-                if let Some(value) = value {
-                    m.insert(key.into(), value);
-                }
-            }
-            Value::Object(m)
-        })
-        .collect();
-    match trace.format {
-        TraceFormat::Array => Value::Array(events),
-        TraceFormat::Object => {
-            let mut top = trace.metadata.clone();
-            top.insert("traceEvents".into(), Value::Array(events));
-            Value::Object(top)
-        }
-    }
+    Ok(RedactOutcome { replaced, bytes: text.len() as u64, rebuilt: trace.truncated })
 }

@@ -12,6 +12,7 @@
 //! view are computed from them; the hypotheses read all three; the
 //! [`Report`] puts them together.
 
+mod checks;
 mod device;
 mod hypotheses;
 mod inventory;
@@ -26,7 +27,7 @@ mod timing;
 
 pub use device::DeviceView;
 pub use hypotheses::{Change, Experiment, Hypothesis, NotExamined};
-pub use inventory::{redact_file, Finding, Inventory, RedactOutcome};
+pub use inventory::{redact_file, Finding, Inventory, RedactError, RedactOutcome};
 pub use loaded::{Producer, RunInfo};
 pub use ops::BackendOps;
 pub use report::{Report, ReportError, ReportOptions, Source};

@@ -3,6 +3,7 @@
 
 use serde::Serialize;
 
+use super::checks;
 use super::device::{device_view, DeviceView};
 use super::hypotheses::{hypotheses, Change, Context, Hypothesis, NotExamined};
 use super::loaded::{producer, Loaded, Producer, RunInfo, Vocabulary};
@@ -30,6 +31,10 @@ pub struct Source {
     pub truncated: bool,
     /// Spans whose end was missing.
     pub unclosed_spans: usize,
+    /// Whether it is a file steptrace never finished: a `NAME.partial`
+    /// left by a run that crashed or was stopped inside the cycle (its
+    /// header says what it is; it has no finished metadata).
+    pub unfinished: bool,
     /// The schedule cycle (steptrace files).
     pub cycle: Option<u64>,
     /// Whether steptrace marked the cycle as partial, and why.
@@ -55,6 +60,9 @@ pub struct Report {
     pub not_examined: Vec<NotExamined>,
     /// Instants the run wrote (new shapes, slow steps): `(step, what)`.
     pub anomalies: Vec<(Option<u64>, String)>,
+    /// What is wrong with the input and what the report did about it
+    /// (events left out, steps counted once).
+    pub warnings: Vec<String>,
     /// Other remarks.
     pub notes: Vec<String>,
 }
@@ -125,17 +133,22 @@ impl Report {
         // The most complete manifest: later cycles know more (startup figures).
         let manifest = parts.iter().flatten().filter_map(Steptrace::manifest).max_by_key(|m| m.known_fields());
         let schedule = parts.iter().flatten().find_map(|s| s.metadata.as_ref().and_then(|m| m.schedule.clone()));
+        let mut warnings = Vec::new();
         let mut loaded: Vec<Loaded> = files
             .iter()
             .zip(&parts)
             .enumerate()
-            .map(|(i, ((_, trace), st))| {
+            .map(|(i, ((path, trace), st))| {
+                checks::trace_warnings(path, trace, &mut warnings);
                 let spans = Spans::from_trace(trace);
-                let steps = steps_of(&spans, i);
+                let (steps, issues) = steps_of(&spans, i);
+                checks::step_warnings(path, &issues, &mut warnings);
                 let activity = st.as_ref().and_then(|s| s.metadata.as_ref()?.device_activity.as_ref()).map(|a| a.status.clone());
                 Loaded { producer: producer(trace, st.as_ref()), spans, steps, activity }
             })
             .collect();
+        let paths: Vec<&str> = files.iter().map(|(p, _)| p.as_str()).collect();
+        checks::cross_file_duplicates(&mut loaded, &paths, &mut warnings);
         let sources = files.iter().zip(&loaded).zip(&parts).map(|(((path, trace), l), st)| source(path, trace, l, st.as_ref())).collect();
         let mut run = RunInfo::new(manifest, schedule, options.batch_size);
         let mut notes = Vec::new();
@@ -165,7 +178,10 @@ impl Report {
         if run.batch_size.is_none() {
             notes.push("batch size unknown (not in the trace): samples/s needs --batch N".into());
         }
-        Ok(Report { sources, run, timing, spans, device, hypotheses, not_examined, anomalies, notes })
+        if timing.window.is_none() && timing.steady_ms.is_some() {
+            notes.push("the steady steps span no positive wall time: there is no ms/step figure to quote".into());
+        }
+        Ok(Report { sources, run, timing, spans, device, hypotheses, not_examined, anomalies, warnings, notes })
     }
 
     /// Fills in each hypothesis's [`command`](Hypothesis::command) from the
@@ -194,6 +210,7 @@ fn source(path: &str, trace: &Trace, loaded: &Loaded, st: Option<&Steptrace>) ->
         events: trace.events.len(),
         truncated: trace.truncated,
         unclosed_spans: loaded.spans.spans.iter().filter(|s| s.unclosed).count(),
+        unfinished: st.is_some_and(|s| s.header.is_some() && s.metadata.is_none()),
         cycle: st.and_then(Steptrace::cycle),
         partial_reason: meta.and_then(|m| m.partial_reason.clone()),
     }

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use crate::reader::{Trace, TrackId};
+use crate::reader::{plausible_dur, plausible_ts, Trace, TrackId};
 
 /// A thread of a trace: `(pid, tid)`.
 pub type ThreadKey = (Option<TrackId>, Option<TrackId>);
@@ -61,7 +61,13 @@ impl Spans {
     /// `E` closes the innermost open `B` of its thread, as viewers do.
     /// Spans still open at the end of the file are closed at the trace's
     /// last timestamp and marked [`Span::unclosed`]. Events without a
-    /// timestamp are ignored.
+    /// plausible timestamp, and `X` events without a plausible duration
+    /// (negative, non-finite, absurd: see
+    /// [`plausible_ts`](crate::reader::plausible_ts)), are ignored;
+    /// [`validate`](crate::reader::validate) names them.
+    ///
+    /// The work grows with the number of events (and their sorting), not
+    /// with how deeply spans nest.
     #[must_use]
     pub fn from_trace(trace: &Trace) -> Spans {
         let mut out = Spans::default();
@@ -77,7 +83,7 @@ impl Spans {
                 }
                 continue;
             }
-            let Some(ts) = event.ts.filter(|t| t.is_finite()) else { continue };
+            let Some(ts) = event.ts.filter(|t| plausible_ts(*t)) else { continue };
             last_ts = last_ts.max(ts);
             let span = |end: f64| Span {
                 name: event.name.clone(),
@@ -99,7 +105,7 @@ impl Spans {
                     None => out.orphan_ends += 1,
                 },
                 "X" => {
-                    let dur = event.dur.filter(|d| d.is_finite() && *d >= 0.0).unwrap_or(0.0);
+                    let Some(dur) = event.dur.filter(|d| plausible_dur(*d)) else { continue };
                     last_ts = last_ts.max(ts + dur);
                     out.spans.push(span(ts + dur));
                 }
@@ -162,7 +168,40 @@ impl Spans {
         })
     }
 
-    /// Whether span `i` has a descendant named `name`.
+    /// For each span, whether a span nested in it (a child, a child's
+    /// child, ...) is named `name`: one pass over the spans, however deeply
+    /// they nest.
+    #[must_use]
+    pub fn with_descendant_named(&self, name: &str) -> Vec<bool> {
+        let mut found = vec![false; self.spans.len()];
+        // Children come after their parent: walk backwards, and each span
+        // hands its answer to its parent before the parent is read.
+        for (i, span) in self.spans.iter().enumerate().rev() {
+            let here = found.get(i).copied().unwrap_or(false) || span.name == name;
+            if let Some(slot) = span.parent.and_then(|p| found.get_mut(p)) {
+                *slot |= here;
+            }
+        }
+        found
+    }
+
+    /// For each span, whether a span it is nested in (its parent, the
+    /// parent's parent, ...) satisfies `pred`: one pass over the spans.
+    #[must_use]
+    pub fn with_ancestor(&self, pred: impl Fn(&Span) -> bool) -> Vec<bool> {
+        let mut found = vec![false; self.spans.len()];
+        // Parents come before their children: walk forwards.
+        for i in 0..self.spans.len() {
+            if let Some(p) = self.spans[i].parent {
+                found[i] = found[p] || pred(&self.spans[p]);
+            }
+        }
+        found
+    }
+
+    /// Whether span `i` has a descendant named `name`. It reads the spans
+    /// nested in `i`: to ask of every span, use
+    /// [`with_descendant_named`](Self::with_descendant_named).
     #[must_use]
     pub fn contains_named(&self, i: usize, name: &str) -> bool {
         // Descendants follow their ancestor in order and start before its end.
@@ -220,6 +259,45 @@ mod tests {
         assert_eq!(by_name("c").parent, Some(0));
         assert!(spans.contains_named(0, "b"));
         assert!(!spans.contains_named(3, "b"));
+        let order: Vec<&str> = spans.spans.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(order, ["outer", "a", "b", "c"]);
+        assert_eq!(spans.with_descendant_named("b"), [true, true, false, false]);
+        assert_eq!(spans.with_ancestor(|s| s.name == "a"), [false, false, true, false]);
+        assert_eq!(spans.with_ancestor(|s| s.name == "outer"), [false, true, true, true]);
+    }
+
+    #[test]
+    fn deep_nesting_is_rebuilt_in_one_pass() {
+        let depth = 50_000;
+        let mut text = String::from("[");
+        for i in 0..depth {
+            text.push_str(&format!(r#"{{"ph":"B","name":"s{}","tid":1,"ts":{i}}},"#, i % 7));
+        }
+        for i in 0..depth {
+            let sep = if i + 1 == depth { "]" } else { "," };
+            text.push_str(&format!(r#"{{"ph":"E","tid":1,"ts":{}}}{sep}"#, depth + i));
+        }
+        let spans = Spans::from_trace(&parse_trace(text.as_bytes()).unwrap());
+        assert_eq!(spans.spans.len(), depth);
+        assert!(spans.spans.iter().skip(1).enumerate().all(|(i, s)| s.parent == Some(i)));
+        let has = spans.with_descendant_named("s3");
+        assert!(has[..depth - 5].iter().all(|&h| h) && !has[depth - 1]);
+        // Each span's own time is 2 µs (1 µs each side of its child).
+        assert!(spans.spans[..depth - 1].iter().all(|s| s.self_us == 2.0));
+    }
+
+    #[test]
+    fn implausible_times_are_left_out() {
+        let trace = parse_trace(
+            br#"[{"ph":"X","name":"neg","tid":1,"ts":0,"dur":-889},
+                {"ph":"X","name":"far","tid":1,"ts":1e308,"dur":1},
+                {"ph":"X","name":"long","tid":1,"ts":1,"dur":1e300},
+                {"ph":"X","name":"ok","tid":1,"ts":1,"dur":2}]"#,
+        )
+        .unwrap();
+        let spans = Spans::from_trace(&trace);
+        let names: Vec<&str> = spans.spans.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["ok"]);
     }
 
     #[test]

@@ -86,7 +86,8 @@ pub(crate) fn span_table(loaded: &[Loaded], run: &RunInfo) -> SpanTable {
         let Some((w0, w1)) = window_of(l) else { continue };
         wall += w1 - w0;
         let mut intervals: HashMap<&str, Vec<(f64, f64)>> = HashMap::new();
-        for (i, s) in l.spans.spans.iter().enumerate() {
+        let synced = l.spans.with_descendant_named(SYNC);
+        for (s, &synced) in l.spans.spans.iter().zip(&synced) {
             if s.end < w0 || s.start > w1 {
                 continue;
             }
@@ -98,7 +99,7 @@ pub(crate) fn span_table(loaded: &[Loaded], run: &RunInfo) -> SpanTable {
             a.self_us += s.self_us;
             if is_device_cat(s.cat.as_deref()) {
                 a.device += 1;
-            } else if l.spans.contains_named(i, SYNC) {
+            } else if synced {
                 a.synced += 1;
             }
             intervals.entry(name).or_default().push((s.start.max(w0), s.end.min(w1)));

@@ -65,13 +65,18 @@ pub(crate) fn step_timing(loaded: &[Loaded], batch: Option<u64>) -> StepTiming {
     let mut wall_us = 0.0;
     let mut count = 0;
     for l in loaded {
-        let kept: Vec<&StepRow> = l.steps.iter().filter(|s| !s.startup).collect();
-        if let (Some(first), Some(last)) = (kept.first(), kept.last()) {
-            wall_us += last.end - first.start;
-            count += kept.len();
+        // The time extent of the file's steady steps (earliest start to
+        // latest end), whatever order their numbers are in.
+        let kept = l.steps.iter().filter(|s| !s.startup);
+        let start = kept.clone().map(|s| s.start).fold(f64::INFINITY, f64::min);
+        let end = kept.clone().map(|s| s.end).fold(f64::NEG_INFINITY, f64::max);
+        if end >= start {
+            wall_us += end - start;
+            count += kept.count();
         }
     }
-    let window = (count > 0).then(|| {
+    // Never a figure to quote that cannot be a time.
+    let window = (count > 0 && wall_us > 0.0 && wall_us.is_finite()).then(|| {
         let ms_per_step = wall_us / 1000.0 / count as f64;
         WindowRate { wall_ms: wall_us / 1000.0, steps: count, ms_per_step, samples_per_s: rate(&ms_per_step) }
     });

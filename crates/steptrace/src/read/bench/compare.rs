@@ -69,10 +69,14 @@ pub enum Verdict {
 /// # Errors
 ///
 /// A refusal, with the reason, when the fingerprints differ in anything
-/// other than the variables in `vary`.
+/// other than the variables in `vary`, or when either result fails
+/// [`BenchResult::check`] (a newer format, a time that is zero, negative
+/// or not finite): no ratio is computed from such figures.
 // The refusal, the ratio, its interval and the verdict read best as one
 // sequence of guarded steps; each is a few lines.
 pub fn compare(a: &BenchResult, b: &BenchResult, vary: &[String], threshold: f64) -> Result<Comparison, BenchError> {
+    a.check()?;
+    b.check()?;
     let keys: std::collections::BTreeSet<&String> = a.fingerprint.keys().chain(b.fingerprint.keys()).collect();
     let mut differences = BTreeMap::new();
     let mut undeclared = Vec::new();
@@ -219,6 +223,21 @@ mod tests {
             })
             .collect();
         BenchResult::new(fp, backend.into(), 2, 3, batch, runs).unwrap()
+    }
+
+    #[test]
+    fn impossible_times_are_refused_not_compared() {
+        let a = result("cuda", 64, &[1.0, 1.1, 1.0]);
+        for bad in [-0.84, 0.0, f64::INFINITY] {
+            let mut b = result("cuda", 64, &[1.0, 1.1, 1.0]);
+            b.runs[0].median_ms = bad;
+            let err = compare(&a, &b, &[], 0.01).unwrap_err();
+            assert!(matches!(err, BenchError::Invalid { .. }), "{bad}: {err}");
+            assert!(compare(&b, &a, &[], 0.01).is_err());
+        }
+        let mut newer = a.clone();
+        newer.format = "steptrace-bench/2".into();
+        assert!(matches!(compare(&a, &newer, &[], 0.01), Err(BenchError::NewerFormat { .. })));
     }
 
     #[test]

@@ -13,4 +13,4 @@ mod result;
 
 pub use compare::{compare, Comparison, Verdict};
 pub use error::BenchError;
-pub use result::{BenchResult, Fingerprint, RunRecord, StatsRecord, Summary};
+pub use result::{BenchResult, Fingerprint, RunRecord, StatsRecord, Summary, BENCH_FORMAT};

@@ -73,6 +73,15 @@ impl From<Stats> for StatsRecord {
     }
 }
 
+/// The format tag of bench results this crate writes and reads.
+pub const BENCH_FORMAT: &str = "steptrace-bench/1";
+
+/// The name part of [`BENCH_FORMAT`], before the major version.
+const BENCH_FORMAT_NAME: &str = "steptrace-bench/";
+
+/// The major version of [`BENCH_FORMAT`].
+const BENCH_FORMAT_MAJOR: u64 = 1;
+
 /// A bench result: the record `steptrace bench --json` writes.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct BenchResult {
@@ -123,7 +132,7 @@ impl BenchResult {
             same_first_loss: first.is_some() && runs.iter().all(|r| r.first_loss == first),
         };
         Ok(BenchResult {
-            format: "steptrace-bench/1".into(),
+            format: BENCH_FORMAT.into(),
             fingerprint,
             backend_label,
             warmup,
@@ -132,5 +141,157 @@ impl BenchResult {
             runs,
             summary,
         })
+    }
+}
+
+// === reading and checking ===
+
+impl BenchResult {
+    /// Reads a result from the JSON `steptrace bench --json` writes, and
+    /// [`check`](Self::check)s it.
+    ///
+    /// # Errors
+    ///
+    /// A format tag of a newer major version, or not a bench result's; JSON
+    /// that does not hold a result; or a figure that fails the check.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use steptrace::bench::{BenchError, BenchResult};
+    ///
+    /// let err = BenchResult::from_json(br#"{"format":"steptrace-bench/2"}"#).unwrap_err();
+    /// assert!(matches!(err, BenchError::NewerFormat { .. }), "{err}");
+    /// assert!(BenchResult::from_json(b"[]").is_err());
+    /// ```
+    pub fn from_json(bytes: &[u8]) -> Result<BenchResult, BenchError> {
+        let value: Value = serde_json::from_slice(bytes).map_err(BenchError::Json)?;
+        if let Some(tag) = value.get("format").and_then(Value::as_str) {
+            check_format(tag)?;
+        }
+        let result = BenchResult::deserialize(value).map_err(BenchError::Json)?;
+        result.check()?;
+        Ok(result)
+    }
+
+    /// Checks that the result can be compared: its format is
+    /// [`BENCH_FORMAT`], its batch size at least 1, and every time it holds
+    /// (run medians, step times, startup times, summary figures) positive
+    /// and finite.
+    ///
+    /// # Errors
+    ///
+    /// The first figure that fails, named.
+    pub fn check(&self) -> Result<(), BenchError> {
+        check_format(&self.format)?;
+        if self.batch_size == 0 {
+            return Err(BenchError::Invalid { what: "batch_size".into(), value: 0.0 });
+        }
+        if self.runs.is_empty() {
+            return Err(BenchError::NoRun);
+        }
+        let positive = |what: String, value: f64| {
+            if value > 0.0 && value.is_finite() {
+                Ok(())
+            } else {
+                Err(BenchError::Invalid { what, value })
+            }
+        };
+        for (i, run) in self.runs.iter().enumerate() {
+            positive(format!("run {i} median_ms"), run.median_ms)?;
+            positive(format!("run {i} first_step_ms"), run.first_step_ms)?;
+            positive(format!("run {i} time_to_first_step_ms"), run.time_to_first_step_ms)?;
+            if run.step_ms.is_empty() {
+                return Err(BenchError::NoRun);
+            }
+            for (j, ms) in run.step_ms.iter().enumerate() {
+                positive(format!("run {i} step_ms[{j}]"), *ms)?;
+            }
+        }
+        let s = &self.summary;
+        for (what, stats) in [("run_medians_ms", &s.run_medians_ms), ("all_steps_ms", &s.all_steps_ms)] {
+            for (field, value) in [("min", stats.min), ("median", stats.median), ("max", stats.max)] {
+                positive(format!("summary.{what}.{field}"), value)?;
+            }
+        }
+        positive("summary.samples_per_s".into(), s.samples_per_s)
+    }
+}
+
+/// Accepts [`BENCH_FORMAT`]; refuses a newer major version, or a tag that
+/// is not a bench result's.
+fn check_format(tag: &str) -> Result<(), BenchError> {
+    let major = tag.strip_prefix(BENCH_FORMAT_NAME).and_then(|v| v.split('.').next()).and_then(|v| v.parse::<u64>().ok());
+    match major {
+        Some(BENCH_FORMAT_MAJOR) => Ok(()),
+        Some(m) if m > BENCH_FORMAT_MAJOR => Err(BenchError::NewerFormat { found: tag.to_owned(), supported: BENCH_FORMAT }),
+        _ => Err(BenchError::UnknownFormat { found: tag.to_owned(), supported: BENCH_FORMAT }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn result(medians: &[f64]) -> BenchResult {
+        let runs = medians
+            .iter()
+            .map(|&m| RunRecord {
+                time_to_first_step_ms: 100.0,
+                first_step_ms: 50.0,
+                cache: "warm".into(),
+                step_ms: vec![m],
+                median_ms: m,
+                first_loss: None,
+                final_loss: None,
+                held_out: None,
+            })
+            .collect();
+        BenchResult::new(Fingerprint::new(), "cpu".into(), 1, 1, 8, runs).unwrap()
+    }
+
+    #[test]
+    fn a_result_round_trips_and_checks() {
+        let r = result(&[1.0, 2.0]);
+        let back = BenchResult::from_json(&serde_json::to_vec(&r).unwrap()).unwrap();
+        assert_eq!(back, r);
+    }
+
+    #[test]
+    fn formats_other_than_ours_are_refused() {
+        let mut doc = serde_json::to_value(result(&[1.0])).unwrap();
+        for (tag, newer) in [("steptrace-bench/2", true), ("steptrace-bench/10.1", true), ("other/1", false), ("steptrace-bench/x", false)] {
+            doc["format"] = json!(tag);
+            let err = BenchResult::from_json(&serde_json::to_vec(&doc).unwrap()).unwrap_err();
+            assert_eq!(matches!(err, BenchError::NewerFormat { .. }), newer, "{tag}: {err}");
+            assert!(err.to_string().contains(tag) && err.to_string().contains(BENCH_FORMAT), "{err}");
+        }
+        doc["format"] = json!("steptrace-bench/1");
+        assert!(BenchResult::from_json(&serde_json::to_vec(&doc).unwrap()).is_ok());
+    }
+
+    #[test]
+    fn non_positive_and_non_finite_times_are_refused() {
+        let cases: [(&str, f64); 3] = [("median_ms", -0.84), ("median_ms", 0.0), ("first_step_ms", -1.0)];
+        for (field, value) in cases {
+            let mut r = result(&[1.0, 2.0]);
+            match field {
+                "median_ms" => r.runs[1].median_ms = value,
+                _ => r.runs[1].first_step_ms = value,
+            }
+            let err = r.check().unwrap_err();
+            assert_eq!(err.to_string().split(" is ").next(), Some(format!("run 1 {field}").as_str()), "{err}");
+        }
+        let mut r = result(&[1.0]);
+        r.runs[0].step_ms[0] = f64::INFINITY;
+        assert!(r.check().unwrap_err().to_string().contains("step_ms[0] is inf"));
+        let mut r = result(&[1.0]);
+        r.batch_size = 0;
+        assert!(r.check().is_err());
+        // JSON has no NaN: a null where a time belongs is not a result.
+        let mut doc = serde_json::to_value(result(&[1.0])).unwrap();
+        doc["runs"][0]["median_ms"] = Value::Null;
+        assert!(matches!(BenchResult::from_json(&serde_json::to_vec(&doc).unwrap()), Err(BenchError::Json(_))));
     }
 }

@@ -5,8 +5,9 @@
 //! Traces get shared: attached to issues, uploaded to viewers. A label that
 //! carries an e-mail address, an API key, a home directory or a sample of
 //! the training data leaks it. [`check_label`] inspects one string;
-//! [`scan_trace`] inspects every label of a parsed trace and says where each
-//! finding is. Both it and the trace sink, which checks each file as it
+//! [`scan_trace`] inspects every string of a parsed trace, in every field
+//! of every event whether steptrace reads it or not, and says where each
+//! finding is; [`redact_trace`] replaces what it flags. Both it and the trace sink, which checks each file as it
 //! finalises it, feed one [`LabelScanner`]: it reports each offending string
 //! once, at its first location, and bounds the memory it spends.
 //!
@@ -29,7 +30,8 @@
 //!   characters, at least 8 words, mostly plain words, with several common
 //!   English function words), and lists of 8 numbers or more (`[0.12, 0.5,
 //!   0.33, …]`); in [`scan_trace`], also JSON arrays of 16 numbers or more
-//!   in event arguments.
+//!   in any field of an event (not in the metadata, where numbers are
+//!   settings).
 //!
 //! Each [`Finding`] carries a short excerpt with the sensitive part masked
 //! (`al***@***.org`, `password=***`, `/home/al***/…`), so that findings can
@@ -37,8 +39,9 @@
 //! flag; excerpts never trigger a finding themselves.
 //!
 //! One file per detector: `email`, `token`, `home`, `input` (over the byte
-//! helpers of `text`); `check` runs them on one label, `scan` and `location`
-//! walk a trace, `redact` writes sanitised copies.
+//! helpers of `text`); `check` runs them on one label; `walk` visits every
+//! string of a trace, for `scan` (which collects findings, located by
+//! `location`) and for `redact` (which replaces them).
 
 mod check;
 mod email;
@@ -50,8 +53,9 @@ mod redact;
 mod scan;
 mod text;
 mod token;
+mod walk;
 
 pub use check::check_label;
 pub use finding::{Finding, FindingKind, LocatedFinding};
-pub use redact::{redact_label, redact_trace_value};
-pub use scan::{scan_trace, LabelScanner};
+pub use redact::{redact_label, redact_trace, redact_trace_value};
+pub use scan::{scan_trace, LabelScanner, ScanSource};

@@ -1,15 +1,17 @@
 //! Sanitised copies: every flagged stretch of a label replaced by a marker.
 //!
-//! The walk mirrors [`scan_trace`](super::scan_trace), so that a redacted
-//! trace scans clean.
+//! The redaction follows the scan's own walk ([`walk`](super::walk)), so
+//! that it replaces what the scan flags; a caller checks the copy with the
+//! scan again before sharing it (as [`redact_file`] does).
+//!
+//! [`redact_file`]: crate::analysis::redact_file
 
-use crate::format::names::meta;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::check::{hits, Checks};
 use super::finding::FindingKind;
-use super::scan::{is_diagnostic, NUMERIC_ARRAY};
-use super::token;
+use super::walk::{self, Site, Visit};
+use crate::reader::{JsonTrace, Trace};
 
 fn marker(kind: FindingKind) -> String {
     format!("[*** redacted {kind} ***]")
@@ -55,108 +57,109 @@ pub fn redact_label(text: &str) -> Option<String> {
 }
 
 /// Redacts a whole trace file held as JSON (object or array layout) in
-/// place, as [`scan_trace`](super::scan_trace) would flag it: event names,
-/// categories, string ids, argument keys and values, thread and process
-/// names, and the metadata. Returns how many strings were changed.
+/// place, replacing what [`scan_trace`](super::scan_trace) would flag:
+/// every string of every event, known field or not, thread and process
+/// names, and the metadata. Returns how many strings (or numeric arrays)
+/// were replaced.
+///
+/// # Examples
+///
+/// ```
+/// use serde_json::json;
+/// use steptrace::hygiene::redact_trace_value;
+///
+/// let mut doc = json!([{"ph":"X","name":"a","ts":1,"dur":1,"sf":"/home/alice/x","alice@example.org":1}]);
+/// assert_eq!(redact_trace_value(&mut doc), 2);
+/// assert!(!doc.to_string().contains("alice"));
+/// ```
 pub fn redact_trace_value(value: &mut Value) -> usize {
-    let mut changed = 0;
+    let mut redactor = Redactor::default();
     match value {
-        Value::Array(events) => events.iter_mut().for_each(|e| changed += event(e)),
+        Value::Array(events) => redact_events(&mut redactor, events),
         Value::Object(top) => {
-            for (key, item) in top.iter_mut() {
-                if key == "traceEvents" {
-                    if let Value::Array(events) = item {
-                        events.iter_mut().for_each(|e| changed += event(e));
-                    }
-                } else {
-                    changed += walk(item, Some(key), Place::Metadata);
-                }
+            let events = top.remove("traceEvents");
+            if let Some(clean) = walk::metadata(&mut redactor, top) {
+                *top = clean;
             }
-            changed += keys(top);
+            if let Some(mut events) = events {
+                if let Value::Array(list) = &mut events {
+                    redact_events(&mut redactor, list);
+                }
+                top.insert("traceEvents".into(), events);
+            }
         }
         _ => {}
     }
-    changed
+    redactor.replaced
 }
 
-#[derive(Clone, Copy, PartialEq)]
-enum Place {
-    Event,
-    Metadata,
-}
-
-fn string(s: &mut String, checks: Checks) -> usize {
-    match redact_with(s, checks) {
-        Some(clean) => {
-            *s = clean;
-            1
-        }
-        None => 0,
-    }
-}
-
-fn event(value: &mut Value) -> usize {
-    let Value::Object(map) = value else { return 0 };
-    let mut changed = 0;
-    let ph = map.get("ph").and_then(Value::as_str).unwrap_or_default().to_owned();
-    let name = map.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
-    for field in ["name", "cat", "pid", "tid", "id"] {
-        if let Some(Value::String(s)) = map.get_mut(field) {
-            changed += string(s, Checks::ALL);
-        }
-    }
-    let Some(args) = map.get_mut("args") else { return changed };
-    let Value::Object(args) = args else { return changed + walk(args, None, Place::Event) };
-    for (key, item) in args.iter_mut() {
-        let is_name = ph == "M" && (name == meta::THREAD_NAME || name == meta::PROCESS_NAME) && key == "name";
-        if let (true, Value::String(s)) = (is_name, &mut *item) {
-            changed += string(s, Checks::ALL);
-            continue;
-        }
-        changed += walk(item, Some(key), Place::Event);
-    }
-    changed + keys(args)
-}
-
-/// Renames flagged keys (keeping them distinct).
-fn keys(map: &mut Map<String, Value>) -> usize {
-    let flagged: Vec<String> = map.keys().filter(|k| !hits(k, Checks::ALL).is_empty()).cloned().collect();
-    for (i, key) in flagged.iter().enumerate() {
-        if let Some(item) = map.remove(key) {
-            let clean = redact_label(key).unwrap_or_default();
-            map.insert(format!("{clean}#{i}"), item);
-        }
-    }
-    flagged.len()
-}
-
-fn walk(value: &mut Value, key: Option<&str>, place: Place) -> usize {
-    let checks = match (place, key) {
-        (Place::Metadata, Some(k)) if is_diagnostic(k) => Checks::DIAGNOSTIC,
-        _ => Checks::ALL,
-    };
-    match value {
-        Value::String(s) => {
-            if key.is_some_and(|k| token::secret_assignment(k, s) == Some(true)) {
-                *s = marker(FindingKind::Token);
-                return 1;
+fn redact_events(redactor: &mut Redactor, events: &mut [Value]) {
+    for (index, event) in events.iter_mut().enumerate() {
+        if let Value::Object(map) = event {
+            if let Some(clean) = walk::event(redactor, index, map) {
+                *map = clean;
             }
-            string(s, checks)
         }
-        Value::Array(items) => {
-            if place == Place::Event && items.len() >= NUMERIC_ARRAY && items.iter().all(Value::is_number) {
-                *value = Value::String(format!("{} ({} numbers)", marker(FindingKind::InputContent), items.len()));
-                return 1;
-            }
-            items.iter_mut().map(|item| walk(item, key, place)).sum()
-        }
-        Value::Object(map) => {
-            let mut changed = 0;
-            for (k, item) in map.iter_mut() {
-                changed += walk(item, Some(k), place);
-            }
-            changed + keys(map)
-        }
-        Value::Null | Value::Bool(_) | Value::Number(_) => 0,
+    }
+}
+
+/// A sanitised copy of a parsed trace, and how many strings (or numeric
+/// arrays) were replaced: what [`scan_trace`](super::scan_trace) flags,
+/// replaced by `[*** redacted KIND ***]` markers; everything else, every
+/// field of every event included, is kept.
+///
+/// # Examples
+///
+/// ```
+/// use steptrace::hygiene::{redact_trace, scan_trace};
+/// use steptrace::reader::parse_json_trace;
+///
+/// let trace = parse_json_trace(br#"[{"ph":"X","name":"a","ts":1,"dur":1,"bp":{"k":"bob@example.com"}}]"#)?;
+/// let (clean, replaced) = redact_trace(&trace);
+/// assert_eq!(replaced, 1);
+/// assert!(scan_trace(&clean).is_empty());
+/// assert_eq!(clean.events[0]["dur"], 1);
+/// # Ok::<(), steptrace::reader::ReadError>(())
+/// ```
+#[must_use]
+pub fn redact_trace(trace: &JsonTrace) -> (JsonTrace, usize) {
+    let mut redactor = Redactor::default();
+    let events = trace
+        .events
+        .iter()
+        .enumerate()
+        .map(|(index, event)| walk::event(&mut redactor, index, event).unwrap_or_else(|| event.clone()))
+        .collect();
+    let metadata = walk::metadata(&mut redactor, &trace.metadata).unwrap_or_else(|| trace.metadata.clone());
+    let clean = Trace { format: trace.format, events, metadata, truncated: trace.truncated, dropped_bytes: trace.dropped_bytes };
+    (clean, redactor.replaced)
+}
+
+/// The redaction: each flagged stretch replaced by its marker.
+#[derive(Default)]
+struct Redactor {
+    replaced: usize,
+}
+
+impl Redactor {
+    fn count(&mut self, clean: Option<String>) -> Option<String> {
+        self.replaced += usize::from(clean.is_some());
+        clean
+    }
+}
+
+impl Visit for Redactor {
+    fn text(&mut self, _: &Site<'_, '_>, text: &str, checks: Checks) -> Option<String> {
+        let clean = redact_with(text, checks);
+        self.count(clean)
+    }
+
+    fn secret(&mut self, _: &Site<'_, '_>, _key: &str, _value: &str) -> Option<String> {
+        self.count(Some(marker(FindingKind::Token)))
+    }
+
+    fn numbers(&mut self, _: &Site<'_, '_>, items: &[Value]) -> Option<Value> {
+        self.replaced += 1;
+        Some(Value::String(format!("{} ({} numbers)", marker(FindingKind::InputContent), items.len())))
     }
 }

@@ -65,6 +65,15 @@ pub enum ReadErrorKind {
     /// Something other than whitespace follows the end of the trace.
     #[error("unexpected characters after the end of the trace")]
     TrailingCharacters,
+    /// The input starts like a gzip file but does not decompress.
+    #[error("not a readable gzip file: {0}")]
+    Gzip(#[source] io::Error),
+    /// The input decompresses to more than the reader accepts.
+    #[error("the gzip file decompresses to more than {limit} bytes")]
+    TooLarge {
+        /// The most bytes accepted.
+        limit: u64,
+    },
 }
 
 /// An error from [`parse_trace`](super::parse_trace) or
@@ -78,12 +87,14 @@ pub struct ReadError {
     kind: ReadErrorKind,
     offset: Option<usize>,
     path: Option<PathBuf>,
+    /// Whether `offset` counts bytes of decompressed (gzip) input.
+    decompressed: bool,
 }
 
 impl ReadError {
     /// A parse error at byte `offset` of the input.
     pub(crate) fn at(kind: ReadErrorKind, offset: usize) -> Self {
-        Self { kind, offset: Some(offset), path: None }
+        Self { kind, offset: Some(offset), path: None, decompressed: false }
     }
 
     /// A syntax error at byte `offset`.
@@ -93,12 +104,25 @@ impl ReadError {
 
     /// A format-version error (no offset: it is about the whole file).
     pub(crate) fn version(err: crate::format::VersionError) -> Self {
-        Self { kind: ReadErrorKind::Version(err), offset: None, path: None }
+        Self::whole(ReadErrorKind::Version(err))
     }
 
-    /// An I/O error while reading `path`.
-    pub(crate) fn io(path: &Path, source: io::Error) -> Self {
-        Self { kind: ReadErrorKind::Io(source), offset: None, path: Some(path.to_path_buf()) }
+    /// An error about the whole input, at no offset.
+    pub(crate) fn whole(kind: ReadErrorKind) -> Self {
+        Self { kind, offset: None, path: None, decompressed: false }
+    }
+
+    /// An I/O error while reading `path`, for callers that read the bytes
+    /// themselves before [`parse_trace`](super::parse_trace).
+    #[must_use]
+    pub fn io(path: &Path, source: io::Error) -> Self {
+        Self { path: Some(path.to_path_buf()), ..Self::whole(ReadErrorKind::Io(source)) }
+    }
+
+    /// The same error, its offset counted in the decompressed input.
+    pub(crate) fn in_decompressed(mut self) -> Self {
+        self.decompressed = self.offset.is_some();
+        self
     }
 
     /// The same error, attributed to the file at `path`.
@@ -140,19 +164,24 @@ impl ReadError {
 
 impl fmt::Display for ReadError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // A file name can hold control characters too.
+        let shown = self.path.as_ref().map(|p| crate::read::display::escape(&p.display().to_string()).into_owned());
         if let ReadErrorKind::Io(source) = &self.kind {
-            return match &self.path {
-                Some(path) => write!(f, "cannot read trace {}: {source}", path.display()),
+            return match &shown {
+                Some(path) => write!(f, "cannot read trace {path}: {source}"),
                 None => write!(f, "cannot read trace: {source}"),
             };
         }
-        if let Some(path) = &self.path {
-            write!(f, "{}: ", path.display())?;
+        if let Some(path) = &shown {
+            write!(f, "{path}: ")?;
         }
         if let ReadErrorKind::Version(err) = &self.kind {
             return write!(f, "{err}");
         }
         match self.offset {
+            Some(offset) if self.decompressed => {
+                write!(f, "invalid trace at byte {offset} of the decompressed data: {}", self.kind)
+            }
             Some(offset) => write!(f, "invalid trace at byte {offset}: {}", self.kind),
             None => write!(f, "invalid trace: {}", self.kind),
         }
@@ -162,7 +191,7 @@ impl fmt::Display for ReadError {
 impl std::error::Error for ReadError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match &self.kind {
-            ReadErrorKind::Io(source) => Some(source),
+            ReadErrorKind::Io(source) | ReadErrorKind::Gzip(source) => Some(source),
             _ => None,
         }
     }
@@ -224,6 +253,12 @@ mod tests {
         for (kind, text) in cases {
             assert_eq!(ReadError::at(kind, 0).to_string(), text);
         }
+    }
+
+    #[test]
+    fn paths_are_shown_escaped() {
+        let err = ReadError::at(ReadErrorKind::Empty, 0).with_path(Path::new("a\u{1b}[2J.json"));
+        assert_eq!(err.to_string(), "a\\x1b[2J.json: invalid trace at byte 0: empty file");
     }
 
     #[test]

@@ -85,7 +85,10 @@ pub struct TraceEvent {
     pub ph: String,
     /// The event name; empty when absent.
     pub name: String,
-    /// The category list, as written (comma-separated).
+    /// The category list, as written (comma-separated), without the
+    /// thread tag steptrace adds while collecting (see
+    /// [`format::tag`](crate::format::tag)): a partial file's
+    /// `steptrace\u{1f}7` reads as `steptrace`.
     pub cat: Option<String>,
     /// The process id.
     pub pid: Option<TrackId>,
@@ -109,6 +112,35 @@ impl TraceEvent {
     #[must_use]
     pub fn arg(&self, key: &str) -> Option<&Value> {
         self.args.as_ref()?.get(key)
+    }
+
+    /// The event as a JSON object of the fields it keeps (those it was
+    /// read with; other fields of the file are not among them).
+    #[must_use]
+    pub fn to_json(&self) -> serde_json::Map<String, Value> {
+        let id = |t: &TrackId| match t {
+            TrackId::Num(n) => Value::from(*n),
+            TrackId::Str(s) => Value::from(s.as_str()),
+        };
+        let mut m = serde_json::Map::new();
+        m.insert("ph".into(), Value::from(self.ph.as_str()));
+        m.insert("name".into(), Value::from(self.name.as_str()));
+        let optional = [
+            ("cat", self.cat.as_deref().map(Value::from)),
+            ("pid", self.pid.as_ref().map(id)),
+            ("tid", self.tid.as_ref().map(id)),
+            ("ts", self.ts.map(Value::from)),
+            ("dur", self.dur.map(Value::from)),
+            ("id", self.id.as_ref().map(id)),
+            ("s", self.scope.as_deref().map(Value::from)),
+            ("args", self.args.clone()),
+        ];
+        for (key, value) in optional {
+            if let Some(value) = value {
+                m.insert(key.into(), value);
+            }
+        }
+        m
     }
 }
 
@@ -151,10 +183,16 @@ struct Id2 {
 impl RawEvent {
     pub(super) fn into_event(self) -> TraceEvent {
         let id = self.id.or_else(|| self.id2.and_then(|id2| id2.global.or(id2.local)));
+        // A file cut short before the sink finalised it (`NAME.partial`)
+        // still carries steptrace's thread tags in its categories.
+        let cat = self.cat.map(|cat| match crate::format::tag::split(&cat) {
+            Some((target, _)) => target.to_owned(),
+            None => cat,
+        });
         TraceEvent {
             ph: self.ph.unwrap_or_default(),
             name: self.name.unwrap_or_default(),
-            cat: self.cat,
+            cat,
             pid: self.pid,
             tid: self.tid,
             ts: self.ts,
@@ -270,6 +308,16 @@ mod tests {
         assert_eq!(ev.scope.as_deref(), Some("t"));
         assert_eq!(ev.arg("a"), Some(&serde_json::json!(1)));
         assert_eq!(ev.arg("b"), None);
+    }
+
+    #[test]
+    fn thread_tags_of_partial_files_are_removed_from_categories() {
+        let ev = decode("{\"ph\":\"B\",\"cat\":\"steptrace\\u001f7\",\"tid\":2}").unwrap();
+        assert_eq!(ev.cat.as_deref(), Some("steptrace"));
+        assert_eq!(ev.tid, Some(TrackId::Num(2)));
+        // Not a tag: kept as written.
+        let ev = decode("{\"cat\":\"a\\u001fx\"}").unwrap();
+        assert_eq!(ev.cat.as_deref(), Some("a\u{1f}x"));
     }
 
     #[test]

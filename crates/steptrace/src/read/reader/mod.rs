@@ -24,6 +24,14 @@
 //! Anything else that is not valid JSON, or not a trace, is a [`ReadError`]
 //! with the byte offset of the problem; the reader never panics.
 //!
+//! # Compressed files
+//!
+//! A gzip file (`.json.gz`, as Perfetto and torch.profiler save them) is
+//! recognised by its magic bytes, whatever its name, and decompressed
+//! first, all of its members in turn; a compressed stream cut short keeps
+//! what decompressed before the cut, like any cut file. Offsets in errors
+//! then count decompressed bytes.
+//!
 //! # Memory
 //!
 //! Events are parsed one by one, straight into [`TraceEvent`]s, without
@@ -35,9 +43,17 @@
 //! [`validate`] checks what a viewer needs: balanced `B`/`E` pairs on each
 //! thread, non-negative durations, timestamps, known phases, balanced async
 //! events and numeric counters.
+//!
+//! # Every field
+//!
+//! [`parse_trace`] keeps the fields steptrace reads, typed. Where every
+//! field matters (label hygiene: a secret can sit in any field, known or
+//! not), [`parse_json_trace`] parses the same layouts, with the same
+//! tolerance of damage, into each event's whole JSON object.
 
 mod error;
 mod event;
+mod gzip;
 mod parse;
 mod validate;
 
@@ -46,12 +62,21 @@ mod prop_tests;
 
 use std::path::Path;
 
+use serde_json::Value;
+
 use crate::format::names::meta;
 use crate::format::{MetadataError, Steptrace};
 
 pub use error::{ReadError, ReadErrorKind};
 pub use event::{TraceEvent, TrackId};
-pub use validate::{validate, Problem, ProblemKind};
+pub use validate::{plausible_dur, plausible_ts, validate, Problem, ProblemKind, MAX_PLAUSIBLE_DUR_US, MAX_PLAUSIBLE_TS_US};
+
+/// An event as its whole JSON object, every field kept.
+pub type JsonEvent = serde_json::Map<String, Value>;
+
+/// A trace whose events are kept as JSON objects: see
+/// [`parse_json_trace`].
+pub type JsonTrace = Trace<JsonEvent>;
 
 /// The layout of a trace file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -62,13 +87,14 @@ pub enum TraceFormat {
     Array,
 }
 
-/// A parsed trace.
+/// A parsed trace, its events typed ([`TraceEvent`], the default) or kept
+/// as JSON ([`JsonTrace`]).
 #[derive(Clone, Debug, PartialEq)]
-pub struct Trace {
+pub struct Trace<E = TraceEvent> {
     /// The layout the file used.
     pub format: TraceFormat,
     /// The events, in file order.
-    pub events: Vec<TraceEvent>,
+    pub events: Vec<E>,
     /// Every top-level key of an object-format file except `traceEvents`
     /// (for example `metadata`, `displayTimeUnit`, `otherData`,
     /// `deviceProperties`); empty for the array format.
@@ -100,6 +126,41 @@ impl Trace {
             .and_then(|e| e.args.as_ref());
         Steptrace::from_parts(self.metadata.get("metadata"), header)
     }
+}
+
+impl JsonTrace {
+    /// steptrace's part of the file, as [`Trace::steptrace`] reads it.
+    ///
+    /// # Errors
+    ///
+    /// As for [`Trace::steptrace`].
+    pub fn steptrace(&self) -> Result<Option<Steptrace>, MetadataError> {
+        let header = self.events.iter().take(16).find(|e| is_segment_header(e)).and_then(|e| e.get("args"));
+        Steptrace::from_parts(self.metadata.get("metadata"), header)
+    }
+
+    /// The whole document again: the event list, or the object holding it
+    /// under `traceEvents` beside the metadata.
+    #[must_use]
+    pub fn to_value(&self) -> Value {
+        let events = Value::Array(self.events.iter().cloned().map(Value::Object).collect());
+        match self.format {
+            TraceFormat::Array => events,
+            TraceFormat::Object => {
+                let mut top = self.metadata.clone();
+                top.insert("traceEvents".into(), events);
+                Value::Object(top)
+            }
+        }
+    }
+}
+
+/// Whether `event` is the header a partial file starts with: steptrace's
+/// `steptrace_segment` metadata event, whose `args` describe the run.
+#[must_use]
+pub fn is_segment_header(event: &JsonEvent) -> bool {
+    event.get("ph").and_then(Value::as_str) == Some("M")
+        && event.get("name").and_then(Value::as_str) == Some(meta::SEGMENT)
 }
 
 /// Parses a Chrome trace held in memory.
@@ -142,15 +203,52 @@ impl Trace {
 /// # Ok::<(), steptrace::reader::ReadError>(())
 /// ```
 pub fn parse_trace(bytes: &[u8]) -> Result<Trace, ReadError> {
-    let trace = parse::parse(bytes)?;
-    check_format(&trace)?;
+    let trace = decompressed(bytes, parse::parse)?;
+    check_format(trace.steptrace())?;
+    Ok(trace)
+}
+
+/// Parses a Chrome trace held in memory, keeping each event's whole JSON
+/// object: the layouts, damage and errors are those of [`parse_trace`].
+///
+/// # Errors
+///
+/// As for [`parse_trace`], except that fields of the wrong type are not
+/// errors here (they are kept as they are).
+///
+/// # Examples
+///
+/// ```
+/// use steptrace::reader::parse_json_trace;
+///
+/// let trace = parse_json_trace(br#"[{"ph":"X","name":"a","ts":1,"dur":2,"sf":"frame 7"}]"#)?;
+/// assert_eq!(trace.events[0]["sf"], "frame 7");
+/// # Ok::<(), steptrace::reader::ReadError>(())
+/// ```
+pub fn parse_json_trace(bytes: &[u8]) -> Result<JsonTrace, ReadError> {
+    let trace = decompressed(bytes, parse::parse_as::<JsonEvent>)?;
+    check_format(trace.steptrace())?;
+    Ok(trace)
+}
+
+/// Runs `parse` on `bytes`, decompressed first when they are gzip.
+fn decompressed<E>(
+    bytes: &[u8],
+    parse: impl Fn(&[u8]) -> Result<Trace<E>, ReadError>,
+) -> Result<Trace<E>, ReadError> {
+    if !gzip::is_gzip(bytes) {
+        return parse(bytes);
+    }
+    let (plain, cut) = gzip::gunzip(bytes, gzip::LIMIT)?;
+    let mut trace = parse(&plain).map_err(ReadError::in_decompressed)?;
+    trace.truncated |= cut;
     Ok(trace)
 }
 
 /// Refuses a steptrace file of a newer format version: its fields may mean
 /// what this crate cannot know.
-fn check_format(trace: &Trace) -> Result<(), ReadError> {
-    match trace.steptrace() {
+fn check_format<T>(steptrace: Result<T, MetadataError>) -> Result<(), ReadError> {
+    match steptrace {
         Err(MetadataError::Version(err)) => Err(ReadError::version(err)),
         _ => Ok(()),
     }
@@ -177,6 +275,17 @@ fn check_format(trace: &Trace) -> Result<(), ReadError> {
 pub fn read_trace_file(path: &Path) -> Result<Trace, ReadError> {
     let bytes = std::fs::read(path).map_err(|source| ReadError::io(path, source))?;
     parse_trace(&bytes).map_err(|err| err.with_path(path))
+}
+
+/// Reads and parses a Chrome trace file, keeping each event's whole JSON
+/// object, as [`parse_json_trace`] does.
+///
+/// # Errors
+///
+/// As for [`read_trace_file`].
+pub fn read_json_trace_file(path: &Path) -> Result<JsonTrace, ReadError> {
+    let bytes = std::fs::read(path).map_err(|source| ReadError::io(path, source))?;
+    parse_json_trace(&bytes).map_err(|err| err.with_path(path))
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 
 use super::error::{describe_byte, describe_start, ReadError, ReadErrorKind};
 use super::event::{RawEvent, TraceEvent};
-use super::{Trace, TraceFormat};
+use super::{JsonEvent, Trace, TraceFormat};
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
@@ -35,12 +35,41 @@ struct JsonError {
     message: String,
 }
 
+/// What one event is decoded into: the typed [`TraceEvent`] (through
+/// [`RawEvent`]), or the event's whole JSON object.
+pub(super) trait Shape: DeserializeOwned {
+    /// The event as kept.
+    type Event;
+    /// Turns the decoded value into the event kept.
+    fn finish(self) -> Self::Event;
+}
+
+impl Shape for RawEvent {
+    type Event = TraceEvent;
+    fn finish(self) -> TraceEvent {
+        self.into_event()
+    }
+}
+
+impl Shape for JsonEvent {
+    type Event = JsonEvent;
+    fn finish(self) -> JsonEvent {
+        self
+    }
+}
+
+/// Parses typed events.
 pub(super) fn parse(input: &[u8]) -> Result<Trace, ReadError> {
+    parse_as::<RawEvent>(input)
+}
+
+/// Parses events of shape `S`.
+pub(super) fn parse_as<S: Shape>(input: &[u8]) -> Result<Trace<S::Event>, ReadError> {
     // A crash can leave a zero-filled tail: set it aside as dropped bytes.
     let end = input.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
     let nul_tail = input.len() - end;
     let mut parser = Parser { bytes: input.get(..end).unwrap_or_default(), pos: 0, trailing_comma: false };
-    match parser.trace() {
+    match parser.trace::<S>() {
         Ok(mut trace) => {
             if nul_tail > 0 && end > 0 {
                 trace.truncated = true;
@@ -64,7 +93,10 @@ fn invalid_utf8_before(input: &[u8], offset: usize) -> Option<ReadError> {
     let in_string = offset > 0 && input.get(offset - 1) == Some(&b'"');
     let rest = if in_string { input.get(offset..).unwrap_or_default() } else { &[] };
     let string_end = rest.iter().position(|&b| b == b'"').unwrap_or(rest.len());
-    let region = input.get(..offset + string_end).unwrap_or(input);
+    // Up to and with the closing quote: a bad sequence just before it
+    // would otherwise look like one cut short.
+    let end = if in_string { offset + string_end + 1 } else { offset };
+    let region = input.get(..end).unwrap_or(input);
     match std::str::from_utf8(region) {
         Err(bad) if bad.error_len().is_some() => Some(ReadError::at(ReadErrorKind::InvalidUtf8, bad.valid_up_to())),
         _ => None,
@@ -79,23 +111,23 @@ struct Parser<'a> {
 }
 
 impl Parser<'_> {
-    fn trace(&mut self) -> Result<Trace, ReadError> {
+    fn trace<S: Shape>(&mut self) -> Result<Trace<S::Event>, ReadError> {
         if self.bytes.starts_with(BOM) {
             self.pos = BOM.len();
         }
         self.skip_ws();
         match self.peek() {
             None => Err(ReadError::at(ReadErrorKind::Empty, 0)),
-            Some(b'[') => self.array_trace(),
-            Some(b'{') => self.object_trace(),
+            Some(b'[') => self.array_trace::<S>(),
+            Some(b'{') => self.object_trace::<S>(),
             Some(b) => Err(ReadError::at(ReadErrorKind::NotATrace { found: describe_start(b) }, self.pos)),
         }
     }
 
     /// `[ event, ... ]`
-    fn array_trace(&mut self) -> Result<Trace, ReadError> {
+    fn array_trace<S: Shape>(&mut self) -> Result<Trace<S::Event>, ReadError> {
         let mut events = Vec::new();
-        let (truncated, dropped_bytes) = match self.events(&mut events)? {
+        let (truncated, dropped_bytes) = match self.events::<S>(&mut events)? {
             End::Closed => {
                 self.expect_end()?;
                 (self.trailing_comma, 0)
@@ -108,10 +140,10 @@ impl Parser<'_> {
     /// `{ "key": value, ... }` with a `traceEvents` list among the keys.
     // One pass over the top-level object, key by key, with the damage rules
     // of a cut-off file inline: splitting it would scatter that state.
-    fn object_trace(&mut self) -> Result<Trace, ReadError> {
+    fn object_trace<S: Shape>(&mut self) -> Result<Trace<S::Event>, ReadError> {
         self.pos += 1;
         let mut metadata = Map::new();
-        let mut events: Option<Vec<TraceEvent>> = None;
+        let mut events: Option<Vec<S::Event>> = None;
         let mut expect_key = true;
         let mut after_comma = false;
         let end = loop {
@@ -158,7 +190,7 @@ impl Parser<'_> {
                     return Err(ReadError::at(ReadErrorKind::TraceEventsNotArray { found }, self.pos));
                 }
                 let mut list = Vec::new();
-                let end = self.events(&mut list)?;
+                let end = self.events::<S>(&mut list)?;
                 events = Some(list);
                 if let End::Truncated { .. } = end {
                     break end;
@@ -199,7 +231,7 @@ impl Parser<'_> {
     }
 
     /// The event list; `self.pos` is at its `[`.
-    fn events(&mut self, events: &mut Vec<TraceEvent>) -> Result<End, ReadError> {
+    fn events<S: Shape>(&mut self, events: &mut Vec<S::Event>) -> Result<End, ReadError> {
         self.pos += 1;
         let mut expect_event = true;
         loop {
@@ -230,8 +262,8 @@ impl Parser<'_> {
                 }
             }
             let start = self.pos;
-            match self.value::<RawEvent>() {
-                Ok(Item::Value(raw)) => events.push(raw.into_event()),
+            match self.value::<S>() {
+                Ok(Item::Value(raw)) => events.push(raw.finish()),
                 Ok(Item::Eof) => return Ok(self.dropped_from(start)),
                 Err(JsonError { offset, message }) => {
                     return Err(ReadError::at(ReadErrorKind::InvalidEvent { index, message }, offset));
@@ -326,14 +358,17 @@ fn error_offset(slice: &[u8], err: &serde_json::Error) -> usize {
     (line_start + err.column().saturating_sub(1)).min(slice.len())
 }
 
-/// A `serde_json` error's message without its (slice-relative) position.
+/// The most characters of a `serde_json` message kept: it may quote a
+/// value of the input, which may be huge.
+const MESSAGE_CHARS: usize = 300;
+
+/// A `serde_json` error's message without its (slice-relative) position,
+/// and with any quoted input escaped and cut.
 fn error_message(err: &serde_json::Error) -> String {
     let text = err.to_string();
     let position = format!(" at line {} column {}", err.line(), err.column());
-    match text.strip_suffix(&position) {
-        Some(message) => message.to_owned(),
-        None => text,
-    }
+    let message = text.strip_suffix(&position).unwrap_or(&text);
+    crate::read::display::label(message, MESSAGE_CHARS).into_owned()
 }
 
 #[cfg(test)]

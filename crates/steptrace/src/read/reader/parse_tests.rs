@@ -253,9 +253,23 @@ fn invalid_utf8_is_an_error_even_in_ignored_fields() {
     let err = parse_err(b"[{\"unknown\":\"a\xc3\x28\"}]");
     assert!(matches!(err.kind(), ReadErrorKind::InvalidUtf8));
     assert_eq!(err.offset(), Some(14));
+    // A bad sequence just before the closing quote, in a field the typed
+    // reader skips and in one the JSON reader keeps.
+    let err = parse_err(b"[{\"sf\":\"\xc3\",\"ts\":1}]");
+    assert!(matches!(err.kind(), ReadErrorKind::InvalidUtf8), "{err}");
+    assert_eq!(err.offset(), Some(8));
+    let err = super::parse_as::<JsonEvent>(b"[{\"sf\":\"\xc3\",\"ts\":1}]").unwrap_err();
+    assert!(matches!(err.kind(), ReadErrorKind::InvalidUtf8), "{err}");
     let err = parse_err(b"{\"other\":\"\xed\xa0\x80\",\"traceEvents\":[]}");
     assert!(matches!(err.kind(), ReadErrorKind::InvalidUtf8));
     assert_eq!(err.offset(), Some(10));
+}
+
+#[test]
+fn quoted_input_in_messages_is_escaped_and_cut() {
+    let huge = format!("[{{\"ph\":\"X\",\"ts\":\"\\u001b{}\"}}]", "9".repeat(1 << 20));
+    let text = parse_err(huge.as_bytes()).to_string();
+    assert!(text.len() < 400 && !text.contains('\u{1b}') && text.contains(" bytes)"), "{}", &text[..text.len().min(400)]);
 }
 
 #[test]

@@ -185,3 +185,129 @@ proptest! {
         }
     }
 }
+
+// === mutations of real traces ===
+
+/// A cycle steptrace wrote on an H200, and a torch.profiler trace.
+const REAL: [&[u8]; 2] = [
+    include_bytes!("../../../../../tests/fixtures/steptrace-v1-cuda-mlp-h200.trace.json"),
+    include_bytes!("../../../../../tests/fixtures/torch-kineto-mlp-h200.json"),
+];
+
+/// One change to a file's bytes.
+#[derive(Clone, Debug)]
+enum Mutation {
+    /// Sets the byte at a position.
+    Flip(prop::sample::Index, u8),
+    /// Cuts the file at a position.
+    Truncate(prop::sample::Index),
+    /// Copies a stretch of the file to another position.
+    Splice(prop::sample::Index, prop::sample::Index, prop::sample::Index),
+    /// Removes a stretch.
+    Delete(prop::sample::Index, prop::sample::Index),
+    /// Writes a token where something else was.
+    Token(prop::sample::Index, &'static str),
+}
+
+fn mutation() -> impl Strategy<Value = Mutation> {
+    let token = prop::sample::select(vec![
+        "NaN", "-1e308", "1e999", "\"\\u001b[2J\"", "\"\\ud800\"", "{", "}", "[", "]", ",", ":", "\"", "null", "-0", "\u{0}",
+        "\"ph\":\"E\"", "\"dur\":-5", "\"steptrace-chrome-trace/2\"", "\"alice@example.com\"", "\u{1f}",
+    ]);
+    prop_oneof![
+        (any::<prop::sample::Index>(), any::<u8>()).prop_map(|(at, b)| Mutation::Flip(at, b)),
+        any::<prop::sample::Index>().prop_map(Mutation::Truncate),
+        (any::<prop::sample::Index>(), any::<prop::sample::Index>(), any::<prop::sample::Index>())
+            .prop_map(|(a, b, c)| Mutation::Splice(a, b, c)),
+        (any::<prop::sample::Index>(), any::<prop::sample::Index>()).prop_map(|(a, b)| Mutation::Delete(a, b)),
+        (any::<prop::sample::Index>(), token).prop_map(|(at, t)| Mutation::Token(at, t)),
+    ]
+}
+
+fn apply(bytes: &mut Vec<u8>, m: &Mutation) {
+    if bytes.is_empty() {
+        return;
+    }
+    let ordered = |a: &prop::sample::Index, b: &prop::sample::Index, len: usize| {
+        let (a, b) = (a.index(len), b.index(len));
+        (a.min(b), a.max(b).min(a.min(b) + 4096))
+    };
+    match m {
+        Mutation::Flip(at, b) => {
+            let at = at.index(bytes.len());
+            bytes[at] = *b;
+        }
+        Mutation::Truncate(at) => bytes.truncate(at.index(bytes.len())),
+        Mutation::Splice(a, b, to) => {
+            let (from, until) = ordered(a, b, bytes.len());
+            let piece = bytes[from..until].to_vec();
+            let to = to.index(bytes.len());
+            bytes.splice(to..to, piece);
+        }
+        Mutation::Delete(a, b) => {
+            let (from, until) = ordered(a, b, bytes.len());
+            bytes.drain(from..until);
+        }
+        Mutation::Token(at, token) => {
+            let at = at.index(bytes.len());
+            let end = (at + token.len()).min(bytes.len());
+            bytes.splice(at..end, token.bytes());
+        }
+    }
+}
+
+/// Whatever the reader says of `bytes`: a trace, every part of which the
+/// read side gets through, or an error that says where.
+fn read_side_survives(bytes: &[u8]) -> Result<(), TestCaseError> {
+    use crate::analysis::{Inventory, Report, ReportOptions};
+    use crate::hygiene::{redact_trace, scan_trace};
+    use crate::reader::{parse_json_trace, ReadErrorKind};
+
+    let located = |err: &super::ReadError| {
+        matches!(err.kind(), ReadErrorKind::Version(_) | ReadErrorKind::Gzip(_))
+            || err.offset().is_some_and(|o| o <= bytes.len())
+    };
+    match parse_trace(bytes) {
+        Ok(trace) => {
+            let _ = validate(&trace);
+            let _ = Report::build(&[("mutated.json".to_owned(), trace)], &ReportOptions::default());
+        }
+        Err(err) => prop_assert!(located(&err), "{}", err),
+    }
+    match parse_json_trace(bytes) {
+        Ok(trace) => {
+            let _ = Inventory::of(&trace);
+            let (clean, _) = redact_trace(&trace);
+            let left = scan_trace(&clean);
+            prop_assert!(left.is_empty(), "left after redaction: {:?}", left);
+        }
+        Err(err) => prop_assert!(located(&err), "{}", err),
+    }
+    Ok(())
+}
+
+proptest! {
+    // Bounded: each case reads, reports, inventories and redacts a real
+    // trace; the cases run in seconds.
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn mutated_real_traces_read_or_fail_where_they_break(
+        which in 0..REAL.len(),
+        mutations in prop::collection::vec(mutation(), 1..6),
+    ) {
+        let mut bytes = REAL[which].to_vec();
+        for m in &mutations {
+            apply(&mut bytes, m);
+        }
+        read_side_survives(&bytes)?;
+    }
+}
+
+#[test]
+fn the_real_traces_read_whole_and_clean_after_redaction() {
+    for bytes in REAL {
+        read_side_survives(bytes).unwrap();
+        assert!(parse_trace(bytes).is_ok());
+    }
+}

@@ -13,6 +13,27 @@ const KNOWN_PHASES: &[&str] = &[
     "R", "c", "(", ")", "=",
 ];
 
+/// The largest timestamp taken as a time, µs (about 317 years: beyond
+/// microseconds since the Unix epoch, which some writers use).
+pub const MAX_PLAUSIBLE_TS_US: f64 = 1e16;
+
+/// The largest duration taken as a time, µs (about 31 years).
+pub const MAX_PLAUSIBLE_DUR_US: f64 = 1e15;
+
+/// Whether `ts` can be a timestamp: finite and within
+/// ±[`MAX_PLAUSIBLE_TS_US`].
+#[must_use]
+pub fn plausible_ts(ts: f64) -> bool {
+    ts.is_finite() && ts.abs() <= MAX_PLAUSIBLE_TS_US
+}
+
+/// Whether `dur` can be a duration: finite, at least 0 and at most
+/// [`MAX_PLAUSIBLE_DUR_US`].
+#[must_use]
+pub fn plausible_dur(dur: f64) -> bool {
+    (0.0..=MAX_PLAUSIBLE_DUR_US).contains(&dur)
+}
+
 /// The kind of a [`Problem`] found by [`validate`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -26,6 +47,9 @@ pub enum ProblemKind {
     InvalidTimestamp,
     /// An `X` event has no `dur`, or a negative or non-finite one.
     InvalidDuration,
+    /// A finite `ts` beyond ±[`MAX_PLAUSIBLE_TS_US`], or a `dur` beyond
+    /// [`MAX_PLAUSIBLE_DUR_US`]: not a time a trace can hold.
+    ImplausibleTime,
     /// An `E` event with no open `B` on its thread.
     UnmatchedEnd,
     /// A `B` event that is never closed on its thread.
@@ -76,6 +100,8 @@ impl fmt::Display for Problem {
 ///
 /// - every event has a known `ph`, and every event but `M` a finite `ts`;
 /// - `X` events have a `dur` of at least 0;
+/// - times are plausible: `ts` within ±[`MAX_PLAUSIBLE_TS_US`], `dur` at
+///   most [`MAX_PLAUSIBLE_DUR_US`];
 /// - on each thread (`pid`, `tid`), `B` and `E` events, sorted by `ts`
 ///   (stably, so that file order breaks ties), nest properly: no `E`
 ///   without an open `B`, no `B` left open, and an `E` with a non-empty
@@ -85,8 +111,8 @@ impl fmt::Display for Problem {
 ///   counter events numeric arguments (numbers or numeric strings);
 /// - the file is not truncated.
 ///
-/// Events without a finite `ts` are reported once and left out of the
-/// nesting checks.
+/// Events without a finite, plausible `ts` are reported once and left out
+/// of the nesting checks.
 ///
 /// # Examples
 ///
@@ -123,7 +149,7 @@ pub fn validate(trace: &Trace) -> Vec<Problem> {
             problems.push(Problem { event_index: Some(index), kind, message });
         };
         check_event(event, &mut report);
-        let timed = event.ts.is_some_and(f64::is_finite);
+        let timed = event.ts.is_some_and(plausible_ts);
         match event.ph.as_str() {
             "B" | "E" if timed => {
                 threads.entry((event.pid.as_ref(), event.tid.as_ref())).or_default().push(index);
@@ -163,6 +189,12 @@ fn check_event(event: &TraceEvent, report: &mut impl FnMut(ProblemKind, String))
             Some(ts) if !ts.is_finite() => {
                 report(ProblemKind::InvalidTimestamp, format!("{} has a non-finite timestamp {ts}", describe(event)));
             }
+            Some(ts) if !plausible_ts(ts) => {
+                report(
+                    ProblemKind::ImplausibleTime,
+                    format!("{} has a timestamp of {ts:e} µs, beyond ±{MAX_PLAUSIBLE_TS_US:e} µs", describe(event)),
+                );
+            }
             Some(_) => {}
         }
     }
@@ -171,6 +203,12 @@ fn check_event(event: &TraceEvent, report: &mut impl FnMut(ProblemKind, String))
             None => report(ProblemKind::InvalidDuration, format!("{} has no duration (dur)", describe(event))),
             Some(dur) if !(dur >= 0.0 && dur.is_finite()) => {
                 report(ProblemKind::InvalidDuration, format!("{} has an invalid duration {dur}", describe(event)));
+            }
+            Some(dur) if !plausible_dur(dur) => {
+                report(
+                    ProblemKind::ImplausibleTime,
+                    format!("{} has a duration of {dur:e} µs, beyond {MAX_PLAUSIBLE_DUR_US:e} µs", describe(event)),
+                );
             }
             Some(_) => {}
         },
@@ -290,189 +328,5 @@ fn show(id: Option<&TrackId>) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::reader::parse_trace;
-
-    fn problems(json: &str) -> Vec<(Option<usize>, ProblemKind)> {
-        let trace = parse_trace(json.as_bytes()).unwrap();
-        validate(&trace).into_iter().map(|p| (p.event_index, p.kind)).collect()
-    }
-
-    #[test]
-    fn a_well_formed_trace_has_no_problems() {
-        let json = r#"{"traceEvents":[
-            {"ph":"M","name":"thread_name","pid":1,"tid":1,"args":{"name":"main"}},
-            {"ph":"B","name":"step","pid":1,"tid":1,"ts":0},
-            {"ph":"B","name":"fwd","pid":1,"tid":1,"ts":1},
-            {"ph":"E","pid":1,"tid":1,"ts":2},
-            {"ph":"X","name":"k","pid":1,"tid":2,"ts":1,"dur":0},
-            {"ph":"i","name":"mark","pid":1,"tid":1,"ts":2,"s":"t"},
-            {"ph":"C","name":"mem","pid":1,"ts":2,"args":{"bytes":10,"peak":"12.5"}},
-            {"ph":"b","cat":"io","id":"0x1","name":"load","pid":1,"ts":0},
-            {"ph":"n","cat":"io","id":"0x1","name":"chunk","pid":1,"ts":1},
-            {"ph":"e","cat":"io","id":"0x1","name":"load","pid":1,"ts":3},
-            {"ph":"s","id":7,"name":"flow","pid":1,"tid":1,"ts":1},
-            {"ph":"f","id":7,"name":"flow","pid":1,"tid":2,"ts":2,"bp":"e"},
-            {"ph":"E","name":"step","pid":1,"tid":1,"ts":3}
-        ]}"#;
-        assert_eq!(problems(json), []);
-    }
-
-    #[test]
-    fn begin_end_pairs_are_matched_per_thread_in_time_order() {
-        // Written out of order, and interleaved across threads.
-        let json = r#"[
-            {"ph":"E","name":"a","pid":1,"tid":1,"ts":5},
-            {"ph":"B","name":"a","pid":1,"tid":2,"ts":1},
-            {"ph":"B","name":"a","pid":1,"tid":1,"ts":1},
-            {"ph":"E","name":"a","pid":1,"tid":2,"ts":2}
-        ]"#;
-        assert_eq!(problems(json), []);
-        // Equal timestamps keep file order: zero-length spans back to back.
-        let json = r#"[
-            {"ph":"B","name":"a","tid":1,"ts":1},{"ph":"E","name":"a","tid":1,"ts":1},
-            {"ph":"B","name":"b","tid":1,"ts":1},{"ph":"E","name":"b","tid":1,"ts":1}
-        ]"#;
-        assert_eq!(problems(json), []);
-        // The same tid in another process is another thread.
-        let json = r#"[{"ph":"B","name":"a","pid":1,"tid":1,"ts":1},{"ph":"E","name":"a","pid":2,"tid":1,"ts":2}]"#;
-        assert_eq!(problems(json), [(Some(0), ProblemKind::UnclosedBegin), (Some(1), ProblemKind::UnmatchedEnd)]);
-    }
-
-    #[test]
-    fn nesting_problems() {
-        let json = r#"[
-            {"ph":"E","name":"x","tid":1,"ts":0},
-            {"ph":"B","name":"outer","tid":1,"ts":1},
-            {"ph":"B","name":"inner","tid":1,"ts":2},
-            {"ph":"E","name":"outer","tid":1,"ts":3},
-            {"ph":"E","name":"","tid":1,"ts":4},
-            {"ph":"B","name":"open","tid":1,"ts":5}
-        ]"#;
-        assert_eq!(
-            problems(json),
-            [
-                (Some(0), ProblemKind::UnmatchedEnd),
-                (Some(3), ProblemKind::MismatchedEnd),
-                (Some(5), ProblemKind::UnclosedBegin),
-            ]
-        );
-        let trace = parse_trace(json.as_bytes()).unwrap();
-        let found = validate(&trace);
-        assert!(found[1].message.contains("closes \"inner\""), "{}", found[1].message);
-        assert!(found[2].to_string().starts_with("event 5: B event \"open\""), "{}", found[2]);
-    }
-
-    #[test]
-    fn events_without_a_timestamp_are_reported_once() {
-        let json = r#"[
-            {"ph":"B","name":"a","tid":1},
-            {"ph":"X","name":"k","ts":"NaN","dur":1},
-            {"ph":"M","name":"thread_name","args":{"name":"t"}},
-            {"ph":"E","name":"a","tid":1,"ts":3}
-        ]"#;
-        assert_eq!(
-            problems(json),
-            [
-                (Some(0), ProblemKind::InvalidTimestamp),
-                (Some(1), ProblemKind::InvalidTimestamp),
-                (Some(3), ProblemKind::UnmatchedEnd),
-            ]
-        );
-    }
-
-    #[test]
-    fn durations_of_complete_events() {
-        let json = r#"[
-            {"ph":"X","name":"ok","ts":1,"dur":0},
-            {"ph":"X","name":"neg","ts":1,"dur":-0.5},
-            {"ph":"X","name":"none","ts":1},
-            {"ph":"X","name":"inf","ts":1,"dur":"inf"},
-            {"ph":"B","name":"b","ts":1,"dur":-5},
-            {"ph":"E","name":"b","ts":1}
-        ]"#;
-        assert_eq!(
-            problems(json),
-            [
-                (Some(1), ProblemKind::InvalidDuration),
-                (Some(2), ProblemKind::InvalidDuration),
-                (Some(3), ProblemKind::InvalidDuration),
-            ]
-        );
-    }
-
-    #[test]
-    fn unknown_and_missing_phases() {
-        let json = r#"[{"ph":"Q","ts":1},{"name":"nophase","ts":1},{"ph":"bb","ts":1},{"ph":"I","ts":1}]"#;
-        assert_eq!(
-            problems(json),
-            [
-                (Some(0), ProblemKind::UnknownPhase),
-                (Some(1), ProblemKind::UnknownPhase),
-                (Some(2), ProblemKind::UnknownPhase)
-            ]
-        );
-    }
-
-    #[test]
-    fn async_events_balance_per_category_and_id() {
-        let json = r#"[
-            {"ph":"b","cat":"a","id":1,"name":"x","ts":1},
-            {"ph":"e","cat":"b","id":1,"name":"x","ts":2},
-            {"ph":"b","cat":"a","id":2,"name":"y","ts":1},
-            {"ph":"e","cat":"a","id":2,"name":"z","ts":2},
-            {"ph":"e","cat":"a","id":"2","name":"","ts":3},
-            {"ph":"b","name":"noid","ts":1},
-            {"ph":"f","name":"flow","ts":1}
-        ]"#;
-        assert_eq!(
-            problems(json),
-            [
-                (Some(0), ProblemKind::UnclosedAsyncBegin),
-                (Some(1), ProblemKind::UnmatchedAsyncEnd),
-                (Some(3), ProblemKind::MismatchedAsyncEnd),
-                (Some(4), ProblemKind::UnmatchedAsyncEnd),
-                (Some(5), ProblemKind::MissingId),
-                (Some(6), ProblemKind::MissingId),
-            ]
-        );
-    }
-
-    #[test]
-    fn counters_need_numeric_args() {
-        let json = r#"[
-            {"ph":"C","name":"ok","ts":1,"args":{"a":1,"b":2.5,"c":"3"}},
-            {"ph":"C","name":"none","ts":1},
-            {"ph":"C","name":"empty","ts":1,"args":{}},
-            {"ph":"C","name":"text","ts":1,"args":{"a":"lots","b":1,"c":[1]}},
-            {"ph":"C","name":"list","ts":1,"args":[1,2]}
-        ]"#;
-        assert_eq!(
-            problems(json),
-            [
-                (Some(1), ProblemKind::InvalidCounter),
-                (Some(2), ProblemKind::InvalidCounter),
-                (Some(3), ProblemKind::InvalidCounter),
-                (Some(4), ProblemKind::InvalidCounter),
-            ]
-        );
-        let trace = parse_trace(json.as_bytes()).unwrap();
-        let found = validate(&trace);
-        assert!(found[2].message.contains("non-numeric values for a, c"), "{}", found[2].message);
-    }
-
-    #[test]
-    fn instant_scopes() {
-        let json = r#"[{"ph":"i","ts":1,"s":"g"},{"ph":"i","ts":1,"s":"x"},{"ph":"I","ts":1,"s":"process"}]"#;
-        assert_eq!(problems(json), [(Some(1), ProblemKind::InvalidScope), (Some(2), ProblemKind::InvalidScope)]);
-    }
-
-    #[test]
-    fn truncation_is_a_problem_of_the_whole_trace() {
-        let json = r#"[{"ph":"B","name":"a","tid":1,"ts":1},{"ph":"E","na"#;
-        assert_eq!(problems(json), [(None, ProblemKind::Truncated), (Some(0), ProblemKind::UnclosedBegin)]);
-        let trace = parse_trace(json.as_bytes()).unwrap();
-        assert!(validate(&trace)[0].to_string().contains("13 trailing bytes ignored"));
-    }
-}
+#[path = "validate_tests.rs"]
+mod tests;

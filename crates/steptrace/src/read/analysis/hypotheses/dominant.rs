@@ -2,6 +2,7 @@
 
 use super::{ms, Change, Context, Experiment, Hypothesis, CONFIRM};
 use crate::analysis::table::Timing;
+use crate::read::display::{label, LABEL_CHARS};
 use crate::format::names::{is_input, is_wait, STEP_ROW};
 
 /// Share of the recorded wall time one operation must take (self time).
@@ -46,7 +47,7 @@ pub(super) fn check(cx: &Context<'_>, found: &mut Vec<Hypothesis>) {
         id: "dominant-operation",
         evidence: format!(
             "`{}` takes {} ({:.0}% {what}) over {} calls, {:.1}× the next one",
-            first.name,
+            label(&first.name, LABEL_CHARS),
             ms(first.self_ms),
             share * 100.0,
             first.calls,

@@ -4,20 +4,10 @@ use std::collections::BTreeMap;
 
 use super::{Change, Context, Experiment, Hypothesis, NotExamined, CONFIRM};
 use crate::analysis::device::per_step;
-use crate::analysis::spans::{Span, Spans};
 use crate::analysis::stats::Stats;
 use crate::format::device::is_device_cat;
 use crate::format::names::TRANSFER_H2D;
-
-fn under(spans: &Spans, mut i: usize, pred: impl Fn(&Span) -> bool) -> bool {
-    while let Some(p) = spans.spans[i].parent {
-        if pred(&spans.spans[p]) {
-            return true;
-        }
-        i = p;
-    }
-    false
-}
+use crate::read::display::{label, LABEL_CHARS};
 
 pub(super) fn check(cx: &Context<'_>, found: &mut Vec<Hypothesis>, skipped: &mut Vec<NotExamined>) {
     let vocab = cx.vocab;
@@ -36,19 +26,28 @@ pub(super) fn check(cx: &Context<'_>, found: &mut Vec<Hypothesis>, skipped: &mut
     // torch.profiler sit on stream tracks), outermost only, outside the
     // batch transfer; named by the span that asked for them.
     let mut callers: BTreeMap<String, usize> = BTreeMap::new();
+    // Per file: whether each span is nested in an upload or the batch
+    // transfer (one pass, however deeply spans nest).
+    let nested: Vec<Vec<bool>> = cx
+        .loaded
+        .iter()
+        .map(|l| l.spans.with_ancestor(|p| vocab.is_upload(p) || p.name == TRANSFER_H2D))
+        .collect();
     let per = per_step(cx.loaded, |l, a, b, step| {
         let mut n = 0;
+        let nested = cx.loaded.iter().position(|x| std::ptr::eq(x, l)).and_then(|i| nested.get(i));
         for (i, s) in l.spans.starting_in(a, b) {
             let on_thread = s.thread == step.thread || is_device_cat(s.cat.as_deref());
             if !on_thread || !vocab.is_upload(s) {
                 continue;
             }
-            if under(&l.spans, i, |p| vocab.is_upload(p) || p.name == TRANSFER_H2D) {
+            if nested.and_then(|n| n.get(i)).copied().unwrap_or(false) {
                 continue;
             }
             n += 1;
             let parent = s.parent.map_or("", |p| l.spans.spans[p].name.as_str());
-            *callers.entry(format!("`{}` in `{parent}`", s.name)).or_default() += 1;
+            let (name, parent) = (label(&s.name, LABEL_CHARS), label(parent, LABEL_CHARS));
+            *callers.entry(format!("`{name}` in `{parent}`")).or_default() += 1;
         }
         Some(n as f64)
     });

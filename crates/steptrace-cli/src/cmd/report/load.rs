@@ -1,0 +1,147 @@
+//! The traces `report` reads: files, or the most recent run of a folder,
+//! each read once.
+//!
+//! A file given twice (the same canonical path) or a copy of one (the same
+//! bytes under another name) is read once, with a warning: counted twice,
+//! its steps would weigh double in every figure. A folder stands for its
+//! most recent run: its `*.trace.json` files (also `.gz`) and the
+//! `*.trace.json.partial` files a crash or Ctrl-C leaves, which are read
+//! as cut short.
+
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeSet, HashMap};
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use steptrace::read::display::escape;
+use steptrace::reader::{parse_trace, ReadError, Trace};
+
+/// The files read, and what was set aside.
+pub(super) struct Loaded {
+    pub(super) files: Vec<(String, Trace)>,
+    pub(super) warnings: Vec<String>,
+}
+
+/// Reads the given files; a directory stands for its most recent run.
+pub(super) fn load(paths: &[PathBuf]) -> anyhow::Result<Loaded> {
+    let mut seen = Seen::default();
+    let mut files = Vec::new();
+    for path in paths {
+        if path.is_dir() {
+            for (name, bytes) in latest_run(path, &mut seen)? {
+                let trace = parse_trace(&bytes).map_err(|e| e.with_path(Path::new(&name)))?;
+                files.push((name, trace));
+            }
+        } else {
+            let bytes = std::fs::read(path).map_err(|source| ReadError::io(path, source))?;
+            if seen.first_time(path, &bytes) {
+                files.push((path.display().to_string(), parse_trace(&bytes).map_err(|e| e.with_path(path))?));
+            }
+        }
+    }
+    Ok(Loaded { files, warnings: seen.warnings })
+}
+
+/// The files read so far, by canonical path and by content.
+#[derive(Default)]
+struct Seen {
+    paths: HashMap<PathBuf, String>,
+    contents: HashMap<(u64, usize), Vec<(PathBuf, String)>>,
+    warnings: Vec<String>,
+}
+
+impl Seen {
+    /// Whether the file at `path`, holding `bytes`, is new; if not, says
+    /// which file it repeats.
+    fn first_time(&mut self, path: &Path, bytes: &[u8]) -> bool {
+        let shown = path.display().to_string();
+        let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        if let Some(first) = self.paths.get(&canonical) {
+            let also = if *first == shown { String::new() } else { format!(" (also as {})", escape(first)) };
+            self.warnings.push(format!("{} is given twice{also}: read once", escape(&shown)));
+            return false;
+        }
+        self.paths.insert(canonical.clone(), shown.clone());
+        let mut hasher = DefaultHasher::new();
+        bytes.hash(&mut hasher);
+        let key = (hasher.finish(), bytes.len());
+        let same = self.contents.entry(key).or_default();
+        // A hash is not proof: compare the bytes of a candidate.
+        let twin = same.iter().find(|(p, _)| std::fs::read(p).is_ok_and(|b| b == bytes)).map(|(_, s)| s.clone());
+        if let Some(first) = twin {
+            self.warnings.push(format!(
+                "{} has the same content as {}: counted once (a copy would count its steps twice)",
+                escape(&shown),
+                escape(&first)
+            ));
+            return false;
+        }
+        same.push((canonical, shown));
+        true
+    }
+}
+
+/// How a folder's file is named: a finished trace, or one cut short.
+fn kind_of(name: &str) -> Option<bool> {
+    let finished = name.ends_with(".trace.json") || name.ends_with(".trace.json.gz");
+    let partial = name.ends_with(".trace.json.partial");
+    (finished || partial).then_some(partial)
+}
+
+/// The run a trace belongs to: its start time and worker.
+fn run_key(trace: &Trace) -> (u64, String) {
+    let st = trace.steptrace().ok().flatten();
+    let epoch = st.as_ref().and_then(|s| s.epoch_unix_ms()).unwrap_or(0);
+    let worker = st
+        .as_ref()
+        .and_then(|s| s.metadata.as_ref().and_then(|m| m.worker.clone()).or(s.header.as_ref().map(|h| h.worker.clone())))
+        .unwrap_or_default();
+    (epoch, worker)
+}
+
+/// The files of the most recent run in `dir`, as `(name, bytes)`.
+fn latest_run(dir: &Path, seen: &mut Seen) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
+    let mut all = Vec::new();
+    let mut partial_count = 0;
+    for entry in std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))? {
+        let path = entry.with_context(|| format!("cannot list {}", dir.display()))?.path();
+        let Some(partial) = path.file_name().and_then(|n| n.to_str()).and_then(kind_of) else { continue };
+        let bytes = std::fs::read(&path).map_err(|source| ReadError::io(&path, source))?;
+        let trace = match parse_trace(&bytes) {
+            Ok(trace) => trace,
+            // A crash can leave a partial file with nothing readable in it.
+            Err(err) if partial => {
+                seen.warnings.push(format!("skipped {}", escape(&err.to_string())));
+                continue;
+            }
+            Err(err) => return Err(err.with_path(&path).into()),
+        };
+        partial_count += usize::from(partial);
+        all.push((run_key(&trace), path, bytes, partial));
+    }
+    if all.is_empty() {
+        bail!("{} holds no *.trace.json file (nor a readable *.trace.json.partial)", dir.display());
+    }
+    let runs: BTreeSet<_> = all.iter().map(|(k, ..)| k.clone()).collect();
+    let latest = runs.iter().next_back().cloned().unwrap_or_default();
+    if runs.len() > 1 {
+        eprintln!(
+            "{} holds {} runs: reporting the most recent one (worker `{}`); pass files to choose another",
+            dir.display(),
+            runs.len(),
+            escape(&latest.1)
+        );
+    }
+    if partial_count == all.len() {
+        eprintln!(
+            "{} holds only .partial files: traces cut short (a crash or Ctrl-C inside a cycle); reading their complete \
+             events",
+            dir.display()
+        );
+    }
+    let mut files: Vec<(PathBuf, Vec<u8>)> =
+        all.into_iter().filter(|(k, ..)| *k == latest).map(|(_, p, b, _)| (p, b)).collect();
+    files.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(files.into_iter().filter(|(p, b)| seen.first_time(p, b)).map(|(p, b)| (p.display().to_string(), b)).collect())
+}

@@ -1,0 +1,117 @@
+//! What is wrong with the input, as the report's warnings: the reader's
+//! [`validate`] on each file, steps written twice or nested, and steps that
+//! recur across files. Each warning says what the report did about it.
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::loaded::Loaded;
+use super::steps::StepIssues;
+use crate::read::display::label;
+use crate::reader::{validate, Problem, ProblemKind, Trace, MAX_PLAUSIBLE_DUR_US, MAX_PLAUSIBLE_TS_US};
+
+/// The longest a quoted problem runs in a warning.
+const QUOTE_CHARS: usize = 240;
+
+/// What a kind of problem is, in a warning, and what the report does.
+fn describe(kind: ProblemKind) -> Option<(String, &'static str)> {
+    let text = match kind {
+        // Said by the source line ("cut short").
+        ProblemKind::Truncated => return None,
+        ProblemKind::InvalidTimestamp => ("without a finite timestamp (ts)".to_owned(), "left out of every figure"),
+        ProblemKind::InvalidDuration => {
+            ("with a missing, negative or non-finite duration (dur)".to_owned(), "left out of every figure")
+        }
+        ProblemKind::ImplausibleTime => (
+            format!("with a time no trace can hold (ts beyond ±{MAX_PLAUSIBLE_TS_US:e} µs or dur beyond {MAX_PLAUSIBLE_DUR_US:e} µs)"),
+            "left out of every figure",
+        ),
+        ProblemKind::UnknownPhase => ("of no known phase (ph)".to_owned(), "ignored"),
+        ProblemKind::UnmatchedEnd | ProblemKind::MismatchedEnd | ProblemKind::UnclosedBegin => (
+            "whose begin/end pairs do not nest in time order".to_owned(),
+            "spans are paired in file order, which may differ from what a viewer shows",
+        ),
+        _ => ("that a viewer may not show as written".to_owned(), "read as they are"),
+    };
+    Some(text)
+}
+
+/// Warnings about `trace`, read from `path`: one per kind of problem the
+/// validator finds, with a count and the first instance.
+pub(crate) fn trace_warnings(path: &str, trace: &Trace, out: &mut Vec<String>) {
+    let mut by_kind: BTreeMap<String, (usize, &'static str, Problem)> = BTreeMap::new();
+    for problem in validate(trace) {
+        // A cut file leaves spans open: the source line says so.
+        let cut_open = matches!(problem.kind, ProblemKind::UnclosedBegin | ProblemKind::UnclosedAsyncBegin);
+        if trace.truncated && cut_open {
+            continue;
+        }
+        let Some((what, action)) = describe(problem.kind) else { continue };
+        by_kind.entry(what).or_insert((0, action, problem)).0 += 1;
+    }
+    for (what, (count, action, first)) in by_kind {
+        let first = label(&first.to_string(), QUOTE_CHARS).into_owned();
+        out.push(format!("{path}: {count} event(s) {what}, first {first}; {action}"));
+    }
+}
+
+/// Warnings about the steps [`steps_of`](super::steps::steps_of) set
+/// aside in the file at `path`.
+pub(crate) fn step_warnings(path: &str, issues: &StepIssues, out: &mut Vec<String>) {
+    if !issues.duplicates.is_empty() {
+        let list: Vec<String> = issues.duplicates.iter().take(8).map(|(step, n)| format!("#{step} ×{n}")).collect();
+        let more = issues.duplicates.len().saturating_sub(8);
+        let more = if more > 0 { format!(" and {more} more") } else { String::new() };
+        out.push(format!(
+            "{path}: {} step number(s) written more than once ({}{more}): each is counted once, with its longest span",
+            issues.duplicates.len(),
+            list.join(", ")
+        ));
+    }
+    if !issues.overlapping.is_empty() {
+        let list: Vec<String> = issues.overlapping.iter().take(8).map(|s| format!("#{s}")).collect();
+        out.push(format!(
+            "{path}: {} ProfilerStep span(s) start inside an earlier step on their thread ({}{}): steps follow each \
+             other, so these are left out",
+            issues.overlapping.len(),
+            list.join(", "),
+            if issues.overlapping.len() > 8 { ", …" } else { "" }
+        ));
+    }
+    if issues.out_of_order {
+        out.push(format!(
+            "{path}: step numbers do not follow time order: the window is measured from the earliest step start to \
+             the latest step end"
+        ));
+    }
+}
+
+/// Steps whose number appears in more than one file: kept in the first
+/// file only, with a warning.
+pub(crate) fn cross_file_duplicates(loaded: &mut [Loaded], paths: &[&str], out: &mut Vec<String>) {
+    let mut first_file: HashMap<u64, usize> = HashMap::new();
+    let mut repeated: BTreeMap<(usize, usize), Vec<u64>> = BTreeMap::new();
+    for (i, l) in loaded.iter_mut().enumerate() {
+        l.steps.retain(|row| match first_file.get(&row.step) {
+            Some(&first) => {
+                repeated.entry((first, i)).or_default().push(row.step);
+                false
+            }
+            None => {
+                first_file.insert(row.step, i);
+                true
+            }
+        });
+    }
+    for ((first, later), steps) in repeated {
+        let shown: Vec<String> = steps.iter().take(8).map(|s| format!("#{s}")).collect();
+        out.push(format!(
+            "{} holds {} step(s) that {} also holds ({}{}): counted once, from {}",
+            paths.get(later).copied().unwrap_or("?"),
+            steps.len(),
+            paths.get(first).copied().unwrap_or("?"),
+            shown.join(", "),
+            if steps.len() > 8 { ", …" } else { "" },
+            paths.get(first).copied().unwrap_or("?"),
+        ));
+    }
+}

@@ -1,0 +1,142 @@
+//! Tests of the label scanner.
+
+use serde_json::json;
+
+use super::*;
+use crate::reader::parse_json_trace as parse_trace;
+
+#[test]
+fn scan_trace_locates_findings() {
+    let json = r#"{"traceEvents":[
+        {"ph":"M","name":"process_name","pid":1,"args":{"name":"steptrace: worker-0"}},
+        {"ph":"M","name":"thread_name","pid":1,"tid":4,"args":{"name":"/home/alice/worker"}},
+        {"ph":"B","name":"load alice@example.org","cat":"io","pid":1,"tid":4,"ts":1,
+         "args":{"user":"bob@example.com","nested":{"list":["ok","/Users/carol/x"]},"api_key":"zzz123",
+                 "/root/secret.txt":1,"embedding":[0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,1.0,1.1,1.2,1.3,1.4,1.5,1.6]}},
+        {"ph":"E","name":"load alice@example.org","pid":1,"tid":"/home/dan/t","ts":2,
+         "args":{"embedding":[0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,1.0,1.1,1.2,1.3,1.4,1.5,1.6]}}
+    ],
+    "metadata":{"manifest":{"data_path":"/home/erin/data","backend":"wgpu (FALLBACK: CUDA unavailable: libcuda.so not found)"},
+                "partial_reason":"the profiler finished early because the user pressed the stop button in the window",
+                "steps":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18],
+                "label_warnings":["name looks like Email: al***@***.org"]},
+    "otherData":{"note":"see ~/notes.txt"}}"#;
+    let trace = parse_trace(json.as_bytes()).unwrap();
+    let mut found: Vec<(String, FindingKind)> =
+        scan_trace(&trace).into_iter().map(|f| (f.location, f.finding.kind)).collect();
+    // Arguments come in the order of the JSON map, which depends on
+    // serde_json's features.
+    found.sort();
+    let expected = [
+        ("event 2 args./root/secret.txt (key)", FindingKind::HomePath),
+        ("event 2 args.api_key", FindingKind::Token),
+        ("event 2 args.embedding", FindingKind::InputContent),
+        ("event 2 args.nested.list[1]", FindingKind::HomePath),
+        ("event 2 args.user", FindingKind::Email),
+        ("event 2 name", FindingKind::Email),
+        ("event 3 tid", FindingKind::HomePath),
+        ("metadata.manifest.data_path", FindingKind::HomePath),
+        ("otherData.note", FindingKind::HomePath),
+        ("thread name tid 4", FindingKind::HomePath),
+    ];
+    let expected: Vec<(String, FindingKind)> = expected.iter().map(|&(l, k)| (l.to_owned(), k)).collect();
+    assert_eq!(found, expected);
+}
+
+#[test]
+fn scan_trace_reports_each_string_once_and_masks_it() {
+    let events: Vec<String> = (0..50)
+        .map(|i| format!(r#"{{"ph":"X","name":"user alice@example.org","ts":{i},"dur":1,"args":{{"step":{i}}}}}"#))
+        .collect();
+    let json = format!("[{}]", events.join(","));
+    let trace = parse_trace(json.as_bytes()).unwrap();
+    let found = scan_trace(&trace);
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].location, "event 0 name");
+    assert_eq!(found[0].to_string(), "event 0 name: e-mail address: al***@***.org");
+}
+
+#[test]
+fn scan_trace_of_a_clean_trace_is_empty() {
+    let json = r#"{"traceEvents":[
+        {"ph":"M","name":"process_name","pid":1,"tid":0,"args":{"name":"steptrace: worker-0"}},
+        {"ph":"M","name":"steptrace_segment","pid":1,"tid":0,"args":{"worker":"worker-0","cycle":0,
+          "schedule":"wait=1,warmup=1,active=2,repeat=2","steptrace_version":"0.1.0","manifest":{"model":"mlp"}}},
+        {"ph":"B","name":"ProfilerStep#2","cat":"steptrace","pid":1,"tid":1,"ts":10,"args":{"step":2}},
+        {"ph":"X","name":"cubecl_runtime::client::launch_inner","pid":1,"tid":1,"ts":11,"dur":3,
+         "args":{"kernel.name":"fusion<cubecl<cuda>>","shape":"[32, 128, 768]"}},
+        {"ph":"E","name":"ProfilerStep#2","pid":1,"tid":1,"ts":20,"args":{"steptrace.clipped":"end"}}
+    ],"displayTimeUnit":"ms","metadata":{
+        "steptrace_version":"0.1.0","format":"steptrace-chrome-trace/1","host_os":"linux","host_arch":"x86_64",
+        "schedule":{"text":"wait=1,warmup=1,active=2,repeat=2","wait":1},
+        "steps":[2,3],"expected_steps":[2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20],
+        "partial":true,"partial_reason":"the profiler finished inside the cycle: 1 of 2 active steps recorded",
+        "clock":{"ts_unit":"us","epoch_unix_ms":1714567890123},
+        "label_warnings":["name looks like Email: al***@***.org","args.path looks like HomePath: /home/al***/…"],
+        "manifest":{"model":"mlp","backend":"wgpu (FALLBACK: CUDA unavailable: libcuda.so not found)"}}}"#;
+    let trace = parse_trace(json.as_bytes()).unwrap();
+    assert_eq!(scan_trace(&trace), []);
+}
+
+#[test]
+fn the_sink_entry_points_name_their_locations() {
+    let mut scanner = LabelScanner::with_limit(4096);
+    scanner.event(
+        Some("load alice@example.org"),
+        Some(&json!({ "/home/bob/x": 1, "path": "C:\\Users\\carol\\x", "nested": { "user": "dan@example.com" } })),
+    );
+    scanner.event(None, Some(&json!(["erin@example.com"])));
+    scanner.label("thread name", "/root/worker");
+    scanner.tool_value(
+        "manifest",
+        &json!({ "cache": "/home/frank/.cache", "list": ["ok", "~/x"], "text": "The quick brown fox jumps over the lazy dog and then runs into the forest" }),
+    );
+    let mut warnings = scanner.into_warnings();
+    // Arguments come in the order of the JSON map.
+    warnings.sort();
+    assert_eq!(
+        warnings,
+        [
+            "argument key looks like HomePath: /home/b***/…",
+            "manifest.cache looks like HomePath: /home/fr***/…",
+            "manifest.list looks like HomePath: ~/***",
+            "name looks like Email: al***@***.org",
+            r"path looks like HomePath: C:\Users\ca***",
+            "thread name looks like HomePath: /root/***",
+        ]
+    );
+}
+
+#[test]
+fn each_string_is_reported_once_for_each_check() {
+    let prose = "The quick brown fox jumps over the lazy dog and then runs into the forest";
+    let mut scanner = LabelScanner::new();
+    // Fewer checks after more: nothing new.
+    scanner.label("a", "alice@example.org");
+    scanner.tool_value("b", &json!("alice@example.org"));
+    // More checks after fewer: only what the new checks find.
+    scanner.tool_value("c", &json!(format!("{prose} ~/x")));
+    scanner.label("d", &format!("{prose} ~/x"));
+    scanner.label("e", &format!("{prose} ~/x"));
+    let found: Vec<(&str, FindingKind)> =
+        scanner.findings().iter().map(|f| (f.location.as_str(), f.finding.kind)).collect();
+    assert_eq!(found, [("a", FindingKind::Email), ("c", FindingKind::HomePath), ("d", FindingKind::InputContent)]);
+}
+
+#[test]
+fn past_the_cap_strings_are_checked_or_skipped() {
+    let labels = ["alice@example.org", "bob@example.org", "carol@example.org", "carol@example.org"];
+    let mut limited = LabelScanner::with_limit(2);
+    let mut capped = LabelScanner::capped(2, false);
+    for label in labels {
+        limited.label("x", label);
+        capped.label("x", label);
+    }
+    assert_eq!(limited.findings().len(), 2);
+    // Not remembered, so reported each time.
+    assert_eq!(capped.findings().len(), 4);
+    // What was remembered is still not reported twice.
+    capped.label("x", "alice@example.org");
+    limited.label("x", "alice@example.org");
+    assert_eq!((limited.findings().len(), capped.findings().len()), (2, 4));
+}

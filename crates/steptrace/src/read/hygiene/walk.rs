@@ -1,0 +1,286 @@
+//! The one walk over a trace's JSON that the scan and the redaction both
+//! follow, so that what one flags the other replaces.
+//!
+//! It visits every string of every event and of the metadata: each
+//! object key, and each string value at any depth, whether steptrace reads
+//! the field or not (`name`, `args`, but also `sf`, `stack`, `bp` or a
+//! writer's own keys). The rules that make some strings special:
+//!
+//! - in events, arrays of [`NUMERIC_ARRAY`] numbers or more are input
+//!   content; in the metadata they are settings;
+//! - a string value under a secret-sounding key (`"api_key": "..."`) is a
+//!   secret, whatever it looks like;
+//! - in the metadata, and in the `args` of the `steptrace_segment` header
+//!   event that carries a partial file's run description, values under
+//!   diagnostic keys (`fallback_reason`, `sync_meaning`, ...) are prose by
+//!   design: the natural-language check is skipped there;
+//! - the `name` of a `thread_name` or `process_name` event is located as
+//!   `thread name tid 4` rather than by its path.
+//!
+//! The walk reads; a [`Visit`] may answer any string (or numeric array)
+//! with a replacement, and the walk then returns a rewritten copy of the
+//! part that changed.
+
+use serde_json::{Map, Value};
+
+use super::check::Checks;
+use super::location::{location, Base, Step};
+use super::scan::{is_diagnostic, NUMERIC_ARRAY};
+use super::token;
+use crate::format::names::meta;
+use crate::reader::{is_segment_header, JsonEvent};
+
+/// Where a visited string sits.
+pub(super) struct Site<'p, 'a> {
+    pub(super) base: Base<'a>,
+    pub(super) path: &'p [Step<'a>],
+    /// Whether the string is an object key.
+    pub(super) is_key: bool,
+}
+
+impl Site<'_, '_> {
+    /// `event 3 args.user`, `metadata.manifest.data_path`, ...
+    pub(super) fn location(&self) -> String {
+        location(self.base, self.path, self.is_key)
+    }
+}
+
+/// What the walk asks at each string.
+pub(super) trait Visit {
+    /// A string to check with `checks`; its replacement, if any.
+    fn text(&mut self, site: &Site<'_, '_>, text: &str, checks: Checks) -> Option<String>;
+    /// A string `value` under the secret-sounding key `key`; its
+    /// replacement, if any (without one, it is visited as text too).
+    fn secret(&mut self, site: &Site<'_, '_>, key: &str, value: &str) -> Option<String>;
+    /// An array of [`NUMERIC_ARRAY`] numbers or more in an event; its
+    /// replacement, if any.
+    fn numbers(&mut self, site: &Site<'_, '_>, items: &[Value]) -> Option<Value>;
+}
+
+/// Which rules apply.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Place {
+    Event,
+    Metadata,
+}
+
+/// Walks event number `index`; the rewritten event if anything was
+/// replaced.
+pub(super) fn event(visit: &mut impl Visit, index: usize, event: &JsonEvent) -> Option<JsonEvent> {
+    let field = |key: &str| event.get(key).and_then(Value::as_str);
+    let named = match (field("ph"), field("name")) {
+        (Some("M"), Some(meta::THREAD_NAME)) => Some(Base::ThreadName(event.get("tid"))),
+        (Some("M"), Some(meta::PROCESS_NAME)) => Some(Base::ProcessName(event.get("pid"))),
+        _ => None,
+    };
+    let args_place = if is_segment_header(event) { Place::Metadata } else { Place::Event };
+    let mut walker = Walker { visit };
+    let base = Base::Event(index);
+    let mut changes = Vec::new();
+    let mut path = Vec::new();
+    for (key, item) in event {
+        path.push(Step::Key(key.as_str()));
+        let new_key = walker.key(base, &path, key);
+        let new_value = match (key.as_str(), item) {
+            ("args", Value::Object(args)) => walker.object(base, args_place, &mut path, args, named).map(Value::Object),
+            ("args", _) => walker.value(base, args_place, &mut path, item),
+            _ => walker.value(base, Place::Event, &mut path, item),
+        };
+        path.pop();
+        if new_key.is_some() || new_value.is_some() {
+            changes.push((key.as_str(), new_key, new_value));
+        }
+    }
+    apply(event, changes)
+}
+
+/// Walks the metadata of a trace (its top-level entries but
+/// `traceEvents`); the rewritten metadata if anything was replaced.
+pub(super) fn metadata(visit: &mut impl Visit, metadata: &Map<String, Value>) -> Option<Map<String, Value>> {
+    Walker { visit }.object(Base::Metadata, Place::Metadata, &mut Vec::new(), metadata, None)
+}
+
+struct Walker<'v, V> {
+    visit: &'v mut V,
+}
+
+impl<V: Visit> Walker<'_, V> {
+    fn key<'a>(&mut self, base: Base<'a>, path: &[Step<'a>], key: &str) -> Option<String> {
+        self.visit.text(&Site { base, path, is_key: true }, key, Checks::ALL)
+    }
+
+    /// An object's keys and values; `named` locates its `name` string
+    /// (the args of a `thread_name` or `process_name` event).
+    fn object<'a>(
+        &mut self,
+        base: Base<'a>,
+        place: Place,
+        path: &mut Vec<Step<'a>>,
+        map: &'a Map<String, Value>,
+        named: Option<Base<'a>>,
+    ) -> Option<Map<String, Value>> {
+        let mut changes = Vec::new();
+        for (key, item) in map {
+            path.push(Step::Key(key.as_str()));
+            let new_key = self.key(base, path, key);
+            let new_value = match (named, key.as_str(), item) {
+                (Some(named), "name", Value::String(text)) => self
+                    .visit
+                    .text(&Site { base: named, path: &[], is_key: false }, text, Checks::ALL)
+                    .map(Value::String),
+                _ => self.value(base, place, path, item),
+            };
+            path.pop();
+            if new_key.is_some() || new_value.is_some() {
+                changes.push((key.as_str(), new_key, new_value));
+            }
+        }
+        apply(map, changes)
+    }
+
+    fn value<'a>(&mut self, base: Base<'a>, place: Place, path: &mut Vec<Step<'a>>, value: &'a Value) -> Option<Value> {
+        match value {
+            Value::String(text) => {
+                let key = path.iter().rev().find_map(|step| match step {
+                    Step::Key(key) => Some(*key),
+                    Step::Index(_) => None,
+                });
+                let site = Site { base, path, is_key: false };
+                if let Some(key) = key.filter(|key| token::secret_assignment(key, text) == Some(true)) {
+                    if let Some(clean) = self.visit.secret(&site, key, text) {
+                        return Some(Value::String(clean));
+                    }
+                }
+                let checks = match key {
+                    Some(key) if place == Place::Metadata && is_diagnostic(key) => Checks::DIAGNOSTIC,
+                    _ => Checks::ALL,
+                };
+                self.visit.text(&site, text, checks).map(Value::String)
+            }
+            Value::Array(items) => {
+                if place == Place::Event && items.len() >= NUMERIC_ARRAY && items.iter().all(Value::is_number) {
+                    if let Some(clean) = self.visit.numbers(&Site { base, path, is_key: false }, items) {
+                        return Some(clean);
+                    }
+                }
+                let mut out: Option<Vec<Value>> = None;
+                for (i, item) in items.iter().enumerate() {
+                    path.push(Step::Index(i));
+                    let new = self.value(base, place, path, item);
+                    path.pop();
+                    if let Some(new) = new {
+                        if let Some(slot) = out.get_or_insert_with(|| items.clone()).get_mut(i) {
+                            *slot = new;
+                        }
+                    }
+                }
+                out.map(Value::Array)
+            }
+            Value::Object(map) => self.object(base, place, path, map, None).map(Value::Object),
+            Value::Null | Value::Bool(_) | Value::Number(_) => None,
+        }
+    }
+}
+
+/// `map` with `changes` applied: each `(key, new key, new value)`. A
+/// replaced key becomes `NEW#i`, distinct from every other key.
+fn apply(map: &Map<String, Value>, changes: Vec<(&str, Option<String>, Option<Value>)>) -> Option<Map<String, Value>> {
+    if changes.is_empty() {
+        return None;
+    }
+    let mut out = map.clone();
+    let mut renamed = 0;
+    for (key, new_key, new_value) in changes {
+        let Some(old) = out.remove(key) else { continue };
+        let value = new_value.unwrap_or(old);
+        let key = match new_key {
+            Some(clean) => loop {
+                let candidate = format!("{clean}#{renamed}");
+                renamed += 1;
+                if !out.contains_key(&candidate) && !map.contains_key(&candidate) {
+                    break candidate;
+                }
+            },
+            None => key.to_owned(),
+        };
+        out.insert(key, value);
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::hygiene::{redact_trace, scan_trace, FindingKind};
+    use crate::reader::parse_json_trace;
+
+    fn located(json: &str) -> Vec<(String, FindingKind)> {
+        let trace = parse_json_trace(json.as_bytes()).unwrap();
+        let mut found: Vec<_> = scan_trace(&trace).into_iter().map(|f| (f.location, f.finding.kind)).collect();
+        found.sort();
+        found
+    }
+
+    #[test]
+    fn every_field_and_every_key_is_walked() {
+        let json = r#"[{"ph":"X","name":"a","ts":1,"dur":2,
+            "foo":"alice@example.com",
+            "sf":"/home/bob/x",
+            "stack":["ok","ghp_abcdefghijklmnopqrstuvwxyz0123456789"],
+            "estack":[{"frame":"/Users/carol/lib.rs"}],
+            "bp":{"k":{"deeper":["dan@example.com"]}},
+            "erin@example.com":1,
+            "args":{"nested":{"frank@example.com":[1]}}}]"#;
+        let expected = [
+            ("event 0 args.nested.frank@example.com (key)", FindingKind::Email),
+            ("event 0 bp.k.deeper[0]", FindingKind::Email),
+            ("event 0 erin@example.com (key)", FindingKind::Email),
+            ("event 0 estack[0].frame", FindingKind::HomePath),
+            ("event 0 foo", FindingKind::Email),
+            ("event 0 sf", FindingKind::HomePath),
+            ("event 0 stack[1]", FindingKind::Token),
+        ];
+        let expected: Vec<(String, FindingKind)> = expected.iter().map(|&(l, k)| (l.to_owned(), k)).collect();
+        assert_eq!(located(json), expected);
+    }
+
+    #[test]
+    fn a_partial_header_is_tool_written_like_the_metadata() {
+        let prose = "one sync at the end of each step: ProfilerStep#N is the true step time and phase spans are host launch time";
+        let header = format!(
+            r#"[{{"ph":"M","name":"steptrace_segment","pid":1,"tid":0,"args":{{"worker":"w","manifest":{{"sync_meaning":"{prose}","cache":"/home/alice/.cache","counts":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16]}}}}}},
+               {{"ph":"i","name":"n","ts":1,"args":{{"sync_meaning":"{prose}"}}}}]"#
+        );
+        // The header's prose and settings are not input content; a private
+        // path still is a finding; the same prose in an ordinary event is.
+        assert_eq!(
+            located(&header),
+            [
+                ("event 0 args.manifest.cache".to_owned(), FindingKind::HomePath),
+                ("event 1 args.sync_meaning".to_owned(), FindingKind::InputContent),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_redaction_replaces_what_the_walk_flags_and_keeps_the_rest() {
+        let json = r#"{"traceEvents":[
+            {"ph":"X","name":"a","ts":1,"dur":2,"foo":"alice@example.com","erin@example.com":7,"ok":"fine",
+             "stack":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17]},
+            {"ph":"M","name":"thread_name","tid":3,"args":{"name":"/home/bob/worker"}}
+        ],"otherData":{"api_key":"q8Z3vK1mP0sX7tY2wR9uL4nB"}}"#;
+        let trace = parse_json_trace(json.as_bytes()).unwrap();
+        let (clean, replaced) = redact_trace(&trace);
+        assert_eq!(replaced, 5);
+        assert_eq!(scan_trace(&clean), []);
+        let text = clean.to_value().to_string();
+        for secret in ["alice", "erin", "bob", "q8Z3"] {
+            assert!(!text.contains(secret), "{secret} left in {text}");
+        }
+        let event = &clean.events[0];
+        assert_eq!((event["ok"].as_str(), event["dur"].as_f64()), (Some("fine"), Some(2.0)));
+        assert!(event.keys().any(|k| k.starts_with("[*** redacted e-mail address ***]#")), "{event:?}");
+        // Nothing flagged: nothing copied.
+        let (same, replaced) = redact_trace(&clean);
+        assert_eq!((replaced, same), (0, clean));
+    }
+}
