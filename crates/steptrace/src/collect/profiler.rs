@@ -21,7 +21,7 @@ use crate::format::names::{STEP_SPAN, TARGET};
 use crate::format::{Manifest, ManifestError};
 use crate::gate::{GateFilter, GateLayer, Shared};
 use crate::schedule::{Action, Schedule};
-use crate::sink::{chrome_layer, DeviceOutcome, FileNames, SavedTrace, SegmentInfo, SegmentWriter, SinkContext, DEFAULT_FILE_NAME};
+use crate::sink::{chrome_layer, Linger, LINGER, DeviceOutcome, FileNames, SavedTrace, SegmentInfo, SegmentWriter, SinkContext, DEFAULT_FILE_NAME};
 
 /// A device collector shared by the builder's clones.
 type SharedCollector = Arc<Mutex<Box<dyn DeviceCollector>>>;
@@ -223,6 +223,7 @@ impl ProfilerBuilder {
             device_reason: self.device_reason,
             results: Mutex::new(Vec::new()),
             shared: shared.clone(),
+            linger: Linger::new(),
         });
         let profiler = Profiler {
             schedule: self.schedule,
@@ -506,6 +507,7 @@ impl Profiler {
             self.close_segment(true);
         }
         self.finished = true;
+        self.context.linger.stop();
         self.shared.finish();
         // Dropping the guard stops tracing-chrome's writer thread after it
         // has finalised every file.
@@ -529,6 +531,7 @@ impl Profiler {
         self.current = Some(span.entered());
         if action.collects() {
             if let Some(guard) = &self.guard {
+                self.context.linger.request(LINGER);
                 guard.flush();
             }
         }
@@ -607,6 +610,7 @@ impl Profiler {
     }
 
     fn close_segment(&mut self, by_finish: bool) {
+        self.context.linger.stop();
         self.shared.set_segment(0);
         if let Some(info) = self.segment.take() {
             let device = self.close_device();

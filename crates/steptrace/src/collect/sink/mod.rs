@@ -49,10 +49,12 @@
 
 mod chrome;
 mod finalise;
+mod linger;
 mod names;
 mod segment;
 
 pub(crate) use chrome::chrome_layer;
+pub(crate) use linger::{Linger, LINGER};
 pub use crate::format::names::COUNTER_TARGET;
 pub use names::DEFAULT_FILE_NAME;
 pub(crate) use names::FileNames;

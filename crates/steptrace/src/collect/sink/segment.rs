@@ -30,6 +30,8 @@ pub(crate) struct SinkContext {
     /// thread, so they may arrive out of order).
     pub(crate) results: Mutex<Vec<(u64, Result<SavedTrace, Error>)>>,
     pub(crate) shared: Arc<crate::gate::Shared>,
+    /// Keeps the writer thread off its channel while a window records.
+    pub(crate) linger: super::Linger,
 }
 
 impl SinkContext {
@@ -181,12 +183,15 @@ impl Write for SegmentWriter {
         Ok(buf.len())
     }
 
+    /// Runs on tracing-chrome's writer thread once per recorded step, then
+    /// lingers there until the next step (see [`Linger`](super::Linger)).
     fn flush(&mut self) -> io::Result<()> {
         if self.error.is_none() {
             if let Some(Err(err)) = self.file.as_mut().map(File::flush) {
                 self.error = Some(err);
             }
         }
+        self.context.linger.serve();
         Ok(())
     }
 }

@@ -1,0 +1,117 @@
+//! Keeping tracing-chrome's writer thread off its channel while a window
+//! records.
+//!
+//! tracing-chrome sends every span begin and end over a channel to its writer
+//! thread. When that thread is parked on the channel, each message must wake
+//! it, and the waking is paid by the thread that emitted the span, inside the
+//! training step: measured at about 10 µs per span on a 2-core VM, against
+//! 0.5 µs when the writer is awake (`examples/sparse_spans.rs`,
+//! docs/benchmarks.md). A training step's spans are sparse (a dozen in a few
+//! milliseconds), so nearly every one paid it.
+//!
+//! The profiler asks for a flush as each recorded step begins; the writer
+//! thread then runs [`Linger::serve`] inside the segment writer's `flush`.
+//! It sleeps there (queued messages wait; nobody has to wake anyone) until
+//! the next step's flush is requested, the deadline passes, or the window
+//! closes. Files still receive every step as it begins, and with fast steps
+//! the writer never falls behind: a flush that finds a newer one pending
+//! returns at once.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// How long the writer waits for the next step's flush request.
+pub(crate) const LINGER: Duration = Duration::from_millis(50);
+/// How often a lingering writer looks for a newer request.
+const POLL: Duration = Duration::from_micros(500);
+
+/// The deadline and the requests the profiler and the writer thread share.
+#[derive(Debug)]
+pub(crate) struct Linger {
+    origin: Instant,
+    /// µs since `origin` (0: do not linger).
+    until_us: AtomicU64,
+    requests: AtomicU64,
+    served: AtomicU64,
+}
+
+impl Linger {
+    pub(crate) fn new() -> Linger {
+        Linger { origin: Instant::now(), until_us: AtomicU64::new(0), requests: AtomicU64::new(0), served: AtomicU64::new(0) }
+    }
+
+    fn now_us(&self) -> u64 {
+        u64::try_from(self.origin.elapsed().as_micros()).unwrap_or(u64::MAX)
+    }
+
+    /// Called by the profiler right before it asks for a flush.
+    pub(crate) fn request(&self, linger: Duration) {
+        let until = self.now_us().saturating_add(u64::try_from(linger.as_micros()).unwrap_or(u64::MAX));
+        self.until_us.store(until, Ordering::Release);
+        self.requests.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Ends any lingering at once (the window closes, or the profiler
+    /// finishes).
+    pub(crate) fn stop(&self) {
+        self.until_us.store(0, Ordering::Release);
+    }
+
+    /// Called on the writer thread for each flush: sleeps until a newer
+    /// request is pending, the deadline passes, or [`stop`](Linger::stop).
+    pub(crate) fn serve(&self) {
+        let served = self.served.fetch_add(1, Ordering::AcqRel) + 1;
+        loop {
+            if self.requests.load(Ordering::Acquire) > served {
+                return;
+            }
+            let (now, until) = (self.now_us(), self.until_us.load(Ordering::Acquire));
+            if now >= until {
+                return;
+            }
+            std::thread::sleep(POLL.min(Duration::from_micros(until - now)));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn a_newer_request_or_a_stop_ends_the_linger() {
+        let linger = Arc::new(Linger::new());
+        // No request pending beyond this one, deadline far: a stop ends it.
+        linger.request(Duration::from_secs(60));
+        let l = linger.clone();
+        let writer = std::thread::spawn(move || l.serve());
+        std::thread::sleep(Duration::from_millis(5));
+        linger.stop();
+        writer.join().unwrap();
+
+        // A newer request ends it too.
+        linger.request(Duration::from_secs(60));
+        let l = linger.clone();
+        let writer = std::thread::spawn(move || l.serve());
+        std::thread::sleep(Duration::from_millis(5));
+        linger.request(Duration::from_secs(60));
+        writer.join().unwrap();
+        // That newer request's own flush returns at once once stopped.
+        linger.stop();
+        linger.serve();
+    }
+
+    #[test]
+    fn flushes_that_queued_up_do_not_linger() {
+        let linger = Linger::new();
+        for _ in 0..3 {
+            linger.request(Duration::from_secs(60));
+        }
+        // The first two see a newer request and return at once.
+        linger.serve();
+        linger.serve();
+        linger.stop();
+        linger.serve();
+    }
+}
