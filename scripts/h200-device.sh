@@ -179,6 +179,15 @@ alternate() {
       > "$R/overhead-alt.txt" 2>&1 || echo "overhead.py rc=$?"
     grep -E '^/|wait  |active  |active_over' "$R/overhead-alt.txt" || true
   fi
+  # What the recorded windows hold, for one auto process per model.
+  local dirs=()
+  for d in mlp-2-auto conv-2-auto; do
+    if [ -d "$R/traces/$d" ]; then dirs+=(--traces "$R/traces/$d"); fi
+  done
+  if [ ${#dirs[@]} -gt 0 ]; then
+    python3 "$REPO/scripts/device-stats.py" "${dirs[@]}" > "$R/device-stats-alt.txt" 2>&1 || echo "device-stats.py rc=$?"
+    tail -n 20 "$R/device-stats-alt.txt"
+  fi
   cat "$R/rc.txt"
 }
 
