@@ -54,3 +54,7 @@ mod confirming {}
 #[cfg(doctest)]
 #[doc = include_str!("../../book/src/own-program.md")]
 mod own_program {}
+
+#[cfg(doctest)]
+#[doc = include_str!("../../book/src/learner.md")]
+mod learner {}

@@ -17,6 +17,7 @@ pub mod data;
 pub mod device;
 mod drive;
 mod error;
+pub mod learner;
 mod limits;
 mod loader;
 mod ops;
@@ -28,6 +29,7 @@ pub mod sync;
 
 pub use config::{BackendSetting, ConfigError, Mode, RunConfig, SyncPolicy};
 pub use error::{Error, Result};
+pub use learner::{LearnerProfiler, Profiled, ProfiledBatcher};
 pub use limits::{CONVNET_MIN_SIDE, MAX_SEQ_LEN};
 pub use loader::Loader;
 pub use ops::report_ops;

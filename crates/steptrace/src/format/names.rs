@@ -75,6 +75,9 @@ pub mod instants {
     pub const NEW_SHAPE: &str = "new input shape after startup";
     /// A steady step far slower than the steady median.
     pub const SLOW_STEP: &str = "slow step after startup: a new compile path?";
+    /// The step holds an epoch's end: validation and checkpointing (written
+    /// by `steptrace_burn::learner`), so its time is not training alone.
+    pub const EPOCH_BOUNDARY: &str = "epoch boundary: validation, checkpointing";
 }
 
 /// Counter tracks the run loop writes.

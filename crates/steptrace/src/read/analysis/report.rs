@@ -60,6 +60,9 @@ pub struct Report {
     pub not_examined: Vec<NotExamined>,
     /// Instants the run wrote (new shapes, slow steps): `(step, what)`.
     pub anomalies: Vec<(Option<u64>, String)>,
+    /// Recorded steps that hold an epoch boundary (validation and
+    /// checkpointing, flagged by `steptrace_burn::learner`).
+    pub epoch_boundary_steps: Vec<u64>,
     /// What is wrong with the input and what the report did about it
     /// (events left out, steps counted once).
     pub warnings: Vec<String>,
@@ -158,6 +161,13 @@ impl Report {
         let spans = span_table(&loaded, &run);
         let device = device_view(&loaded, &run, &vocab);
         let anomalies = anomalies(&loaded);
+        let boundaries = epoch_boundaries(&loaded);
+        if !boundaries.is_empty() {
+            notes.push(format!(
+                "step(s) {boundaries:?} hold an epoch boundary (validation, checkpointing): their time is not \
+                 training alone; they are not read as a new compile path"
+            ));
+        }
         let cx = Context {
             loaded: &loaded,
             run: &run,
@@ -165,6 +175,7 @@ impl Report {
             table: &spans,
             device: &device,
             anomalies: &anomalies,
+            boundaries: &boundaries,
             vocab: &vocab,
         };
         let (hypotheses, not_examined) = hypotheses(&cx);
@@ -181,7 +192,19 @@ impl Report {
         if timing.window.is_none() && timing.steady_ms.is_some() {
             notes.push("the steady steps span no positive wall time: there is no ms/step figure to quote".into());
         }
-        Ok(Report { sources, run, timing, spans, device, hypotheses, not_examined, anomalies, warnings, notes })
+        Ok(Report {
+            sources,
+            run,
+            timing,
+            spans,
+            device,
+            hypotheses,
+            not_examined,
+            anomalies,
+            epoch_boundary_steps: boundaries,
+            warnings,
+            notes,
+        })
     }
 
     /// Fills in each hypothesis's [`command`](Hypothesis::command) from the
@@ -214,6 +237,23 @@ fn source(path: &str, trace: &Trace, loaded: &Loaded, st: Option<&Steptrace>) ->
         cycle: st.and_then(Steptrace::cycle),
         partial_reason: meta.and_then(|m| m.partial_reason.clone()),
     }
+}
+
+/// Steps holding an [`instants::EPOCH_BOUNDARY`] instant, in order, once each.
+fn epoch_boundaries(loaded: &[Loaded]) -> Vec<u64> {
+    let mut steps: Vec<u64> = loaded
+        .iter()
+        .flat_map(|l| {
+            l.spans
+                .instants
+                .iter()
+                .filter(|(name, _, _)| name == instants::EPOCH_BOUNDARY)
+                .filter_map(|(_, ts, _)| l.steps.iter().find(|s| s.start <= *ts && *ts <= s.end).map(|s| s.step))
+        })
+        .collect();
+    steps.sort_unstable();
+    steps.dedup();
+    steps
 }
 
 /// Instants the run wrote that say the steady state may not hold.

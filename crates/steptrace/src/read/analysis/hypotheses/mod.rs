@@ -96,6 +96,8 @@ pub(crate) struct Context<'a> {
     pub(crate) table: &'a SpanTable,
     pub(crate) device: &'a DeviceView,
     pub(crate) anomalies: &'a [(Option<u64>, String)],
+    /// Steps that hold an epoch boundary (validation, checkpointing).
+    pub(crate) boundaries: &'a [u64],
     pub(crate) vocab: &'a Vocabulary<'a>,
 }
 

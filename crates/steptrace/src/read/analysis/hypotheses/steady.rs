@@ -17,7 +17,9 @@ pub(super) fn check(cx: &Context<'_>, found: &mut Vec<Hypothesis>) {
         })
         .collect();
     if let Some(m) = cx.timing.steady_ms.as_ref().filter(|s| s.n >= 3).map(|s| s.median) {
-        for s in steady.iter().filter(|s| s.ms > SLOW_FACTOR * m) {
+        // An epoch boundary's step is slow by design (validation,
+        // checkpointing): the report notes it apart.
+        for s in steady.iter().filter(|s| s.ms > SLOW_FACTOR * m && !cx.boundaries.contains(&s.step)) {
             evidence.push(format!("step {} took {} against a steady median of {}", s.step, ms(s.ms), ms(m)));
         }
     }

@@ -1,0 +1,67 @@
+//! [`ProfiledBatcher`]: the user's batcher, in `data.load` spans.
+
+use std::sync::Arc;
+
+use burn::data::dataloader::batcher::Batcher;
+use burn::tensor::backend::Backend;
+use burn::tensor::Device;
+use steptrace::format::names::{DATA_LOAD, TARGET};
+
+use super::driver::Driver;
+use super::EPOCH_BOUNDARY;
+
+/// A [`Batcher`] that runs the user's `batch` in a `data.load` span, on
+/// whichever thread the data loader calls it: the loader's
+/// `dataloader-{i}` threads with `num_workers`, the training thread without.
+///
+/// The span has two fields: `items`, the number of items batched, and
+/// `split`, `"train"` for a batch built for an autodiff backend and
+/// `"valid"` otherwise. burn-train's `SupervisedTraining` builds its
+/// validation batches for the inner (non-autodiff) backend, so one wrapped
+/// batcher, cloned into both data loaders, tells them apart. A validation
+/// batch also marks its step as an [epoch boundary](super#epoch-boundaries).
+///
+/// The span covers all of the user's `batch`, which with burn also creates
+/// the batch's tensors on the device: the host-to-device copy is inside
+/// `data.load`, and no `transfer.h2d` span is written.
+///
+/// Made by [`LearnerProfiler::batcher`](super::LearnerProfiler::batcher).
+#[derive(Clone, Debug)]
+pub struct ProfiledBatcher<Bt> {
+    inner: Bt,
+    driver: Arc<Driver>,
+}
+
+impl<Bt> ProfiledBatcher<Bt> {
+    pub(crate) fn new(inner: Bt, driver: Arc<Driver>) -> Self {
+        Self { inner, driver }
+    }
+
+    /// The wrapped batcher.
+    pub fn inner(&self) -> &Bt {
+        &self.inner
+    }
+
+    /// Unwraps the batcher.
+    pub fn into_inner(self) -> Bt {
+        self.inner
+    }
+}
+
+impl<B, I, O, Bt> Batcher<B, I, O> for ProfiledBatcher<Bt>
+where
+    B: Backend,
+    Bt: Batcher<B, I, O>,
+{
+    fn batch(&self, items: Vec<I>, device: &Device<B>) -> O {
+        let train = B::ad_enabled(device);
+        if !train {
+            if let Some(step) = self.driver.note_validation() {
+                tracing::info!(target: TARGET, step, "{EPOCH_BOUNDARY}");
+            }
+        }
+        let split = if train { "train" } else { "valid" };
+        let _load = tracing::info_span!(target: TARGET, DATA_LOAD, items = items.len(), split = %split).entered();
+        self.inner.batch(items, device)
+    }
+}

@@ -1,0 +1,212 @@
+//! The profiler, bound to the thread that installed it, and the state that
+//! the wrappers share with it.
+//!
+//! A [`Profiler`] holds the entered `ProfilerStep#N` span, so it must stay
+//! on the thread that steps it: it is not `Send`. burn-train, however,
+//! wants a `Send + Clone` optimizer and a `Send + Sync` batcher. So the
+//! profiler is kept in a thread-local slot of the installing thread, and
+//! the wrappers hold an [`Arc<Driver>`]: plain atomics and a mutex, which
+//! any thread may read. Only the installing thread reaches the profiler
+//! itself; from any other thread [`Driver::with`] does nothing and says
+//! so, rather than panic. burn-train's default single-device strategy runs
+//! the whole loop on the thread that calls `launch`.
+
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::{self, ThreadId};
+
+use steptrace::Profiler;
+
+thread_local! {
+    /// The profilers this thread drives, by driver id.
+    static BOUND: RefCell<Vec<(u64, Profiler)>> = const { RefCell::new(Vec::new()) };
+}
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// What the wrappers share: the current step, counts, and the steps that
+/// held validation.
+#[derive(Debug)]
+pub(crate) struct Driver {
+    id: u64,
+    owner: ThreadId,
+    /// The current step (the `N` of the open `ProfilerStep#N`).
+    step: AtomicU64,
+    started: AtomicBool,
+    finished: AtomicBool,
+    /// Optimizer updates that advanced the profiler.
+    updates: AtomicU64,
+    /// Updates that could not advance it: made on another thread, or after
+    /// the profiler finished.
+    missed: AtomicU64,
+    /// Whether the first update has described the backend yet.
+    described: AtomicBool,
+    /// Steps during which a validation batch was built, in order.
+    boundaries: Mutex<Vec<u64>>,
+}
+
+impl Driver {
+    /// Binds `profiler` to the current thread.
+    pub(crate) fn bind(profiler: Profiler) -> Arc<Driver> {
+        let driver = Arc::new(Driver {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            owner: thread::current().id(),
+            step: AtomicU64::new(profiler.step_num()),
+            started: AtomicBool::new(false),
+            finished: AtomicBool::new(false),
+            updates: AtomicU64::new(0),
+            missed: AtomicU64::new(0),
+            described: AtomicBool::new(false),
+            boundaries: Mutex::new(Vec::new()),
+        });
+        // At thread exit the slot is dropped, and the profiler saves what it holds.
+        let _ = BOUND.try_with(|bound| bound.borrow_mut().push((driver.id, profiler)));
+        driver
+    }
+
+    /// Runs `f` on the profiler: `None` off the installing thread, after
+    /// [`take`](Driver::take), or when re-entered.
+    pub(crate) fn with<R>(&self, f: impl FnOnce(&mut Profiler) -> R) -> Option<R> {
+        if thread::current().id() != self.owner {
+            return None;
+        }
+        BOUND
+            .try_with(|bound| {
+                let mut bound = bound.try_borrow_mut().ok()?;
+                let (_, profiler) = bound.iter_mut().find(|(id, _)| *id == self.id)?;
+                Some(f(profiler))
+            })
+            .ok()
+            .flatten()
+    }
+
+    /// Opens `ProfilerStep#0` unless it is open. False when the profiler is
+    /// out of reach (another thread, or finished).
+    pub(crate) fn start(&self) -> bool {
+        let reached = self.with(Profiler::start).is_some();
+        if reached {
+            self.started.store(true, Ordering::Release);
+        }
+        reached
+    }
+
+    /// Whether step 0 has been opened.
+    pub(crate) fn is_started(&self) -> bool {
+        self.started.load(Ordering::Acquire)
+    }
+
+    /// Ends the current step after an optimizer update; `describe` runs on
+    /// the first update only, to complete the manifest before any trace is
+    /// saved.
+    pub(crate) fn after_update(&self, describe: impl FnOnce(&mut Profiler)) {
+        let stepped = self.with(|profiler| {
+            if !self.described.swap(true, Ordering::AcqRel) {
+                describe(profiler);
+            }
+            profiler.step();
+            profiler.step_num()
+        });
+        match stepped {
+            Some(step) => {
+                self.updates.fetch_add(1, Ordering::AcqRel);
+                self.step.store(step, Ordering::Release);
+            }
+            None => {
+                self.missed.fetch_add(1, Ordering::AcqRel);
+            }
+        }
+    }
+
+    /// Notes that a validation batch is being built now: the first time in
+    /// a step, returns that step (to be flagged), otherwise `None`.
+    pub(crate) fn note_validation(&self) -> Option<u64> {
+        if !self.is_started() || self.finished.load(Ordering::Acquire) {
+            return None;
+        }
+        let step = self.step.load(Ordering::Acquire);
+        let mut steps = self.boundaries.lock().unwrap_or_else(|e| e.into_inner());
+        if steps.last() == Some(&step) {
+            return None;
+        }
+        steps.push(step);
+        Some(step)
+    }
+
+    /// Removes the profiler from the thread's slot, ending the wrappers'
+    /// access to it; `None` off the installing thread or if already taken.
+    pub(crate) fn take(&self) -> Option<Profiler> {
+        if thread::current().id() != self.owner {
+            return None;
+        }
+        let profiler = BOUND
+            .try_with(|bound| {
+                let mut bound = bound.try_borrow_mut().ok()?;
+                let at = bound.iter().position(|(id, _)| *id == self.id)?;
+                Some(bound.remove(at).1)
+            })
+            .ok()
+            .flatten()?;
+        self.finished.store(true, Ordering::Release);
+        Some(profiler)
+    }
+
+    /// Optimizer updates that advanced the profiler.
+    pub(crate) fn updates(&self) -> u64 {
+        self.updates.load(Ordering::Acquire)
+    }
+
+    /// Updates that could not advance it.
+    pub(crate) fn missed(&self) -> u64 {
+        self.missed.load(Ordering::Acquire)
+    }
+
+    /// Steps that held validation, in order.
+    pub(crate) fn boundaries(&self) -> Vec<u64> {
+        self.boundaries.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn profiler(dir: &std::path::Path) -> Profiler {
+        let schedule = "warmup=1,active=1,repeat=1".parse().expect("schedule");
+        // Built, not installed: the spans go nowhere, the stepping is real.
+        let (_layer, profiler) = Profiler::builder(schedule)
+            .out_dir(dir)
+            .build::<tracing_subscriber::Registry>()
+            .expect("profiler");
+        profiler
+    }
+
+    #[test]
+    fn updates_advance_the_bound_profiler_and_other_threads_are_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let driver = Driver::bind(profiler(dir.path()));
+        assert_eq!(driver.note_validation(), None, "not started yet");
+        assert!(driver.start());
+        driver.after_update(|_| {});
+        assert_eq!(driver.updates(), 1);
+        assert_eq!(driver.note_validation(), Some(1));
+        assert_eq!(driver.note_validation(), None, "flagged once per step");
+
+        let shared = driver.clone();
+        std::thread::spawn(move || {
+            assert!(!shared.start());
+            shared.after_update(|_| panic!("never described off the owner thread"));
+            assert!(shared.take().is_none());
+        })
+        .join()
+        .expect("other thread");
+        assert_eq!((driver.updates(), driver.missed()), (1, 1));
+        assert_eq!(driver.boundaries(), vec![1]);
+
+        let profiler = driver.take().expect("owner thread");
+        assert!(driver.take().is_none());
+        driver.after_update(|_| {});
+        assert_eq!(driver.missed(), 2);
+        assert_eq!(profiler.step_num(), 1);
+    }
+}

@@ -1,0 +1,223 @@
+//! [`LearnerProfiler`]: the handle a burn-train program holds.
+
+use std::sync::Arc;
+
+use burn::train::ApplicationLoggerInstaller;
+use steptrace::{Profiler, ProfilerBuilder, SavedTrace};
+
+use super::batcher::ProfiledBatcher;
+use super::driver::Driver;
+use super::optimizer::Profiled;
+use super::{LearnerError, EPOCH_BOUNDARY};
+use crate::backend::Selection;
+use crate::device::{DeviceActivityMode, DeviceSetup};
+use crate::SyncPolicy;
+
+/// Profiles a burn-train run: wraps its optimizer and batcher, and opens
+/// `ProfilerStep#0` when `launch` begins. See the [module docs](super).
+///
+/// The profiler stays on the thread that created the handle; `launch` must
+/// run on that thread (burn-train's default single-device strategy runs
+/// the loop on the calling thread). Dropping the handle there finishes the
+/// profiler, saving a cycle cut short as a partial file;
+/// [`finish`](LearnerProfiler::finish) also returns what was written.
+#[derive(Debug)]
+pub struct LearnerProfiler {
+    driver: Arc<Driver>,
+}
+
+/// What a profiled run wrote, from [`LearnerProfiler::finish`].
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct ProfiledRun {
+    /// Every trace file, in cycle order.
+    pub saved: Vec<SavedTrace>,
+    /// Optimizer updates, one per `ProfilerStep#N`.
+    pub updates: u64,
+    /// Steps that also held validation, and after it checkpointing: the
+    /// [epoch boundaries](super#epoch-boundaries).
+    pub epoch_boundary_steps: Vec<u64>,
+    /// Updates that could not end a step: made on another thread than the
+    /// profiler's, or after it finished. Zero in a single-device run.
+    pub missed_updates: u64,
+}
+
+impl LearnerProfiler {
+    /// Builds the profiler, installs it as the process's global `tracing`
+    /// subscriber, and fills in the manifest fields this integration knows
+    /// (see the [module docs](super#the-manifest)).
+    ///
+    /// # Errors
+    ///
+    /// [`LearnerError::SubscriberExists`] when a global subscriber is
+    /// already installed (burn-train's application logger, say): nothing is
+    /// installed then. [`LearnerError::Profiler`] when the builder's output
+    /// directory, file-name template, targets or manifest are unusable.
+    pub fn install(builder: ProfilerBuilder) -> Result<Self, LearnerError> {
+        Ok(Self::from_profiler(builder.try_install()?))
+    }
+
+    /// Takes a profiler whose layer the caller has installed in a
+    /// subscriber of its own (see [`ProfilerBuilder::build`]), to keep
+    /// another layer beside steptrace's. Call it on the thread that will
+    /// call `launch`, before the first step.
+    pub fn from_profiler(profiler: Profiler) -> Self {
+        profiler.update_manifest(|m| {
+            m.mode.get_or_insert_with(|| "train".into());
+            if m.sync_policy.is_none() {
+                m.sync_policy = Some(SyncPolicy::None.to_string());
+                m.sync_meaning = Some(SyncPolicy::None.meaning().into());
+            }
+            let known = [
+                ("trainer", "burn-train 0.21 Learner".to_owned()),
+                ("step_unit", "one optimizer update: ProfilerStep#N holds update N".to_owned()),
+                (
+                    "data_load",
+                    "the user's Batcher::batch, on the data loader's threads; it includes the host-to-device \
+                     copy, so there is no transfer.h2d span"
+                        .to_owned(),
+                ),
+                ("epoch_boundaries", format!("steps that also hold validation and checkpointing carry the instant `{EPOCH_BOUNDARY}`")),
+            ];
+            for (key, value) in known {
+                m.extra.entry(key).or_insert_with(|| value.into());
+            }
+        });
+        Self { driver: Driver::bind(profiler) }
+    }
+
+    /// Wraps burn-train's optimizer: each update ends a step.
+    pub fn optimizer<O>(&self, optimizer: O) -> Profiled<O> {
+        Profiled::new(optimizer, self.driver.clone())
+    }
+
+    /// Wraps the batcher of the data loaders: batches are built in
+    /// `data.load` spans. Clone the result into both the training and the
+    /// validation loader, so that epoch boundaries are flagged.
+    pub fn batcher<Bt>(&self, batcher: Bt) -> ProfiledBatcher<Bt> {
+        ProfiledBatcher::new(batcher, self.driver.clone())
+    }
+
+    /// For `SupervisedTraining::with_application_logger`: instead of
+    /// burn-train's file logger, which would try to install a second global
+    /// subscriber, an "installer" that installs nothing and opens
+    /// `ProfilerStep#0` as `launch` begins.
+    ///
+    /// burn-train's `experiment.log` is then not written; `log` records go
+    /// through steptrace's subscriber, which keeps only steptrace's own
+    /// targets unless [`ProfilerBuilder::targets`] opts others in.
+    pub fn application_logger(&self) -> Option<Box<dyn ApplicationLoggerInstaller>> {
+        Some(Box::new(LaunchStart { driver: self.driver.clone() }))
+    }
+
+    /// Opens `ProfilerStep#0` now, if it is not open yet, for a program
+    /// that does not use [`application_logger`](Self::application_logger).
+    /// Without either, step 0 opens at the first update and holds only its
+    /// optimizer call.
+    pub fn start(&self) {
+        self.driver.start();
+    }
+
+    /// Optimizer updates so far.
+    pub fn updates(&self) -> u64 {
+        self.driver.updates()
+    }
+
+    /// The steps flagged as epoch boundaries so far.
+    pub fn epoch_boundary_steps(&self) -> Vec<u64> {
+        self.driver.boundaries()
+    }
+
+    /// Ends profiling: closes the current step (the one after the last
+    /// update, which holds the last validation), saves a cycle cut short,
+    /// waits for every file, and says what the run recorded.
+    ///
+    /// # Errors
+    ///
+    /// [`LearnerError::WrongThread`] off the thread that created the
+    /// handle; [`LearnerError::Profiler`] with the first cycle that could
+    /// not be written (the others are on disk).
+    pub fn finish(self) -> Result<ProfiledRun, LearnerError> {
+        let profiler = self.driver.take().ok_or(LearnerError::WrongThread)?;
+        let mut saved = Vec::new();
+        for result in profiler.finish_all() {
+            saved.push(result?);
+        }
+        Ok(ProfiledRun {
+            saved,
+            updates: self.driver.updates(),
+            epoch_boundary_steps: self.driver.boundaries(),
+            missed_updates: self.driver.missed(),
+        })
+    }
+}
+
+impl Drop for LearnerProfiler {
+    fn drop(&mut self) {
+        // Saves a cycle cut short; errors are the profiler's to print.
+        drop(self.driver.take());
+    }
+}
+
+/// Labels the backend in the manifest with steptrace's [`Selection`]: its
+/// label (with `FALLBACK` and the reason when `auto` fell back), kind,
+/// device and fallback reason, as `steptrace train` writes them. Without
+/// it the first update records burn's own name for the backend.
+///
+/// ```
+/// use steptrace_burn::backend::{self, BackendChoice};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let selection = backend::select(BackendChoice::Cpu)?;
+/// let builder = steptrace::Profiler::builder("warmup=1,active=2,repeat=1".parse()?);
+/// let builder = steptrace_burn::learner::with_backend(builder, &selection);
+/// # drop(builder);
+/// # Ok(())
+/// # }
+/// ```
+///
+/// It also sets up device activity as `steptrace train` does by default
+/// (`--device-activity auto`): on CUDA, CUPTI records kernels, copies and
+/// launches inside each window; elsewhere the trace says "not observed" and
+/// why. [`with_device_activity`] chooses the mode.
+pub fn with_backend(builder: ProfilerBuilder, selection: &Selection) -> ProfilerBuilder {
+    with_device_activity(label(builder, selection), DeviceActivityMode::Auto, selection)
+}
+
+/// Device activity for the run on `selection`, in `mode`: a CUPTI collector
+/// on CUDA, or the reason it is not observed, which every trace then
+/// carries.
+pub fn with_device_activity(builder: ProfilerBuilder, mode: DeviceActivityMode, selection: &Selection) -> ProfilerBuilder {
+    let builder = builder.manifest("device_activity", mode.to_string());
+    match crate::device::setup(mode, selection) {
+        DeviceSetup::Collector(collector, _) => builder.device_collector(collector),
+        DeviceSetup::NotObserved(reason) => builder.device_not_observed(reason),
+    }
+}
+
+fn label(builder: ProfilerBuilder, selection: &Selection) -> ProfilerBuilder {
+    builder
+        .manifest("backend", selection.label())
+        .manifest("backend_kind", selection.kind.to_string())
+        .manifest("device", selection.device.clone())
+        .manifest("fallback_reason", selection.fallback_reason.clone())
+        .manifest("requested_backend", selection.requested.to_string())
+        .manifest("burn_type", selection.backend_type_name())
+}
+
+/// The [`LearnerProfiler::application_logger`] installer.
+struct LaunchStart {
+    driver: Arc<Driver>,
+}
+
+impl ApplicationLoggerInstaller for LaunchStart {
+    fn install(&self) -> Result<(), String> {
+        if self.driver.start() {
+            Ok(())
+        } else {
+            Err("steptrace: `launch` runs on another thread than the one that created the LearnerProfiler, \
+                 or after it finished: no step will be recorded"
+                .into())
+        }
+    }
+}
