@@ -59,12 +59,15 @@ pub struct Settings {
     pub batch_size: usize,
     /// Data loader threads.
     pub workers: usize,
+    /// A last change to the profiler builder (tests give it a synthetic
+    /// device collector; the example leaves it as it is).
+    pub customise: fn(steptrace::ProfilerBuilder) -> steptrace::ProfilerBuilder,
 }
 
 impl Settings {
     /// The example's defaults, writing into `traces` and `artifacts`.
     pub fn new(traces: PathBuf, artifacts: PathBuf) -> Self {
-        Self { traces, artifacts, schedule: SCHEDULE.into(), epochs: 2, batch_size: 64, workers: 2 }
+        Self { traces, artifacts, schedule: SCHEDULE.into(), epochs: 2, batch_size: 64, workers: 2, customise: |b| b }
     }
 }
 
@@ -175,7 +178,7 @@ pub fn run(settings: &Settings) -> Result<Outcome, Box<dyn Error>> {
         .manifest("batch_size", settings.batch_size)
         .manifest("prefetch_workers", settings.workers)
         .manifest("seed", SEED);
-    let profiler = LearnerProfiler::install(learner::with_backend(builder, &selection))?;
+    let profiler = LearnerProfiler::install((settings.customise)(learner::with_backend(builder, &selection)))?;
 
     let batcher = profiler.batcher(DigitsBatcher { features }); // steptrace: was `DigitsBatcher { features }`
     let dataloader_train = DataLoaderBuilder::new(batcher.clone())
