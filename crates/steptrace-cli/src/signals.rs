@@ -5,9 +5,12 @@
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
+#[cfg(unix)]
 use std::time::Duration;
 
+#[cfg(unix)]
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGXFSZ};
+#[cfg(unix)]
 use signal_hook::flag;
 
 /// The signal flags of this process.
@@ -37,11 +40,20 @@ impl Signals {
     }
 }
 
+/// Installs nothing outside Unix.
+#[cfg(not(unix))]
+pub fn install() -> io::Result<Signals> {
+    // Elsewhere Ctrl-C keeps its default: the run stops, and the cycle in
+    // progress stays a `.partial` file that report and inspect read.
+    Ok(Signals { stop: Arc::new(AtomicUsize::new(0)), announced: Arc::new(AtomicBool::new(false)) })
+}
+
 /// Installs the handlers.
 ///
 /// `SIGXFSZ` (a file-size limit, `ulimit -f`) is caught too, so that a write
 /// past the limit fails with an error the run reports, instead of killing
 /// the process without a word.
+#[cfg(unix)]
 pub fn install() -> io::Result<Signals> {
     let stop = Arc::new(AtomicUsize::new(0));
     let seen = Arc::new(AtomicBool::new(false));
@@ -74,10 +86,10 @@ pub fn exit_code(signal: usize) -> u8 {
 }
 
 fn name(signal: usize) -> &'static str {
-    match signal as i32 {
-        SIGINT => "interrupted (SIGINT)",
-        SIGTERM => "terminated (SIGTERM)",
-        SIGHUP => "hung up (SIGHUP)",
+    match signal {
+        2 => "interrupted (SIGINT)",
+        15 => "terminated (SIGTERM)",
+        1 => "hung up (SIGHUP)",
         _ => "signal",
     }
 }

@@ -97,3 +97,18 @@ fn a_second_signal_exits_at_once_and_leaves_a_readable_partial_file() {
     // No summary is written: the run did not end.
     assert!(!dir.path().join("run.json").exists());
 }
+
+#[test]
+fn a_file_size_limit_is_a_reported_write_error_not_a_silent_kill() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = env!("CARGO_BIN_EXE_steptrace");
+    // `ulimit -f 200`: 200 blocks of 1 KiB (bash and dash count in KiB here).
+    let script = format!(
+        "ulimit -f 200 && exec '{exe}' train --backend cpu --quiet --steps 300 --schedule wait=0,warmup=1,active=290 --out traces"
+    );
+    let out = Command::new("sh").args(["-c", &script]).current_dir(dir.path()).env("NODEVICE_SELECT", "1").output().unwrap();
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "exit 1 for a trace error, not a signal: {stdout}{stderr}");
+    assert!(stdout.contains("trace error:") && stdout.contains("File too large"), "{stdout}");
+    assert!(stdout.contains("bytes written so far are kept in"), "{stdout}");
+}

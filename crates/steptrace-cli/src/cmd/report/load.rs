@@ -135,7 +135,7 @@ fn latest_run(dir: &Path, seen: &mut Seen) -> anyhow::Result<Vec<(String, Vec<u8
     }
     if partial_count == all.len() {
         eprintln!(
-            "{} holds only .partial files: traces cut short (a crash or Ctrl-C inside a cycle); reading their complete \
+            "{} holds only .partial files: traces cut short (a crash, a second Ctrl-C or a failed write inside a cycle); reading their complete \
              events",
             dir.display()
         );

@@ -67,7 +67,7 @@ fn render_sources(o: &mut String, r: &Report) {
         let mut flags = Vec::new();
         if s.unfinished || s.path.ends_with(".partial") {
             flags.push(
-                "cut short: a .partial file steptrace never finished (a crash or Ctrl-C inside the cycle); complete \
+                "cut short: a .partial file steptrace never finished (a crash, a second Ctrl-C or a failed write inside the cycle); complete \
                  events only"
                     .to_owned(),
             );
