@@ -79,16 +79,28 @@ fn the_first_signal_saves_the_cycle_cut_short_and_exits_with_the_signal_code() {
 
 #[test]
 fn a_second_signal_exits_at_once_and_leaves_a_readable_partial_file() {
+    use std::io::{BufRead, BufReader};
     let dir = tempfile::tempdir().unwrap();
-    // Each batch read takes 3 s, so the first signal finds the loop in the
-    // middle of a step. Two different signals: a second SIGINT sent right
-    // after the first could be merged with it by the kernel.
-    let child = long_run(dir.path(), &["--loader-delay-ms", "3000"]);
+    // Each batch read takes 30 s, so both signals find the loop inside a
+    // step: only the second signal can end the process.
+    let mut child = long_run(dir.path(), &["--loader-delay-ms", "30000"]);
     wait_for_recording(dir.path(), 100);
+    let stderr = child.stderr.take().unwrap();
+    let (said, heard) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = said.send(line);
+        }
+    });
     signal(&child, "INT");
-    signal(&child, "TERM");
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(143), "the second signal's code: {:?}", text(&out));
+    // The first signal is handled (and announced) before the second is sent:
+    // two SIGINTs pending at once would be merged into one by the kernel.
+    let announced = std::iter::from_fn(|| heard.recv_timeout(Duration::from_secs(20)).ok())
+        .any(|line| line.contains("again to quit at once"));
+    assert!(announced, "the first signal was not announced");
+    signal(&child, "INT");
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
     let partial = files(&dir.path().join("traces"), ".partial");
     assert_eq!(partial.len(), 1, "the cycle stays a .partial file");
     let trace = steptrace::reader::read_trace_file(&partial[0]).unwrap();
