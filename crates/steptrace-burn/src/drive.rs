@@ -231,7 +231,11 @@ impl<'a> Job<'a> {
     /// Startup figures, measured before any window records.
     fn record_startup(&self, setup_ms: f64, first_step_ms: f64) {
         let Some(profiler) = &self.profiler else { return };
-        let cache = if self.cache.warm { "warm" } else { "cold" };
+        let cache = match (self.selection.kind.uses_cubecl(), self.cache.warm) {
+            (false, _) => crate::backend::BackendKind::NOT_CUBECL,
+            (true, true) => "warm",
+            (true, false) => "cold",
+        };
         profiler.update_manifest(|m| {
             let mut startup = StartupInfo::default();
             startup.setup_ms = Some(setup_ms);
@@ -298,7 +302,11 @@ impl<'a> Job<'a> {
             anomalies: state.anomalies,
             traces,
             trace_errors,
-            cache: format!("{} ({cache_state})", crate::private::tilde(&self.cache.dir)),
+            cache: if self.selection.kind.uses_cubecl() {
+                format!("{} ({cache_state})", crate::private::tilde(&self.cache.dir))
+            } else {
+                crate::backend::BackendKind::NOT_CUBECL.to_owned()
+            },
             memory: cfg
                 .memory
                 .then(|| state.memory_note.unwrap_or_else(|| format!("observed: counter track `{}`", counters::DEVICE_MEMORY))),

@@ -11,7 +11,7 @@ use steptrace::format::Manifest;
 use steptrace::Profiler;
 use steptrace_models::{CharTransformerConfig, ConvNetConfig, MlpConfig, ModelKind};
 
-use crate::backend::{self, BackendRun, CacheState, Selection};
+use crate::backend::{self, BackendKind, BackendRun, CacheState, Selection};
 use crate::config::{Mode, RunConfig};
 use crate::data::{self, BatchSource};
 use crate::error::{Error, Result};
@@ -28,9 +28,10 @@ const BURN_VERSION: &str = "0.21.0";
 #[derive(Serialize)]
 struct BurnFields {
     burn_type: &'static str,
-    fusion: bool,
-    autotune: bool,
-    cubecl_cache: CubeclCache,
+    /// `true` on cubecl backends; on ndarray, a "not applicable" string.
+    fusion: serde_json::Value,
+    autotune: serde_json::Value,
+    cubecl_cache: serde_json::Value,
     burn_version: &'static str,
 }
 
@@ -141,16 +142,19 @@ impl Job<'_> {
         m.steps = Some(cfg.steps);
         m.startup_steps = Some(startup_steps(cfg.steps));
         m.notes = cfg.notes.clone();
+        let cubecl = self.selection.kind.uses_cubecl();
+        let applies = |on: serde_json::Value| if cubecl { on } else { BackendKind::NOT_CUBECL.into() };
+        let cache = CubeclCache {
+            dir: crate::private::tilde(&self.cache.dir),
+            compilation_cache: self.cache.compilation_cache,
+            autotune_cache: self.cache.autotune_cache,
+            state: if self.cache.warm { "warm" } else { "cold" },
+        };
         let burn = BurnFields {
             burn_type: std::any::type_name::<B>(),
-            fusion: true,
-            autotune: true,
-            cubecl_cache: CubeclCache {
-                dir: crate::private::tilde(&self.cache.dir),
-                compilation_cache: self.cache.compilation_cache,
-                autotune_cache: self.cache.autotune_cache,
-                state: if self.cache.warm { "warm" } else { "cold" },
-            },
+            fusion: applies(true.into()),
+            autotune: applies(true.into()),
+            cubecl_cache: applies(serde_json::to_value(&cache).unwrap_or_default()),
             burn_version: BURN_VERSION,
         };
         // A struct of plain fields always serialises to an object.

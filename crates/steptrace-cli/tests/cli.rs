@@ -93,3 +93,22 @@ fn report_and_inspect_refuse_a_newer_trace_format_naming_both_versions() {
     std::fs::write(dir.path().join("today.json"), serde_json::to_vec(&doc).unwrap()).unwrap();
     assert!(steptrace(&["report", "today.json"], dir.path()).status.success());
 }
+
+#[test]
+fn on_ndarray_cubecl_settings_are_not_applicable_not_claimed() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = steptrace(&["train", "--backend", "cpu", "--quiet", "--steps", "20", "--json", "run.json"], dir.path());
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("cubecl cache: not applicable"), "{stdout}");
+    assert!(!stdout.contains("(warm)") && !stdout.contains("(cold"), "{stdout}");
+    let trace = std::fs::read_dir(dir.path().join("traces")).unwrap().next().unwrap().unwrap().path();
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(trace).unwrap()).unwrap();
+    let manifest = &doc["metadata"]["manifest"];
+    for key in ["fusion", "autotune", "cubecl_cache"] {
+        assert!(manifest[key].as_str().is_some_and(|v| v.starts_with("not applicable")), "{key}: {manifest}");
+    }
+    assert!(manifest["startup"]["cubecl_cache"].as_str().is_some_and(|v| v.starts_with("not applicable")), "{manifest}");
+    let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.path().join("run.json")).unwrap()).unwrap();
+    assert!(summary["cache"].as_str().unwrap().starts_with("not applicable"), "{summary}");
+}

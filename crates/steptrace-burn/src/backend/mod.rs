@@ -143,6 +143,17 @@ impl BackendKind {
         }
     }
 
+    /// Whether burn runs this backend through cubecl, so that fusion,
+    /// autotune and cubecl's kernel caches apply (ndarray uses none of
+    /// them).
+    pub fn uses_cubecl(self) -> bool {
+        !matches!(self, BackendKind::Cpu)
+    }
+
+    /// What the manifest and the console say for a cubecl setting on a
+    /// backend without cubecl.
+    pub const NOT_CUBECL: &'static str = "not applicable: ndarray does not use cubecl";
+
     /// Human name used in messages: `"CUDA"`, `"wgpu"`, `"CPU (ndarray)"`.
     pub fn display_name(self) -> &'static str {
         match self {

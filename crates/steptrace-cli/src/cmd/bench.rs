@@ -77,8 +77,8 @@ pub fn bench(w: &WorkloadArgs, protocol: &Protocol, progress: bool) -> anyhow::R
         ("device", json!(summary.device)),
         ("requested_backend", json!(value_name(&w.backend))),
         ("fallback", json!(summary.fallback)),
-        ("fusion", json!(true)),
-        ("autotune", json!(true)),
+        ("fusion", cubecl_setting(&summary.backend_kind)),
+        ("autotune", cubecl_setting(&summary.backend_kind)),
         ("profile", json!(format!("{:?}", protocol.profile).to_lowercase())),
         ("warmup", json!(protocol.warmup)),
         ("steps", json!(protocol.steps)),
@@ -132,7 +132,14 @@ fn record(summary: &RunSummary, protocol: &Protocol) -> anyhow::Result<RunRecord
     Ok(RunRecord {
         time_to_first_step_ms: summary.setup_ms + summary.first_step_ms,
         first_step_ms: summary.first_step_ms,
-        cache: if summary.cache.contains("(warm)") { "warm" } else { "cold" }.into(),
+        cache: if summary.cache.contains("(warm)") {
+            "warm"
+        } else if summary.cache.starts_with("not applicable") {
+            "not applicable"
+        } else {
+            "cold"
+        }
+        .into(),
         median_ms: steptrace::analysis::median(&measured).context("no measured step")?,
         step_ms: measured,
         first_loss: summary.first_loss,
@@ -190,4 +197,14 @@ pub fn render(r: &BenchResult) -> String {
         out.push_str("NOTE: a fallback backend: these figures do not describe a GPU.\n");
     }
     out
+}
+
+/// `true` for fusion and autotune on cubecl backends; "not applicable" on
+/// ndarray, which has neither.
+fn cubecl_setting(backend_kind: &str) -> serde_json::Value {
+    if backend_kind == "cpu" {
+        json!(steptrace_burn::backend::BackendKind::NOT_CUBECL)
+    } else {
+        json!(true)
+    }
 }

@@ -46,7 +46,8 @@ fn expand(vary: &[String]) -> Vec<String> {
     for v in vary {
         out.push(v.clone());
         let implied: &[&str] = match v.as_str() {
-            "backend" => &["device", "requested_backend", "fallback"],
+            // Fusion and autotune exist only on cubecl backends: a backend brings its own.
+            "backend" => &["device", "requested_backend", "fallback", "fusion", "autotune"],
             "batch" => &["input_shape"],
             "model" => &["parameters", "input_shape"],
             "dataset" => &["input_shape"],

@@ -40,11 +40,15 @@ pub fn run(a: TrainArgs) -> anyhow::Result<ExitCode> {
         println!("NOTE: this run is NOT on CUDA: its timings describe {} and must not be read as a GPU analysis.", selection.kind);
     }
     let cache = backend::configure_cubecl_cache(&cfg.cache);
-    println!(
-        "cubecl cache: {} ({})",
-        steptrace_burn::home_relative(&cache.dir),
-        if cache.warm { "warm" } else { "cold: the first steps include compilation and autotune" }
-    );
+    if selection.kind.uses_cubecl() {
+        println!(
+            "cubecl cache: {} ({})",
+            steptrace_burn::home_relative(&cache.dir),
+            if cache.warm { "warm" } else { "cold: the first steps include compilation and autotune" }
+        );
+    } else {
+        println!("cubecl cache: {}", backend::BackendKind::NOT_CUBECL);
+    }
     println!("sync: {} ({})", cfg.sync, cfg.sync.meaning());
 
     let profiler = if a.no_profile {
