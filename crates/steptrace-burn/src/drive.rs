@@ -22,8 +22,9 @@ use crate::summary::{startup_steps, Anomaly, RunSummary, Stats, StepRecord};
 /// slow.
 const SLOW_WINDOW: usize = 64;
 
-/// `SIGINT`, `SIGTERM` or the number.
-fn signal_name(signal: usize) -> String {
+/// `SIGINT`, `SIGTERM`, `SIGHUP`, or `signal N`: how the run names the
+/// signal that stopped it ([`RunConfig::stop`](crate::RunConfig::stop)).
+pub fn signal_name(signal: usize) -> String {
     match signal {
         2 => "SIGINT".to_owned(),
         15 => "SIGTERM".to_owned(),

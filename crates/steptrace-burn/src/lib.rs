@@ -28,6 +28,7 @@ mod summary;
 pub mod sync;
 
 pub use config::{BackendSetting, ConfigError, Mode, RunConfig, SyncPolicy};
+pub use drive::signal_name;
 pub use error::{Error, Result};
 pub use learner::{LearnerProfiler, Profiled, ProfiledBatcher};
 pub use limits::{CONVNET_MIN_SIDE, MAX_SEQ_LEN};

@@ -33,8 +33,9 @@ impl Signals {
         let signal = self.received();
         if signal != 0 && !self.announced.swap(true, Ordering::SeqCst) {
             eprintln!(
-                "\nsteptrace: {}: finishing the current step and saving the cycle in progress (press Ctrl-C again to quit at once; the cycle is then left as a .partial file)",
-                name(signal)
+                "\nsteptrace: {} ({}): finishing the current step and saving the cycle in progress (press Ctrl-C again to quit at once; the cycle is then left as a .partial file)",
+                what(signal),
+                steptrace_burn::signal_name(signal)
             );
         }
     }
@@ -85,11 +86,10 @@ pub fn exit_code(signal: usize) -> u8 {
     u8::try_from(128 + signal).unwrap_or(u8::MAX)
 }
 
-fn name(signal: usize) -> &'static str {
+fn what(signal: usize) -> &'static str {
     match signal {
-        2 => "interrupted (SIGINT)",
-        15 => "terminated (SIGTERM)",
-        1 => "hung up (SIGHUP)",
-        _ => "signal",
+        15 => "terminated",
+        1 => "hung up",
+        _ => "interrupted",
     }
 }

@@ -75,20 +75,15 @@ pub(crate) fn partial_path(final_path: &Path) -> PathBuf {
 }
 
 /// A hidden temporary file next to a final path, for finalisation:
-/// `.NAME.finishing`.
-pub(crate) fn finishing_path(final_path: &Path) -> PathBuf {
+/// `.NAME.finishing`, or `.NAME.TAG.finishing` with a tag (for when the
+/// first name belongs to someone else).
+pub(crate) fn finishing_path(final_path: &Path, tag: Option<&str>) -> PathBuf {
     let mut name = std::ffi::OsString::from(".");
     name.push(final_path.file_name().unwrap_or_default());
+    if let Some(tag) = tag {
+        name.push(format!(".{tag}"));
+    }
     name.push(".finishing");
-    final_path.with_file_name(name)
-}
-
-/// Another temporary name for the same final path, `.NAME.TAG.finishing`,
-/// for when `.NAME.finishing` belongs to someone else.
-pub(crate) fn finishing_path_with(final_path: &Path, tag: &str) -> PathBuf {
-    let mut name = std::ffi::OsString::from(".");
-    name.push(final_path.file_name().unwrap_or_default());
-    name.push(format!(".{tag}.finishing"));
     final_path.with_file_name(name)
 }
 
@@ -169,6 +164,7 @@ mod tests {
         let names = FileNames::new(dir, "{worker}.{cycle}.json", "my host/1", 0).unwrap();
         assert_eq!(names.final_path(3), PathBuf::from("out/my_host_1.3.json"));
         assert_eq!(partial_path(Path::new("out/a.json")), PathBuf::from("out/a.json.partial"));
-        assert_eq!(finishing_path(Path::new("out/a.json")), PathBuf::from("out/.a.json.finishing"));
+        assert_eq!(finishing_path(Path::new("out/a.json"), None), PathBuf::from("out/.a.json.finishing"));
+        assert_eq!(finishing_path(Path::new("out/a.json"), Some("7-1")), PathBuf::from("out/.a.json.7-1.finishing"));
     }
 }

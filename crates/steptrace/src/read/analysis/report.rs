@@ -239,6 +239,11 @@ fn source(path: &str, trace: &Trace, loaded: &Loaded, st: Option<&Steptrace>) ->
     }
 }
 
+/// The step whose span holds time `ts` in file `l`.
+fn step_at(l: &Loaded, ts: f64) -> Option<u64> {
+    l.steps.iter().find(|s| s.start <= ts && ts <= s.end).map(|s| s.step)
+}
+
 /// Steps holding an [`instants::EPOCH_BOUNDARY`] instant, in order, once each.
 fn epoch_boundaries(loaded: &[Loaded]) -> Vec<u64> {
     let mut steps: Vec<u64> = loaded
@@ -248,7 +253,7 @@ fn epoch_boundaries(loaded: &[Loaded]) -> Vec<u64> {
                 .instants
                 .iter()
                 .filter(|(name, _, _)| name == instants::EPOCH_BOUNDARY)
-                .filter_map(|(_, ts, _)| l.steps.iter().find(|s| s.start <= *ts && *ts <= s.end).map(|s| s.step))
+                .filter_map(|(_, ts, _)| step_at(l, *ts))
         })
         .collect();
     steps.sort_unstable();
@@ -264,7 +269,7 @@ fn anomalies(loaded: &[Loaded]) -> Vec<(Option<u64>, String)> {
             let lower = name.to_ascii_lowercase();
             // Foreign traces may name compilation in their own words.
             if name == instants::NEW_SHAPE || name == instants::SLOW_STEP || lower.contains("compil") {
-                let step = l.steps.iter().find(|s| s.start <= *ts && *ts <= s.end).map(|s| s.step);
+                let step = step_at(l, *ts);
                 out.push((step, name.clone()));
             }
         }

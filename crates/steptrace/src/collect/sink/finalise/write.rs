@@ -6,7 +6,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use super::super::names::{finishing_path, finishing_path_with};
+use super::super::names::finishing_path;
 
 use crate::format::device::DeviceProperties;
 use crate::format::TraceMetadata;
@@ -22,7 +22,8 @@ pub(super) fn create_exclusive(final_path: &Path) -> io::Result<(PathBuf, File)>
     let pid = std::process::id();
     let mut last = None;
     for n in 0..NAME_TRIES {
-        let path = if n == 0 { finishing_path(final_path) } else { finishing_path_with(final_path, &format!("{pid}-{n}")) };
+        let tag = (n > 0).then(|| format!("{pid}-{n}"));
+        let path = finishing_path(final_path, tag.as_deref());
         match OpenOptions::new().write(true).create_new(true).open(&path) {
             Ok(file) => return Ok((path, file)),
             Err(err) if err.kind() == io::ErrorKind::AlreadyExists => last = Some(err),
