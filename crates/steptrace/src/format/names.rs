@@ -80,6 +80,15 @@ pub mod instants {
     pub const EPOCH_BOUNDARY: &str = "epoch boundary: validation, checkpointing";
 }
 
+/// Arguments steptrace's own spans carry.
+pub mod args {
+    /// On `transfer.h2d`: the bytes of the batch's input tensor. The report
+    /// tells the batch's device copies from other uploads by their size.
+    pub const INPUT_BYTES: &str = "input_bytes";
+    /// On `transfer.h2d`: the bytes of the batch's target tensor.
+    pub const TARGET_BYTES: &str = "target_bytes";
+}
+
 /// Counter tracks the run loop writes.
 pub mod counters {
     /// Device memory in use, series `bytes`.
