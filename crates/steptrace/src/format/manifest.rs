@@ -82,6 +82,11 @@ pub struct Manifest {
     /// A delay planted in the loader, ms (an experiment's knob).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub loader_delay_ms: Option<u64>,
+    /// Whether a repeated upload was planted in every training step (a
+    /// deliberate inefficiency, an experiment's knob: one constant re-created
+    /// on the device from host data each step).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plant_upload: Option<bool>,
     /// Whether the backend's internal spans were opted in.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub internals: Option<bool>,

@@ -95,6 +95,8 @@ pub(crate) struct Loaded {
     pub(crate) producer: Producer,
     /// What the file's metadata says of device activity.
     pub(crate) activity: Option<device::ActivityStatus>,
+    /// Device work and launches, with their arguments.
+    pub(crate) device: super::device::DeviceEvents,
 }
 
 /// The names a report recognises: steptrace's own, the CUDA and Kineto

@@ -25,7 +25,10 @@ mod steps;
 mod table;
 mod timing;
 
-pub use device::DeviceView;
+pub use device::{
+    short_name, BatchCopies, CopyDirection, CopySize, CopyView, DeviceStep, DeviceSteps, DeviceView, KernelRow, KernelTable,
+    LaunchView, SmallUploads, SHORT_KERNEL_US, SMALL_COPY_BYTES,
+};
 pub use hypotheses::{Change, Experiment, Hypothesis, NotExamined};
 pub use inventory::{redact_file, Finding, Inventory, RedactError, RedactOutcome};
 pub use loaded::{Producer, RunInfo};

@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use super::checks;
-use super::device::{device_view, DeviceView};
+use super::device::{device_view, DeviceEvents, DeviceView};
 use super::hypotheses::{hypotheses, Change, Context, Hypothesis, NotExamined};
 use super::loaded::{producer, Loaded, Producer, RunInfo, Vocabulary};
 use super::ops::BackendOps;
@@ -147,7 +147,8 @@ impl Report {
                 let (steps, issues) = steps_of(&spans, i);
                 checks::step_warnings(path, &issues, &mut warnings);
                 let activity = st.as_ref().and_then(|s| s.metadata.as_ref()?.device_activity.as_ref()).map(|a| a.status.clone());
-                Loaded { producer: producer(trace, st.as_ref()), spans, steps, activity }
+                let device = DeviceEvents::from_trace(trace);
+                Loaded { producer: producer(trace, st.as_ref()), spans, steps, activity, device }
             })
             .collect();
         let paths: Vec<&str> = files.iter().map(|(p, _)| p.as_str()).collect();

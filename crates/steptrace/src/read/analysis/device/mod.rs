@@ -1,13 +1,33 @@
 //! Host launch, device work and waiting: what the trace shows of each, and
 //! what it cannot show.
+//!
+//! From kernel, copy and memset events (steptrace's CUPTI bridge or
+//! torch.profiler), per counted step: device busy and idle by cause
+//! ([`DeviceSteps`]), launches against device work ([`LaunchView`]),
+//! copies ([`CopyView`]) and kernels by device time ([`KernelTable`]).
+//! Without such events every one of them is `None`, and
+//! [`DeviceView::not_observed_reason`] says why: absent is not zero.
+
+mod busy;
+mod copies;
+mod events;
+mod intervals;
+mod kernels;
+mod launch;
 
 use serde::Serialize;
 
+pub use busy::{DeviceStep, DeviceSteps};
+pub use copies::{BatchCopies, CopyDirection, CopySize, CopyView, SmallUploads, SMALL_COPY_BYTES};
+pub(crate) use events::DeviceEvents;
+pub use kernels::{short_name, KernelRow, KernelTable, SHORT_KERNEL_US};
+pub use launch::LaunchView;
+
+use self::intervals::Set;
 use super::loaded::{Loaded, Producer, RunInfo, Vocabulary};
-use super::spans::union_length;
 use super::stats::Stats;
 use super::steps::StepRow;
-use crate::format::device::{is_device_cat, is_device_work, ActivityStatus};
+use crate::format::device::{is_device_cat, ActivityStatus};
 use crate::format::names::is_wait;
 
 /// What the traces show of the device.
@@ -30,6 +50,16 @@ pub struct DeviceView {
     /// Kernel launches per step (host side: `launch_inner`,
     /// `cudaLaunchKernel`), when the trace has them.
     pub launches_per_step: Option<Stats>,
+    /// Per device: busy, and idle by what the host was doing.
+    pub devices: Vec<DeviceSteps>,
+    /// Launches matched to kernels; `None` when not observed.
+    pub launch: Option<LaunchView>,
+    /// Copies per step; `None` when the trace has no copy events.
+    pub copies: Option<CopyView>,
+    /// Kernels by device time; `None` when the trace has no kernels.
+    pub kernels: Option<KernelTable>,
+    /// Why each absent part is absent: `(part, reason)`.
+    pub not_observed: Vec<(&'static str, String)>,
     /// How to read these figures.
     pub notes: Vec<String>,
 }
@@ -52,27 +82,68 @@ where
     out
 }
 
+/// The steps the device view counts: the steady ones, or every step when
+/// none is steady. `(file index, step)`.
+pub(crate) fn counted_steps(loaded: &[Loaded]) -> Vec<(usize, &StepRow)> {
+    let any_steady = loaded.iter().flat_map(|l| &l.steps).any(|s| !s.startup);
+    loaded
+        .iter()
+        .enumerate()
+        .flat_map(|(i, l)| l.steps.iter().filter(move |s| !any_steady || !s.startup).map(move |s| (i, s)))
+        .collect()
+}
+
 pub(crate) fn device_view(loaded: &[Loaded], run: &RunInfo, vocab: &Vocabulary<'_>) -> DeviceView {
     let observed = loaded.iter().any(|l| l.spans.spans.iter().any(|s| is_device_cat(s.cat.as_deref())));
-    let device_events = |pick_busy: bool| {
-        per_step(loaded, |l, a, b, _| {
-            let events: Vec<(f64, f64)> = l
-                .spans
-                .starting_in(a, b)
-                .map(|(_, s)| s)
-                .filter(|s| is_device_work(s.cat.as_deref()))
-                .map(|s| (s.start, s.end.min(b)))
-                .collect();
-            Some(if pick_busy { union_length(events) / 1000.0 } else { events.len() as f64 })
-        })
-    };
+    let steps = counted_steps(loaded);
     let (mut counts, mut busy, mut busy_share) = (None, None, None);
-    if observed {
-        let c = device_events(false);
-        let b = device_events(true);
-        counts = Stats::of(&c.iter().map(|x| x.0).collect::<Vec<_>>());
-        busy = Stats::of(&b.iter().map(|x| x.0).collect::<Vec<_>>());
-        busy_share = Stats::of(&b.iter().map(|(v, ms)| v / ms).collect::<Vec<_>>());
+    let (mut devices, mut launch, mut copies, mut kernels) = (Vec::new(), None, None, None);
+    let mut not_observed = Vec::new();
+    let has_work = loaded.iter().any(|l| !l.device.work.is_empty());
+    if observed && has_work {
+        // All devices together: the union of their work within the step.
+        let all: Vec<(f64, f64)> = steps
+            .iter()
+            .map(|(i, step)| {
+                let d = &loaded[*i].device;
+                let set = Set::clipped(d.overlapping(step.start, step.end).map(|w| (w.start, w.end)), step.start, step.end);
+                (set.len() / 1000.0, step.ms)
+            })
+            .collect();
+        let c: Vec<f64> = steps.iter().map(|(i, s)| loaded[*i].device.starting_in(s.start, s.end).count() as f64).collect();
+        counts = Stats::of(&c);
+        busy = Stats::of(&all.iter().map(|x| x.0).collect::<Vec<_>>());
+        busy_share = Stats::of(&all.iter().filter(|x| x.1 > 0.0).map(|(v, ms)| v / ms).collect::<Vec<_>>());
+        devices = busy::device_steps(loaded, &steps);
+        launch = launch::launch_view(loaded, &steps);
+        copies = copies::copy_view(loaded, &steps, run.batch_size);
+        kernels = kernels::kernel_table(loaded, &steps, all.iter().map(|x| x.0).sum());
+        if launch.is_none() {
+            not_observed.push((
+                "launch",
+                "no kernel of the counted steps could be matched to its host launch (no launch events with a \
+                 correlation id)"
+                    .to_owned(),
+            ));
+        }
+        if copies.is_none() {
+            not_observed.push(("copies", "the trace has no copy (gpu_memcpy) events in the counted steps".to_owned()));
+        }
+        if kernels.is_none() {
+            not_observed.push(("kernels", "the trace has no kernel events in the counted steps".to_owned()));
+        }
+        if steps.is_empty() {
+            not_observed.push(("per step", "the trace has no ProfilerStep#N spans: no per-step device figures".to_owned()));
+        }
+    } else {
+        let reason = if observed {
+            "the trace has device annotations but no kernel, copy or memset events".to_owned()
+        } else {
+            absence_reason(loaded, run)
+        };
+        for part in ["device busy and idle", "launch", "copies", "kernels"] {
+            not_observed.push((part, reason.clone()));
+        }
     }
     let step_threads_only = |l: &Loaded, a: f64, b: f64, step: &StepRow, pred: &dyn Fn(&str) -> bool| {
         l.spans
@@ -100,11 +171,18 @@ pub(crate) fn device_view(loaded: &[Loaded], run: &RunInfo, vocab: &Vocabulary<'
         Stats::of(&v.iter().map(|x| x.0).collect::<Vec<_>>())
     });
     let mut notes = Vec::new();
-    let not_observed_reason = (!observed).then(|| absence_reason(loaded, run));
-    if observed {
+    let not_observed_reason = (!(observed && has_work)).then(|| {
+        not_observed.first().map_or_else(|| absence_reason(loaded, run), |(_, why)| why.clone())
+    });
+    if observed && has_work {
         notes.push(
-            "device busy = union of kernel and copy events that start inside the step; the sum of kernel times is \
-             not elapsed time"
+            "device busy = the union of kernel, copy and memset intervals within the step's wall time; the sum of \
+             kernel times is not elapsed time"
+                .into(),
+        );
+        notes.push(
+            "device idle is split by what the step's host thread was doing: reading input (data.load, data.wait), \
+             waiting for the device (sync), or anything else (launching, host work)"
                 .into(),
         );
     }
@@ -118,6 +196,11 @@ pub(crate) fn device_view(loaded: &[Loaded], run: &RunInfo, vocab: &Vocabulary<'
         waiting_ms_per_step: waiting,
         waiting_share,
         launches_per_step: launches.flatten(),
+        devices,
+        launch,
+        copies,
+        kernels,
+        not_observed,
         notes,
     }
 }

@@ -1,0 +1,205 @@
+//! Kernels by device time: which ones the step's device time is made of.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use super::events::{Work, WorkKind};
+use crate::analysis::loaded::Loaded;
+use crate::analysis::stats::Stats;
+use crate::analysis::steps::StepRow;
+use crate::read::display::label;
+
+/// Kernels shorter than this are "small" launches, µs.
+pub const SHORT_KERNEL_US: f64 = 10.0;
+
+/// Rows kept in the table (the rest are summed in `others_ms`).
+const ROWS: usize = 50;
+
+/// Kernels of the counted steps, grouped by name.
+#[derive(Clone, Debug, Serialize)]
+pub struct KernelTable {
+    /// Counted steps.
+    pub steps: usize,
+    /// Kernels per step.
+    pub kernels_per_step: Stats,
+    /// Kernels under [`SHORT_KERNEL_US`] per step.
+    pub short_per_step: Stats,
+    /// Sum of kernel durations over the counted steps, ms (a sum, not
+    /// elapsed time: kernels on several streams overlap).
+    pub kernel_ms: f64,
+    /// Device busy over the counted steps, all devices, ms: the
+    /// denominator of each row's share.
+    pub busy_ms: f64,
+    /// The heaviest kernels first, at most 50.
+    pub rows: Vec<KernelRow>,
+    /// Kernel time of the names beyond the table, ms.
+    pub others_ms: f64,
+    /// Names beyond the table.
+    pub others: usize,
+}
+
+/// One kernel name.
+#[derive(Clone, Debug, Serialize)]
+pub struct KernelRow {
+    /// The name as written.
+    pub name: String,
+    /// A shorter, terminal-safe form (`void`, parameter lists and deep
+    /// template arguments dropped).
+    pub label: String,
+    /// Calls over the counted steps.
+    pub calls: usize,
+    /// Calls per counted step.
+    pub calls_per_step: f64,
+    /// Total device time, ms.
+    pub total_ms: f64,
+    /// Device time per counted step, ms.
+    pub per_step_ms: f64,
+    /// Mean per call, µs.
+    pub mean_us: f64,
+    /// The most frequent grid, when the trace gives one.
+    pub grid: Option<[u64; 3]>,
+    /// The most frequent block.
+    pub block: Option<[u64; 3]>,
+    /// Distinct grids it ran with.
+    pub grids: usize,
+    /// Total over the device busy time of the counted steps.
+    pub share_of_busy: f64,
+    /// Calls under [`SHORT_KERNEL_US`].
+    pub short_calls: usize,
+}
+
+pub(crate) fn kernel_table(loaded: &[Loaded], steps: &[(usize, &StepRow)], busy_ms: f64) -> Option<KernelTable> {
+    let mut groups: HashMap<&str, Vec<&Work>> = HashMap::new();
+    let (mut per_step, mut short_per_step) = (Vec::new(), Vec::new());
+    for (i, step) in steps {
+        let (mut n, mut short) = (0.0, 0.0);
+        for w in loaded[*i].device.starting_in(step.start, step.end).filter(|w| w.kind == WorkKind::Kernel) {
+            n += 1.0;
+            if w.end - w.start < SHORT_KERNEL_US {
+                short += 1.0;
+            }
+            groups.entry(w.name.as_str()).or_default().push(w);
+        }
+        per_step.push(n);
+        short_per_step.push(short);
+    }
+    if groups.is_empty() {
+        return None;
+    }
+    let n_steps = steps.len() as f64;
+    let mut rows: Vec<KernelRow> = groups
+        .into_iter()
+        .map(|(name, calls)| {
+            let total_us: f64 = calls.iter().map(|w| w.end - w.start).sum();
+            let (grid, grids) = most_frequent(calls.iter().map(|w| w.grid));
+            let (block, _) = most_frequent(calls.iter().map(|w| w.block));
+            KernelRow {
+                name: name.to_owned(),
+                label: short_name(name),
+                calls: calls.len(),
+                calls_per_step: calls.len() as f64 / n_steps,
+                total_ms: total_us / 1000.0,
+                per_step_ms: total_us / 1000.0 / n_steps,
+                mean_us: total_us / calls.len() as f64,
+                grid,
+                block,
+                grids,
+                share_of_busy: if busy_ms > 0.0 { total_us / 1000.0 / busy_ms } else { 0.0 },
+                short_calls: calls.iter().filter(|w| w.end - w.start < SHORT_KERNEL_US).count(),
+            }
+        })
+        .collect();
+    rows.sort_by(|a, b| b.total_ms.total_cmp(&a.total_ms).then_with(|| a.name.cmp(&b.name)));
+    let kernel_ms = rows.iter().map(|r| r.total_ms).sum();
+    let rest = rows.split_off(rows.len().min(ROWS));
+    Some(KernelTable {
+        steps: steps.len(),
+        kernels_per_step: Stats::of(&per_step)?,
+        short_per_step: Stats::of(&short_per_step)?,
+        kernel_ms,
+        busy_ms,
+        rows,
+        others_ms: rest.iter().fold(0.0, |sum, r| sum + r.total_ms),
+        others: rest.len(),
+    })
+}
+
+/// The most frequent value (ties: the smallest) and how many distinct
+/// values there were.
+fn most_frequent(values: impl Iterator<Item = Option<[u64; 3]>>) -> (Option<[u64; 3]>, usize) {
+    let mut count: HashMap<[u64; 3], usize> = HashMap::new();
+    for v in values.flatten() {
+        *count.entry(v).or_default() += 1;
+    }
+    let distinct = count.len();
+    let best = count.into_iter().max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0))).map(|(v, _)| v);
+    (best, distinct)
+}
+
+/// A kernel name a person can read: without a leading `void `, without
+/// the parameter list, with template arguments nested deeper than one
+/// level written `…`, and cut at 96 characters (terminal-safe).
+///
+/// `void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, 1ul> >(int, ...)`
+/// becomes `at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<…>, std::array<…> >`.
+#[must_use]
+pub fn short_name(name: &str) -> String {
+    let name = name.trim();
+    let name = name.strip_prefix("void ").unwrap_or(name);
+    let mut out = String::with_capacity(name.len().min(128));
+    let mut depth = 0usize;
+    for c in name.chars() {
+        match c {
+            '<' => {
+                depth += 1;
+                if depth == 2 {
+                    out.push_str("<…");
+                    continue;
+                }
+            }
+            '>' => {
+                depth = depth.saturating_sub(1);
+                if depth == 1 {
+                    out.push('>');
+                    continue;
+                }
+            }
+            // The parameter list starts at the first `(` outside templates.
+            '(' if depth == 0 && !out.is_empty() && !out.ends_with("operator") => break,
+            _ => {}
+        }
+        if depth < 2 {
+            out.push(c);
+        }
+    }
+    let out = if out.trim().is_empty() { name.to_owned() } else { out.trim().to_owned() };
+    label(&out, 96).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_shortened_readably() {
+        assert_eq!(
+            short_name(
+                "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, \
+                 1ul> >(int, at::native::FillFunctor<float>, std::array<char*, 1ul>)"
+            ),
+            "at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<…>, std::array<…> >"
+        );
+        assert_eq!(short_name("matmul_entry_lhs_f32"), "matmul_entry_lhs_f32");
+        assert_eq!(short_name("(anonymous)"), "(anonymous)");
+        assert!(short_name(&"k".repeat(300)).contains("(300 bytes)"));
+        assert_eq!(short_name("evil\u{1b}[2J"), "evil\\x1b[2J");
+    }
+
+    #[test]
+    fn most_frequent_grid_and_distinct_count() {
+        let v = [Some([1, 1, 1]), Some([2, 1, 1]), Some([2, 1, 1]), None];
+        assert_eq!(most_frequent(v.into_iter()), (Some([2, 1, 1]), 2));
+        assert_eq!(most_frequent([None].into_iter()), (None, 0));
+    }
+}
