@@ -275,3 +275,27 @@ fn prefetch_threads_read_batches_in_their_own_spans() {
     assert_eq!(summary.first_loss, again.first_loss);
     assert_eq!(summary.last_loss, again.last_loss);
 }
+
+/// `plant_upload` adds one 4000-byte upload per step and changes nothing
+/// else: the losses of every step are bit-identical, and the manifest
+/// records the plant.
+#[test]
+fn a_planted_upload_leaves_the_loss_trajectory_identical() {
+    let mut cfg = RunConfig::new();
+    cfg.backend = BackendSetting::Requested(BackendChoice::Cpu);
+    cfg.steps = 6;
+    cfg.loss_every = 1;
+    let schedule = "wait=1,warmup=1,active=3,repeat=1";
+    let plain_dir = tempfile::tempdir().unwrap();
+    let (plain, plain_traces) = run_cfg(&cfg, schedule, plain_dir.path());
+    cfg.plant_upload = true;
+    let planted_dir = tempfile::tempdir().unwrap();
+    let (planted, planted_traces) = run_cfg(&cfg, schedule, planted_dir.path());
+    let losses = |s: &RunSummary| s.steps.iter().map(|r| r.loss.map(f64::to_bits)).collect::<Vec<_>>();
+    assert_eq!(losses(&plain).len(), 6);
+    assert!(losses(&plain).iter().all(Option::is_some));
+    assert_eq!(losses(&plain), losses(&planted));
+    assert_eq!(plain.held_out, planted.held_out);
+    assert_eq!(plain_traces[0].metadata["metadata"]["manifest"]["plant_upload"], false);
+    assert_eq!(planted_traces[0].metadata["metadata"]["manifest"]["plant_upload"], true);
+}

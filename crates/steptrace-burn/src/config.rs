@@ -253,6 +253,13 @@ pub struct RunConfig {
     pub prefetch_depth: usize,
     /// Extra time spent in each batch read, to plant an input bottleneck.
     pub loader_delay_ms: u64,
+    /// A deliberate inefficiency, for testing the report's "repeated upload"
+    /// hypothesis: every training step re-creates a constant of 1000 f32
+    /// ones on the device from host data (one 4000-byte host-to-device copy)
+    /// and multiplies the loss by its mean, exactly 1.0, so that the
+    /// training is bit-identical ([`step::planted_upload`](crate::step::planted_upload)).
+    /// Inference requests are left as they are.
+    pub plant_upload: bool,
     /// Record burn/cubecl internal spans (about 1 MB per step).
     pub internals: bool,
     /// Record device memory in use per step as a counter track.
@@ -295,6 +302,7 @@ impl RunConfig {
             prefetch: 0,
             prefetch_depth: 2,
             loader_delay_ms: 0,
+            plant_upload: false,
             internals: false,
             memory: false,
             cache: CacheConfig::default(),

@@ -154,9 +154,16 @@ impl<'a> Job<'a> {
         let loss = match cfg.mode {
             Mode::Train => {
                 let current = state.model.take().ok_or(StepError::Missing { what: "model" }).map_err(exec)?;
-                let (next, loss) =
-                    step::train_step(current, &mut state.optim, on_device, cfg.learning_rate, cfg.sync, &state.device)
-                        .map_err(exec)?;
+                let (next, loss) = step::train_step_planted(
+                    current,
+                    &mut state.optim,
+                    on_device,
+                    cfg.learning_rate,
+                    cfg.sync,
+                    &state.device,
+                    cfg.plant_upload,
+                )
+                .map_err(exec)?;
                 state.model = Some(next);
                 read_loss.then(|| read_scalar(loss))
             }

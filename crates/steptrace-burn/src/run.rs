@@ -138,6 +138,7 @@ impl Job<'_> {
         m.sync_meaning = Some(cfg.sync.meaning().to_owned());
         m.prefetch_workers = Some(cfg.prefetch as u64);
         m.loader_delay_ms = Some(cfg.loader_delay_ms);
+        m.plant_upload = Some(cfg.plant_upload);
         m.internals = Some(cfg.internals);
         m.steps = Some(cfg.steps);
         m.startup_steps = Some(startup_steps(cfg.steps));

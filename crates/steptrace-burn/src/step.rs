@@ -105,9 +105,23 @@ pub enum Logits<B: Backend> {
 /// Copies a host batch to the device inside a `transfer.h2d` span.
 ///
 /// The copy is asynchronous for the caller: the span measures the host side
-/// (staging the bytes and queueing the upload).
+/// (staging the bytes and queueing the upload). The span carries the batch
+/// index and the byte sizes of the input and the target
+/// ([`INPUT_BYTES`](steptrace::format::names::args::INPUT_BYTES),
+/// [`TARGET_BYTES`](steptrace::format::names::args::TARGET_BYTES)), so that a report can
+/// tell the batch's copies from other uploads.
 pub fn transfer<B: Backend>(batch: HostBatch, device: &B::Device) -> Result<DeviceBatch<B>, StepError> {
-    let _h2d = tracing::info_span!(target: TARGET, TRANSFER_H2D, batch = batch.index).entered();
+    // tracing takes literal field names: the test
+    // `transfer_records_the_batch_bytes_under_the_format_names` keeps them
+    // equal to `names::args::INPUT_BYTES` and `names::args::TARGET_BYTES`.
+    let _h2d = tracing::info_span!(
+        target: TARGET,
+        TRANSFER_H2D,
+        batch = batch.index,
+        input_bytes = batch.input.bytes.len() as u64,
+        target_bytes = batch.target.bytes.len() as u64,
+    )
+    .entered();
     let input = match (batch.input.dtype, batch.input.shape.len()) {
         (DType::F32, 2) => DeviceInput::Flat(Tensor::from_data(batch.input, device)),
         (DType::F32, 4) => DeviceInput::Images(Tensor::from_data(batch.input, device)),
@@ -177,6 +191,20 @@ fn phase_sync<B: Backend>(policy: SyncPolicy, device: &B::Device) -> Result<(), 
     Ok(())
 }
 
+/// Elements of the constant that [`train_step_planted`] uploads each step.
+pub const PLANTED_UPLOAD_ELEMENTS: usize = 1000;
+
+/// A deliberate inefficiency, for testing the report's "repeated upload"
+/// hypothesis: re-creates a constant of [`PLANTED_UPLOAD_ELEMENTS`] f32 ones
+/// on the device from host data (one 4000-byte host-to-device copy) and
+/// multiplies `loss` by its mean, exactly 1.0, so that the loss and every
+/// gradient are bit-identical to the step without it.
+pub fn planted_upload<B: Backend>(loss: Tensor<B, 1>, device: &B::Device) -> Tensor<B, 1> {
+    let ones = TensorData::new(vec![1.0f32; PLANTED_UPLOAD_ELEMENTS], [PLANTED_UPLOAD_ELEMENTS]);
+    let constant = Tensor::<B, 1>::from_data(ones, device);
+    loss * constant.mean()
+}
+
 /// One optimisation step: `train.step` > `forward`, `loss`, `backward`,
 /// `optimizer`. Returns the updated model and the loss (still on the device).
 pub fn train_step<B, M, O>(
@@ -192,6 +220,25 @@ where
     M: StepModel<B> + AutodiffModule<B>,
     O: Optimizer<M, B>,
 {
+    train_step_planted(model, optim, batch, learning_rate, policy, device, false)
+}
+
+/// [`train_step`], with the [`planted_upload`] in its `loss` span when
+/// `plant_upload` is set ([`RunConfig::plant_upload`](crate::RunConfig::plant_upload)).
+pub fn train_step_planted<B, M, O>(
+    model: M,
+    optim: &mut O,
+    batch: DeviceBatch<B>,
+    learning_rate: f64,
+    policy: SyncPolicy,
+    device: &B::Device,
+    plant_upload: bool,
+) -> Result<(M, Tensor<B, 1>), StepError>
+where
+    B: AutodiffBackend,
+    M: StepModel<B> + AutodiffModule<B>,
+    O: Optimizer<M, B>,
+{
     let _step = tracing::info_span!(target: TARGET, TRAIN_STEP).entered();
     let logits = {
         let _forward = tracing::info_span!(target: TARGET, FORWARD).entered();
@@ -201,7 +248,10 @@ where
     };
     let loss = {
         let _loss = tracing::info_span!(target: TARGET, LOSS).entered();
-        let loss = loss(logits, batch.target)?;
+        let mut loss = loss(logits, batch.target)?;
+        if plant_upload {
+            loss = planted_upload(loss, device);
+        }
         phase_sync::<B>(policy, device)?;
         loss
     };
@@ -241,4 +291,78 @@ where
         logits
     };
     loss(logits, batch.target)
+}
+
+#[cfg(all(test, feature = "cpu"))]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use burn::backend::NdArray;
+    use steptrace::format::names::args;
+    use tracing_subscriber::layer::{Context, SubscriberExt};
+    use tracing_subscriber::Layer;
+
+    use super::*;
+
+    /// A span's name, with the names and values of its `u64` fields.
+    type Opened = (String, Vec<(String, u64)>);
+
+    /// Every span opened.
+    #[derive(Clone, Default)]
+    struct Fields(Arc<Mutex<Vec<Opened>>>);
+
+    struct U64s(Vec<(String, u64)>);
+
+    impl tracing::field::Visit for U64s {
+        fn record_u64(&mut self, field: &tracing::field::Field, value: u64) {
+            self.0.push((field.name().to_owned(), value));
+        }
+        fn record_debug(&mut self, _: &tracing::field::Field, _: &dyn std::fmt::Debug) {}
+    }
+
+    impl<S: tracing::Subscriber> Layer<S> for Fields {
+        fn on_new_span(&self, attrs: &tracing::span::Attributes<'_>, _: &tracing::span::Id, _: Context<'_, S>) {
+            let mut values = U64s(Vec::new());
+            attrs.record(&mut values);
+            if let Ok(mut spans) = self.0.lock() {
+                spans.push((attrs.metadata().name().to_owned(), values.0));
+            }
+        }
+    }
+
+    /// `transfer.h2d` carries the batch's byte sizes under the format's
+    /// names: tracing's field names are literals, kept equal to
+    /// `args::INPUT_BYTES` and `args::TARGET_BYTES` here.
+    #[test]
+    fn transfer_records_the_batch_bytes_under_the_format_names() {
+        let fields = Fields::default();
+        let subscriber = tracing_subscriber::registry().with(fields.clone());
+        let batch = HostBatch {
+            index: 7,
+            input: TensorData::new(vec![0.5f32; 3 * 5], [3, 5]),
+            target: TensorData::new(vec![1i64; 3], [3]),
+            samples: 3,
+        };
+        let on_device = tracing::subscriber::with_default(subscriber, || transfer::<NdArray>(batch, &Default::default()));
+        assert!(matches!(on_device, Ok(DeviceBatch { input: DeviceInput::Flat(_), target: DeviceTarget::Classes(_) })));
+        let spans = fields.0.lock().expect("fields").clone();
+        let want = vec![
+            ("batch".to_owned(), 7),
+            (args::INPUT_BYTES.to_owned(), 3 * 5 * 4),
+            (args::TARGET_BYTES.to_owned(), 3 * 8),
+        ];
+        assert_eq!(spans, vec![(TRANSFER_H2D.to_owned(), want)]);
+    }
+
+    /// The planted constant's mean is exactly 1.0: the loss is unchanged.
+    #[test]
+    fn the_planted_upload_leaves_the_loss_bit_identical() {
+        let device = Default::default();
+        for value in [2.297_4f32, 1e-7, 123.456, -0.0] {
+            let loss = Tensor::<NdArray, 1>::from_data(TensorData::new(vec![value], [1]), &device);
+            let planted = planted_upload(loss.clone(), &device);
+            let bits = |t: Tensor<NdArray, 1>| t.into_data().iter::<f32>().map(f32::to_bits).collect::<Vec<_>>();
+            assert_eq!(bits(loss), bits(planted), "{value}");
+        }
+    }
 }

@@ -190,6 +190,12 @@ pub struct WorkloadArgs {
     /// Added to every batch read, to plant an input bottleneck.
     #[arg(long, default_value_t = 0)]
     pub loader_delay_ms: u64,
+    /// A deliberate inefficiency for testing the report: every training step
+    /// re-uploads a constant of 1000 f32 ones from the host (one 4000-byte
+    /// host-to-device copy) and multiplies the loss by its mean (1.0), so
+    /// the training is bit-identical.
+    #[arg(long)]
+    pub plant_upload: bool,
     /// cubecl compilation/autotune cache directory.
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,

@@ -73,6 +73,7 @@ pub fn config(w: &WorkloadArgs, steps: u64) -> anyhow::Result<RunConfig> {
     cfg.mode = mode(w.mode);
     cfg.prefetch = w.prefetch;
     cfg.loader_delay_ms = w.loader_delay_ms;
+    cfg.plant_upload = w.plant_upload;
     cfg.synthetic_samples = w.synthetic_samples;
     cfg.synthetic_shape = parse_shape(&w.synthetic_shape)?;
     let mut cache = CacheConfig::default();
@@ -122,6 +123,9 @@ pub fn workload_flags(w: &WorkloadArgs, with_paths: bool) -> Vec<String> {
     }
     if w.no_cache {
         flags.push("--no-cache".into());
+    }
+    if w.plant_upload {
+        flags.push("--plant-upload".into());
     }
     flags
 }
@@ -243,6 +247,28 @@ mod tests {
         assert_eq!(render_command(cmd, &[Change::RecordInternals]), format!("{cmd} --detail internals"));
         assert_eq!(render_command(cmd, &[Change::SyncEveryPhase]), format!("{cmd} --sync phase"));
         assert_eq!(enable_hint(&Change::RecordInternals), "rerun with `--detail internals`");
+    }
+
+    /// `--plant-upload` reaches the run configuration and the reproducing
+    /// command, and the command parses back to the same workload.
+    #[test]
+    fn the_planted_upload_round_trips_through_the_command() {
+        use clap::Parser;
+        let parse = |line: &str| match crate::args::Cli::try_parse_from(line.split(' ')) {
+            Ok(crate::args::Cli { command: crate::args::Command::Train(a) }) => a,
+            other => panic!("{line}: {other:?}"),
+        };
+        let planted = parse("steptrace train --backend cpu --steps 12 --plant-upload");
+        assert!(planted.workload.plant_upload);
+        assert!(config(&planted.workload, 12).expect("config").plant_upload);
+        let command = command_line(&planted);
+        assert!(command.split(' ').any(|w| w == "--plant-upload"), "{command}");
+        let again = parse(&command);
+        assert!(again.workload.plant_upload);
+        assert_eq!(command_line(&again), command);
+        let plain = parse("steptrace train --backend cpu");
+        assert!(!plain.workload.plant_upload && !config(&plain.workload, 40).expect("config").plant_upload);
+        assert!(!command_line(&plain).contains("--plant-upload"));
     }
 
     #[test]

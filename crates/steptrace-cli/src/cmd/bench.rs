@@ -73,6 +73,7 @@ pub fn bench(w: &WorkloadArgs, protocol: &Protocol, progress: bool) -> anyhow::R
         ("sync", json!(value_name(&w.sync))),
         ("prefetch", json!(w.prefetch)),
         ("loader_delay_ms", json!(w.loader_delay_ms)),
+        ("plant_upload", json!(w.plant_upload)),
         ("backend", json!(summary.backend_kind)),
         ("device", json!(summary.device)),
         ("requested_backend", json!(value_name(&w.backend))),
