@@ -114,7 +114,7 @@ fn long_names_are_cut_in_hypotheses() {
         json!({"ph": "X", "name": "small", "cat": "kernel", "pid": 1, "tid": 7, "ts": 9000, "dur": 100}),
     ];
     let r = build(&[("a.json", trace(events))]);
-    let h = r.hypotheses.iter().find(|h| h.id == "dominant-operation").expect("the long kernel dominates");
+    let h = r.hypotheses.iter().find(|h| h.id == "dominant-kernel").expect("the long kernel dominates");
     assert!(h.evidence.len() < 1000 && h.evidence.contains("… (1048576 bytes)"), "{}", &h.evidence[..200]);
     // The table row keeps the whole name: the JSON output has it.
     assert!(r.spans.rows.iter().any(|row| row.name.len() == 1 << 20));

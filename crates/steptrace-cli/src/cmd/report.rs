@@ -1,7 +1,8 @@
 //! `steptrace report`: step timing first, then spans, device and
 //! hypotheses.
 
-mod load;
+mod device;
+pub(crate) mod load;
 mod render;
 
 use std::process::ExitCode;

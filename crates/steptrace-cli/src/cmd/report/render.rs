@@ -36,7 +36,7 @@ pub(super) fn ms(v: f64) -> String {
     }
 }
 
-fn stats_line(s: &Stats, unit: &str) -> String {
+pub(super) fn stats_line(s: &Stats, unit: &str) -> String {
     format!(
         "n={}  min {}  median {}  p90 {}  max {} {unit}",
         s.n,
@@ -54,7 +54,7 @@ pub(super) fn render(r: &Report, top: usize) -> String {
     render_run(&mut out, r);
     render_timing(&mut out, r);
     render_spans(&mut out, r, top);
-    render_device(&mut out, r);
+    super::device::render_device(&mut out, r);
     render_hypotheses(&mut out, r);
     block(&out).into_owned()
 }
@@ -197,46 +197,6 @@ fn render_spans(o: &mut String, r: &Report, top: usize) {
     }
     for line in &r.spans.footer {
         let _ = writeln!(o, "note: {line}");
-    }
-}
-
-/// Host, device and waiting.
-fn render_device(o: &mut String, r: &Report) {
-    let d = &r.device;
-    let _ = writeln!(o, "\n== Host, device, waiting");
-    if d.observed {
-        if let Some(s) = &d.device_busy_ms_per_step {
-            let _ = writeln!(o, "device busy   {}", stats_line(s, "ms/step"));
-        }
-        if let Some(s) = &d.device_busy_share {
-            let _ = writeln!(o, "              median {:.0}% of the step", s.median * 100.0);
-        }
-        if let Some(s) = &d.device_events_per_step {
-            let _ = writeln!(o, "device events {}", stats_line(s, "per step"));
-        }
-    } else {
-        let reason = d.not_observed_reason.as_deref().unwrap_or_default();
-        let _ = writeln!(o, "device time   not observed: {reason}");
-    }
-    match &d.waiting_ms_per_step {
-        Some(s) => {
-            let share = d.waiting_share.as_ref().map_or(0.0, |s| s.median * 100.0);
-            let _ = writeln!(o, "waiting       {} (median {share:.0}% of the step)", stats_line(s, "ms/step"));
-        }
-        None => {
-            let _ = writeln!(o, "waiting       not observed: no sync span in the steps");
-        }
-    }
-    match &d.launches_per_step {
-        Some(s) => {
-            let _ = writeln!(o, "launches      {}", stats_line(s, "per step"));
-        }
-        None => {
-            let _ = writeln!(o, "launches      not observed (steptrace: record with --detail internals)");
-        }
-    }
-    for note in &d.notes {
-        let _ = writeln!(o, "note: {note}");
     }
 }
 

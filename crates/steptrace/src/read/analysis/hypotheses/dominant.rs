@@ -1,6 +1,7 @@
 //! One operation dominates the step.
 
 use super::{ms, Change, Context, Experiment, Hypothesis, CONFIRM};
+use crate::analysis::device::KernelTable;
 use crate::analysis::table::Timing;
 use crate::read::display::{label, LABEL_CHARS};
 use crate::format::names::{is_input, is_wait, STEP_ROW};
@@ -8,7 +9,14 @@ use crate::format::names::{is_input, is_wait, STEP_ROW};
 /// Share of the recorded wall time one operation must take (self time).
 const DOMINANT_SHARE: f64 = 0.4;
 
+/// Share of the kernels' device time one kernel must take.
+const DOMINANT_KERNEL_SHARE: f64 = 0.3;
+
 pub(super) fn check(cx: &Context<'_>, found: &mut Vec<Hypothesis>) {
+    if let Some(kernels) = &cx.device.kernels {
+        from_kernels(cx, kernels, found);
+        return;
+    }
     let table = cx.table;
     let device_rows = table.rows.iter().any(|r| r.timing == Timing::Device);
     let candidates: Vec<_> = table
@@ -56,6 +64,44 @@ pub(super) fn check(cx: &Context<'_>, found: &mut Vec<Hypothesis>) {
         hypothesis: "one operation dominates: its shape or algorithm sets the step time".into(),
         next,
         experiment,
+        command: None,
+    });
+}
+
+/// From the device's kernels: one kernel name over
+/// [`DOMINANT_KERNEL_SHARE`] of the kernels' device time.
+fn from_kernels(cx: &Context<'_>, kernels: &KernelTable, found: &mut Vec<Hypothesis>) {
+    let Some(top) = kernels.rows.first() else { return };
+    if kernels.kernel_ms <= 0.0 {
+        return;
+    }
+    let share = top.total_ms / kernels.kernel_ms;
+    if share < DOMINANT_KERNEL_SHARE {
+        return;
+    }
+    let dims = |d: Option<[u64; 3]>| d.map_or_else(|| "not recorded".to_owned(), |[x, y, z]| format!("[{x}, {y}, {z}]"));
+    let grids = if top.grids > 1 { format!(" (most often; {} distinct grids)", top.grids) } else { String::new() };
+    let batch = cx.run.batch_size.unwrap_or(64);
+    found.push(Hypothesis {
+        id: "dominant-kernel",
+        evidence: format!(
+            "`{}` takes {:.0}% of the kernels' device time: {} per step over {} calls per step, {:.1} µs per call, \
+             grid {}{grids}, block {}",
+            top.label,
+            share * 100.0,
+            ms(top.per_step_ms),
+            top.calls_per_step,
+            top.mean_us,
+            dims(top.grid),
+            dims(top.block)
+        ),
+        hypothesis: "one kernel sets the device time: its shape, algorithm or launch configuration is the lever".into(),
+        next: format!(
+            "rerun with half the batch: if the kernel's time halves it scales with the work (look at its algorithm \
+             or layout); if it stays, it is a fixed cost (too small a grid for the device, or a poor tile \
+             choice); time it alone with the same shapes; {CONFIRM}"
+        ),
+        experiment: Some(Experiment::of([Change::BatchSize((batch / 2).max(1))])),
         command: None,
     });
 }

@@ -1,6 +1,6 @@
 //! The input pipeline: reading batches takes a large share of the step.
 
-use super::{ms, Change, Context, Experiment, Hypothesis, CONFIRM};
+use super::{ms, primary_device, Change, Context, Experiment, Hypothesis, CONFIRM};
 use crate::analysis::device::per_step;
 use crate::analysis::spans::Span;
 use crate::analysis::stats::median;
@@ -32,6 +32,37 @@ pub(super) fn check(cx: &Context<'_>, found: &mut Vec<Hypothesis>) {
     else {
         return;
     };
+    if let Some(dev) = primary_device(cx) {
+        // The device view says whether the device starved while the batch
+        // was read: that, not the host's read time, is the finding.
+        let idle = dev.idle_input_share.median;
+        if idle < INPUT_SHARE {
+            return;
+        }
+        let prefetch = cx.run.prefetch_workers.unwrap_or(0);
+        found.push(Hypothesis {
+            id: "input-pipeline",
+            evidence: format!(
+                "{} was idle for {} per step while the host read input (median over {} steps), {:.0}% of the median \
+                 step ({}); reading input took {} per step; the device was busy {:.0}% of the step",
+                dev.device,
+                ms(dev.idle_input_ms.median),
+                dev.idle_input_share.n,
+                idle * 100.0,
+                ms(step),
+                ms(input),
+                dev.busy_share.median * 100.0
+            ),
+            hypothesis: "the input pipeline cannot keep up: the device waits for batches".into(),
+            next: format!(
+                "rerun with batches prepared ahead (prefetch threads) and check that the device's idle time during \
+                 the read falls and the step time with it; {CONFIRM}"
+            ),
+            experiment: Some(Experiment::of([Change::Prefetch(prefetch.max(1) * 2)])),
+            command: None,
+        });
+        return;
+    }
     if share < INPUT_SHARE {
         return;
     }

@@ -1,7 +1,7 @@
 //! Many small kernel launches per step.
 
 use super::{ms, Change, Context, Experiment, Hypothesis, NotExamined, CONFIRM};
-use crate::analysis::device::per_step;
+use crate::analysis::device::{per_step, KernelTable, SHORT_KERNEL_US};
 use crate::analysis::loaded::Producer;
 use crate::analysis::spans::Span;
 use crate::analysis::stats::median;
@@ -9,7 +9,14 @@ use crate::analysis::stats::median;
 /// Launches per step from which work counts as fragmented.
 const MANY_LAUNCHES: f64 = 30.0;
 
+/// Device busy share below which short kernels make the step launch-bound.
+const LAUNCH_BOUND_BUSY: f64 = 0.5;
+
 pub(super) fn check(cx: &Context<'_>, found: &mut Vec<Hypothesis>, skipped: &mut Vec<NotExamined>) {
+    if let Some(kernels) = &cx.device.kernels {
+        from_kernels(cx, kernels, found);
+        return;
+    }
     let Some(launches) = &cx.device.launches_per_step else {
         if !cx.loaded.iter().any(|l| l.spans.spans.iter().any(|s| cx.vocab.is_launch(&s.name))) {
             skipped.push(NotExamined {
@@ -61,6 +68,55 @@ pub(super) fn check(cx: &Context<'_>, found: &mut Vec<Hypothesis>, skipped: &mut
             "raise the work per launch without changing the launch count: run with a 4× batch and compare time per \
              sample; if it falls, launches are the limit, so examine grouping or fusion ({fusion}) and its overall \
              cost; {CONFIRM}"
+        ),
+        experiment: Some(Experiment::of([Change::BatchSize(batch * 4)])),
+        command: None,
+    });
+}
+
+/// From the device's kernels: many kernels under [`SHORT_KERNEL_US`] per
+/// step while the device is idle most of the step.
+fn from_kernels(cx: &Context<'_>, kernels: &KernelTable, found: &mut Vec<Hypothesis>) {
+    let short = kernels.short_per_step.median;
+    let Some(busy) = cx.device.device_busy_share.as_ref().map(|s| s.median) else { return };
+    if short < MANY_LAUNCHES || busy >= LAUNCH_BOUND_BUSY {
+        return;
+    }
+    let step_ms: Vec<f64> = per_step(cx.loaded, |_, _, _, _| Some(0.0)).iter().map(|x| x.1).collect();
+    let step = median(&step_ms).unwrap_or(0.0);
+    let busy_ms = cx.device.device_busy_ms_per_step.as_ref().map_or(0.0, |s| s.median);
+    let launch = cx.device.launch.as_ref().map_or_else(String::new, |l| {
+        format!(
+            "; a kernel starts {:.1} µs after its launch call (median; p90 {:.1} µs) and the host ends its launches \
+             {} before the device ends the step's kernels",
+            l.launch_to_start_us.median,
+            l.launch_to_start_us.p90,
+            ms(l.host_ahead_ms.median)
+        )
+    });
+    let small = cx.device.copies.as_ref().and_then(|c| c.small_uploads_every_step.as_ref()).map_or_else(
+        String::new,
+        |s| format!("; besides, {:.0} small host-to-device copies ({}–{} B) run every step", s.per_step, s.min_bytes, s.max_bytes),
+    );
+    let batch = cx.run.batch_size.unwrap_or(64);
+    found.push(Hypothesis {
+        id: "many-launches",
+        evidence: format!(
+            "{short:.0} of {:.0} kernels per step run under {SHORT_KERNEL_US:.0} µs (median over {} steps); the \
+             device is busy {} of a {} step ({:.0}%){launch}{small}",
+            kernels.kernels_per_step.median,
+            kernels.short_per_step.n,
+            ms(busy_ms),
+            ms(step),
+            busy * 100.0
+        ),
+        hypothesis: "the step is launch-bound: the device finishes each small kernel quickly and then waits for the \
+                     host to issue the next one"
+            .into(),
+        next: format!(
+            "give each kernel more work without adding launches: run with a 4× batch and compare time per sample; if \
+             it falls while the kernel count stays, launches are the limit: look for what breaks burn's fusion \
+             (many elementwise kernels in a row) and for scalars rebuilt each step; {CONFIRM}"
         ),
         experiment: Some(Experiment::of([Change::BatchSize(batch * 4)])),
         command: None,

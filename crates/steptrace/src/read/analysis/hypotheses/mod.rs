@@ -19,7 +19,7 @@ mod upload;
 
 use serde::Serialize;
 
-use super::device::DeviceView;
+use super::device::{DeviceSteps, DeviceView};
 use super::loaded::{Loaded, RunInfo, Vocabulary};
 use super::table::SpanTable;
 use super::timing::StepTiming;
@@ -28,7 +28,8 @@ use super::timing::StepTiming;
 #[derive(Clone, Debug, Serialize)]
 pub struct Hypothesis {
     /// A stable identifier: `input-pipeline`, `repeated-upload`,
-    /// `many-launches`, `dominant-operation`, `not-steady`.
+    /// `many-launches`, `dominant-operation` (from spans), `dominant-kernel`
+    /// (from device kernels), `not-steady`.
     pub id: &'static str,
     /// What was measured, with numbers.
     pub evidence: String,
@@ -119,6 +120,11 @@ pub(crate) fn hypotheses(cx: &Context<'_>) -> (Vec<Hypothesis>, Vec<NotExamined>
     dominant::check(cx, &mut found);
     steady::check(cx, &mut found);
     (found, skipped)
+}
+
+/// The device with the most busy time, when the device view has one.
+fn primary_device<'a>(cx: &Context<'a>) -> Option<&'a DeviceSteps> {
+    cx.device.devices.iter().max_by(|a, b| a.busy_ms.median.total_cmp(&b.busy_ms.median))
 }
 
 /// How to confirm a gain: outside the profiler.

@@ -7,9 +7,14 @@ use crate::analysis::device::per_step;
 use crate::analysis::stats::Stats;
 use crate::format::device::is_device_cat;
 use crate::format::names::TRANSFER_H2D;
+use crate::analysis::device::{CopyView, SMALL_COPY_BYTES};
 use crate::read::display::{label, LABEL_CHARS};
 
 pub(super) fn check(cx: &Context<'_>, found: &mut Vec<Hypothesis>, skipped: &mut Vec<NotExamined>) {
+    if let Some(copies) = &cx.device.copies {
+        from_copies(copies, found);
+        return;
+    }
     let vocab = cx.vocab;
     let any = cx.loaded.iter().any(|l| l.spans.spans.iter().any(|s| vocab.is_upload(s)));
     if !any {
@@ -80,6 +85,60 @@ pub(super) fn check(cx: &Context<'_>, found: &mut Vec<Hypothesis>, skipped: &mut
             "check whether these calls copy data or are no-ops on a tensor already there (time them alone); if they \
              copy, create that tensor once on the device, and check that the outputs (loss, held-out metric) are \
              unchanged; {CONFIRM}"
+        ),
+        experiment: Some(Experiment::of([Change::RecordInternals])),
+        command: None,
+    });
+}
+
+/// From the device's copies: a host-to-device copy of tensor size (at
+/// least [`SMALL_COPY_BYTES`]) that is not the batch and comes back, the
+/// same number of times, in every counted step.
+fn from_copies(copies: &CopyView, found: &mut Vec<Hypothesis>) {
+    let steps = copies.per_step.n;
+    if steps < 2 {
+        return;
+    }
+    let repeated: Vec<_> = copies
+        .sizes
+        .iter()
+        .filter(|s| s.direction == "HtoD" && s.every_step && !s.batch)
+        .filter(|s| s.bytes.is_some_and(|b| b >= SMALL_COPY_BYTES))
+        .collect();
+    if repeated.is_empty() {
+        return;
+    }
+    let what: Vec<String> = repeated
+        .iter()
+        .take(4)
+        .map(|s| format!("{} B ×{}", s.bytes.unwrap_or(0), s.per_step))
+        .collect();
+    let bytes: f64 = repeated.iter().map(|s| s.bytes.unwrap_or(0) as f64 * s.per_step).sum();
+    let batch = if copies.batch.bytes.is_empty() {
+        "the batch's own copies could not be told apart (no sizes recorded)".to_owned()
+    } else {
+        format!(
+            "the batch's copies ({} B, from {}) are left out",
+            copies.batch.bytes.iter().map(u64::to_string).collect::<Vec<_>>().join(" B, "),
+            copies.batch.from
+        )
+    };
+    found.push(Hypothesis {
+        id: "repeated-upload",
+        evidence: format!(
+            "host-to-device copies of the same size run in every one of {steps} steps: {} per step, {:.0} bytes per \
+             step in all; {batch}",
+            what.join(", "),
+            bytes
+        ),
+        hypothesis: "a tensor that does not change (a constant, a mask, a table) is built on the host and uploaded \
+                     again each step: wrong placement or lifetime"
+            .into(),
+        next: format!(
+            "rerun with the backend's internal spans recorded to see which phase asks for the upload (the upload \
+             spans nest in it); find the tensor of that size created inside the step (`Tensor::from_data` in the \
+             forward or the loss), create it once on the device outside the loop, and check that the copy \
+             disappears from the trace and the outputs (loss, held-out metric) are unchanged; {CONFIRM}"
         ),
         experiment: Some(Experiment::of([Change::RecordInternals])),
         command: None,
