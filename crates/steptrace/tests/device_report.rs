@@ -193,3 +193,29 @@ fn without_device_events_every_part_is_not_observed() {
     assert_eq!(json["device"]["kernels"], Value::Null);
     assert_eq!(json["device"]["device_busy_ms_per_step"], Value::Null);
 }
+
+/// The committed H200 trace of the default MLP (batch 64, CUPTI device
+/// activity): a launch-bound step with small scalars uploaded every step.
+#[test]
+fn the_h200_mlp_trace_reads_as_launch_bound_with_scalar_uploads() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/h200-cuda");
+    let files: Vec<(String, steptrace::reader::Trace)> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(".trace.json"))
+        .map(|p| (p.display().to_string(), steptrace::reader::read_trace_file(&p).unwrap()))
+        .collect();
+    let r = Report::build(&files, &ReportOptions::default()).unwrap();
+    let d = &r.device;
+    let dev = &d.devices[0];
+    assert_eq!(dev.device, "GPU 0: NVIDIA H200");
+    assert!(dev.busy_share.median < 0.1, "{}", dev.busy_share.median);
+    let k = d.kernels.as_ref().unwrap();
+    assert_eq!((k.kernels_per_step.median, k.short_per_step.median), (33.0, 33.0));
+    let c = d.copies.as_ref().unwrap();
+    let batch: Vec<u64> = c.sizes.iter().filter(|s| s.batch).filter_map(|s| s.bytes).collect();
+    assert_eq!(batch, [16_384, 256]);
+    let small = c.small_uploads_every_step.as_ref().unwrap();
+    assert_eq!((small.per_step, small.min_bytes, small.max_bytes), (24.0, 8, 112));
+    assert_eq!(fired(&r), ["many-launches"]);
+}

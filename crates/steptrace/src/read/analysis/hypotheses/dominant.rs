@@ -1,7 +1,8 @@
 //! One operation dominates the step.
 
 use super::{ms, Change, Context, Experiment, Hypothesis, CONFIRM};
-use crate::analysis::device::KernelTable;
+use crate::analysis::device::{per_step, KernelTable};
+use crate::analysis::stats::median;
 use crate::analysis::table::Timing;
 use crate::read::display::{label, LABEL_CHARS};
 use crate::format::names::{is_input, is_wait, STEP_ROW};
@@ -11,6 +12,10 @@ const DOMINANT_SHARE: f64 = 0.4;
 
 /// Share of the kernels' device time one kernel must take.
 const DOMINANT_KERNEL_SHARE: f64 = 0.3;
+
+/// Share of the step's wall time it must take too: a kernel of 20 µs in a
+/// 2 ms step is no lever, whatever its share of a mostly idle device.
+const DOMINANT_KERNEL_STEP_SHARE: f64 = 0.1;
 
 pub(super) fn check(cx: &Context<'_>, found: &mut Vec<Hypothesis>) {
     if let Some(kernels) = &cx.device.kernels {
@@ -76,7 +81,9 @@ fn from_kernels(cx: &Context<'_>, kernels: &KernelTable, found: &mut Vec<Hypothe
         return;
     }
     let share = top.total_ms / kernels.kernel_ms;
-    if share < DOMINANT_KERNEL_SHARE {
+    let step_ms: Vec<f64> = per_step(cx.loaded, |_, _, _, _| Some(0.0)).iter().map(|x| x.1).collect();
+    let step = median(&step_ms).unwrap_or(0.0);
+    if share < DOMINANT_KERNEL_SHARE || top.per_step_ms < DOMINANT_KERNEL_STEP_SHARE * step {
         return;
     }
     let dims = |d: Option<[u64; 3]>| d.map_or_else(|| "not recorded".to_owned(), |[x, y, z]| format!("[{x}, {y}, {z}]"));
@@ -85,11 +92,13 @@ fn from_kernels(cx: &Context<'_>, kernels: &KernelTable, found: &mut Vec<Hypothe
     found.push(Hypothesis {
         id: "dominant-kernel",
         evidence: format!(
-            "`{}` takes {:.0}% of the kernels' device time: {} per step over {} calls per step, {:.1} µs per call, \
-             grid {}{grids}, block {}",
+            "`{}` takes {:.0}% of the kernels' device time: {} per step ({:.0}% of the {} step) over {} calls per \
+             step, {:.1} µs per call, grid {}{grids}, block {}",
             top.label,
             share * 100.0,
             ms(top.per_step_ms),
+            top.per_step_ms / step * 100.0,
+            ms(step),
             top.calls_per_step,
             top.mean_us,
             dims(top.grid),
