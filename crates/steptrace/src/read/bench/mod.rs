@@ -6,11 +6,18 @@
 //! accepts two results only when their fingerprints differ in the declared
 //! variable alone, and reports a time ratio with a bootstrap interval; it
 //! never claims a difference smaller than the spread of the runs.
+//! [`compare_kernels`] puts two sides' kernels next to each other, by name
+//! or, when the names do not match, by [`KernelClass`].
 
 mod compare;
 mod error;
+mod kernels;
 mod result;
 
 pub use compare::{compare, Comparison, Verdict};
 pub use error::BenchError;
+pub use kernels::{
+    compare_kernels, ClassChange, KernelChange, KernelClass, KernelComparison, KernelOutcome, KernelRecord, KernelSummary,
+    KernelSummaryRow, KernelTotals, NameMatch, MATCH_SHARE,
+};
 pub use result::{BenchResult, Fingerprint, RunRecord, StatsRecord, Summary, BENCH_FORMAT};

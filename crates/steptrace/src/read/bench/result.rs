@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::kernels::KernelRecord;
 use crate::analysis::Stats;
 
 /// Everything that defines a workload, as `key → value`. Two results are
@@ -74,6 +75,10 @@ impl From<Stats> for StatsRecord {
 }
 
 /// The format tag of bench results this crate writes and reads.
+///
+/// Only the major version is checked. A field added with a default (such
+/// as [`BenchResult::kernels`]) keeps it: older readers ignore the field,
+/// and this crate reads older files without it.
 pub const BENCH_FORMAT: &str = "steptrace-bench/1";
 
 /// The name part of [`BENCH_FORMAT`], before the major version.
@@ -101,6 +106,12 @@ pub struct BenchResult {
     pub runs: Vec<RunRecord>,
     /// Figures over the runs.
     pub summary: Summary,
+    /// The kernels of each run's traces, one record per run in the order
+    /// of `runs` (with `--profile active`); empty when the bench recorded
+    /// none (another profile mode, or a result from before kernels were
+    /// recorded).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kernels: Vec<KernelRecord>,
 }
 
 impl BenchResult {
@@ -140,7 +151,16 @@ impl BenchResult {
             batch_size,
             runs,
             summary,
+            kernels: Vec::new(),
         })
+    }
+
+    /// The result with each run's kernels, one record per run in the order
+    /// of `runs` ([`check`](Self::check) refuses another count).
+    #[must_use]
+    pub fn with_kernels(mut self, kernels: Vec<KernelRecord>) -> BenchResult {
+        self.kernels = kernels;
+        self
     }
 }
 
@@ -175,9 +195,10 @@ impl BenchResult {
     }
 
     /// Checks that the result can be compared: its format is
-    /// [`BENCH_FORMAT`], its batch size at least 1, and every time it holds
+    /// [`BENCH_FORMAT`], its batch size at least 1, every time it holds
     /// (run medians, step times, startup times, summary figures) positive
-    /// and finite.
+    /// and finite, and its kernel records, if any, one per run with
+    /// figures that are finite and not negative.
     ///
     /// # Errors
     ///
@@ -212,6 +233,15 @@ impl BenchResult {
         for (what, stats) in [("run_medians_ms", &s.run_medians_ms), ("all_steps_ms", &s.all_steps_ms)] {
             for (field, value) in [("min", stats.min), ("median", stats.median), ("max", stats.max)] {
                 positive(format!("summary.{what}.{field}"), value)?;
+            }
+        }
+        if !self.kernels.is_empty() && self.kernels.len() != self.runs.len() {
+            let what = format!("the count of kernel records for {} runs", self.runs.len());
+            return Err(BenchError::Invalid { what, value: self.kernels.len() as f64 });
+        }
+        for (i, k) in self.kernels.iter().enumerate() {
+            if let Some((what, value)) = k.summary().and_then(|s| s.invalid()) {
+                return Err(BenchError::Invalid { what: format!("run {i} {what}"), value });
             }
         }
         positive("summary.samples_per_s".into(), s.samples_per_s)
@@ -269,6 +299,27 @@ mod tests {
         }
         doc["format"] = json!("steptrace-bench/1");
         assert!(BenchResult::from_json(&serde_json::to_vec(&doc).unwrap()).is_ok());
+    }
+
+    #[test]
+    fn kernels_are_optional_and_checked() {
+        // A result written before kernels were recorded has no such field.
+        let doc = serde_json::to_value(result(&[1.0, 2.0])).unwrap();
+        assert!(doc.get("kernels").is_none());
+        let back = BenchResult::from_json(&serde_json::to_vec(&doc).unwrap()).unwrap();
+        assert!(back.kernels.is_empty());
+        let why = KernelRecord::NotObserved { reason: "device activity not observed".into() };
+        let r = result(&[1.0, 2.0]).with_kernels(vec![why.clone(), why.clone()]);
+        let back = BenchResult::from_json(&serde_json::to_vec(&r).unwrap()).unwrap();
+        assert_eq!(back, r);
+        let err = result(&[1.0, 2.0]).with_kernels(vec![why]).check().unwrap_err();
+        assert!(err.to_string().contains("kernel records for 2 runs is 1"), "{err}");
+        let mut doc = serde_json::to_value(&r).unwrap();
+        doc["kernels"][1] = json!({"status": "observed", "steps": 3, "kernels_per_step": 2.0, "busy_ms_per_step": 1.0,
+            "kernel_ms_per_step": 0.5, "rows": [{"name": "k", "label": "k", "calls_per_step": 2.0, "ms_per_step": -0.5,
+            "mean_us": 1.0, "grid": null, "block": null, "share_of_busy": 0.5}], "others_ms_per_step": 0.0, "others": 0});
+        let err = BenchResult::from_json(&serde_json::to_vec(&doc).unwrap()).unwrap_err();
+        assert!(err.to_string().starts_with("run 1 kernels.rows[0].ms_per_step is -0.5"), "{err}");
     }
 
     #[test]
