@@ -29,8 +29,10 @@ pub enum Command {
     /// Measure a workload outside the profiler (or with it, to measure its
     /// overhead): warm-up, then N steps, R runs; raw values and spread.
     Bench(BenchArgs),
-    /// Compare two bench results that differ only in a declared variable,
-    /// or run one workload on several backends side by side.
+    /// Compare two bench results that differ only in a declared variable
+    /// (timing verdict, then kernels), two traces (kernels, steady ms/step
+    /// and device busy; one run each, no verdict), or run one workload on
+    /// several backends side by side.
     Compare(CompareArgs),
 }
 
@@ -280,7 +282,9 @@ pub struct BenchArgs {
     /// Runs, each a fresh process from the same starting state (seed).
     #[arg(long, default_value_t = 5)]
     pub runs: u64,
-    /// Profiler during the runs: off, wait (installed, gated) or active.
+    /// Profiler during the runs: off, wait (installed, gated) or active
+    /// (recording; each run's kernels are then read from its traces into
+    /// the result, or "not observed" with the reason).
     #[arg(long, value_enum, default_value = "off")]
     pub profile: ProfileMode,
     /// Write the result as JSON to this new file (never overwritten).
@@ -293,7 +297,16 @@ pub struct BenchArgs {
 
 #[derive(Debug, Args)]
 pub struct CompareArgs {
-    /// Two bench results (A then B), from `steptrace bench --json`.
+    /// A then B: two bench results (`steptrace bench --json`), or two
+    /// traces (steptrace or torch.profiler files, `.json.gz` too, or
+    /// directories: their most recent run). Bench results get a timing
+    /// verdict, then their kernels when both were benched with `--profile
+    /// active`: ranked by the change in device ms/step, matched by exact
+    /// name, or by kernel class (matmul/gemm, convolution,
+    /// elementwise/fused, reduction/softmax/norm, copy/fill/memset, other)
+    /// when the names do not match. Traces get their kernels, steady
+    /// ms/step and device busy side by side, without a verdict (one run
+    /// each). A bench result and a trace together are refused.
     pub results: Vec<PathBuf>,
     /// The fingerprint keys allowed to differ (backend, batch, fusion,
     /// prefetch, sync, profile, ...); comma-separated or repeated.
@@ -306,7 +319,7 @@ pub struct CompareArgs {
     /// Smallest relative difference worth claiming.
     #[arg(long, default_value_t = 0.01)]
     pub threshold: f64,
-    /// Print JSON.
+    /// Print JSON (with the kernel comparison under `kernels`).
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]

@@ -1,6 +1,7 @@
 //! `steptrace bench`: the workload measured outside the profiler (or with
 //! it, to measure its overhead), run after run, each run a fresh `steptrace
-//! train` process from the same starting state.
+//! train` process from the same starting state. With `--profile active`
+//! each run's traces are read back for its kernels.
 
 use std::fs::OpenOptions;
 use std::io::Write;
@@ -10,7 +11,8 @@ use std::process::{Command, ExitCode, Stdio};
 use anyhow::{bail, Context};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use serde_json::{json, Value};
-use steptrace::bench::{BenchResult, Fingerprint, RunRecord};
+use steptrace::analysis::{Report, ReportOptions};
+use steptrace::bench::{BenchResult, Fingerprint, KernelRecord, RunRecord};
 use steptrace_burn::RunSummary;
 
 use crate::args::{value_name, BenchArgs, ModelArg, ProfileMode, WorkloadArgs};
@@ -48,12 +50,16 @@ pub fn bench(w: &WorkloadArgs, protocol: &Protocol, progress: bool) -> anyhow::R
     config(w, protocol.warmup + protocol.steps + 1)?;
     let scratch = tempfile::tempdir().context("cannot create a scratch directory")?;
     let mut runs = Vec::new();
+    let mut kernels = Vec::new();
     let mut last = None;
     for i in 0..protocol.runs {
         let summary = run_once(w, protocol, scratch.path(), i)?;
         let record = record(&summary, protocol)?;
         if progress {
             eprintln!("run {}/{}: median {:.3} ms/step", i + 1, protocol.runs, record.median_ms);
+        }
+        if protocol.profile == ProfileMode::Active {
+            kernels.push(run_kernels(&summary, w.batch as u64));
         }
         runs.push(record);
         last = Some(summary);
@@ -91,7 +97,28 @@ pub fn bench(w: &WorkloadArgs, protocol: &Protocol, progress: bool) -> anyhow::R
     if w.model == ModelArg::Transformer {
         fp.insert("seq_len".into(), json!(w.seq_len));
     }
-    Ok(BenchResult::new(fp, summary.backend.clone(), protocol.warmup, protocol.steps, w.batch as u64, runs)?)
+    let result = BenchResult::new(fp, summary.backend.clone(), protocol.warmup, protocol.steps, w.batch as u64, runs)?;
+    Ok(result.with_kernels(kernels))
+}
+
+/// The kernels in one run's traces (as `report` reads them), or why
+/// there are none.
+fn run_kernels(summary: &RunSummary, batch: u64) -> KernelRecord {
+    if summary.traces.is_empty() {
+        let why = match summary.trace_errors.as_slice() {
+            [] => "the run wrote no trace".to_owned(),
+            errors => format!("the run wrote no trace: {}", errors.join("; ")),
+        };
+        return KernelRecord::NotObserved { reason: why };
+    }
+    let paths: Vec<PathBuf> = summary.traces.iter().map(|t| t.path.clone()).collect();
+    let options = ReportOptions { batch_size: Some(batch), ops: steptrace_burn::report_ops() };
+    let report = super::report::load::load(&paths)
+        .and_then(|loaded| Report::build(&loaded.files, &options).map_err(anyhow::Error::from));
+    match report {
+        Ok(report) => KernelRecord::from_report(&report),
+        Err(err) => KernelRecord::NotObserved { reason: format!("the run's traces could not be read: {err:#}") },
+    }
 }
 
 /// One `steptrace train` process; returns its summary.
@@ -193,6 +220,24 @@ pub fn render(r: &BenchResult) -> String {
             "NO: first losses differ between runs".to_owned()
         },
     ]);
+    if !r.kernels.is_empty() {
+        let per_run: Vec<String> = r
+            .kernels
+            .iter()
+            .map(|k| match k {
+                KernelRecord::Observed(s) => {
+                    format!("device busy {:.4} ms/step, {:.1} kernels/step", s.busy_ms_per_step, s.kernels_per_step)
+                }
+                KernelRecord::NotObserved { reason } => format!("not observed: {reason}"),
+            })
+            .collect();
+        let shown = if per_run.windows(2).all(|w| w[0] == w[1]) && per_run.len() > 1 {
+            format!("every run: {}", per_run[0])
+        } else {
+            per_run.join(", ")
+        };
+        table.add_row(["kernels per run".to_owned(), shown]);
+    }
     let mut out = format!("{table}\n");
     if r.fingerprint.get("fallback").and_then(Value::as_bool) == Some(true) {
         out.push_str("NOTE: a fallback backend: these figures do not describe a GPU.\n");

@@ -1,12 +1,19 @@
 //! `steptrace compare`: two bench results that differ in one declared
-//! variable, or one workload on several backends side by side.
+//! variable (timing, then kernels), two traces (one run each: kernels,
+//! steady ms/step and device busy, no verdict), or one workload on several
+//! backends side by side.
+
+mod input;
+mod kernels;
+mod traces;
 
 use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
-use steptrace::bench::{compare, BenchResult, Comparison, Verdict};
+use serde::Serialize;
+use steptrace::bench::{compare, compare_kernels, BenchResult, Comparison, KernelOutcome, KernelRecord, Verdict};
 use steptrace::read::display::{block, escape, label, LABEL_CHARS};
 
 use super::bench::{bench, Protocol};
@@ -20,17 +27,40 @@ pub fn run(a: CompareArgs) -> anyhow::Result<ExitCode> {
         return backends(&a);
     }
     let [pa, pb] = a.results.as_slice() else {
-        bail!("compare needs two bench results (A.json B.json), or --backends cuda,wgpu[,cpu]");
+        bail!(
+            "compare needs two bench results (A.json B.json), two traces (files or directories), or --backends \
+             cuda,wgpu[,cpu]"
+        );
     };
+    match input::kinds(pa, pb)? {
+        input::Kind::Trace => traces::run(pa, pb, a.json)?,
+        input::Kind::Bench => benches(&a, pa, pb)?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--json` of two bench results: the timing comparison, with the kernels.
+#[derive(Serialize)]
+struct BenchComparison<'a> {
+    #[serde(flatten)]
+    timing: &'a Comparison,
+    kernels: KernelOutcome,
+}
+
+/// Two bench results: the timing verdict, then their kernels.
+fn benches(a: &CompareArgs, pa: &Path, pb: &Path) -> anyhow::Result<()> {
     let (ra, rb) = (load(pa)?, load(pb)?);
     let vary = expand(&a.vary);
     let c = compare(&ra, &rb, &vary, a.threshold)?;
+    let ((ka, na), (kb, nb)) = (KernelRecord::of_bench(&ra), KernelRecord::of_bench(&rb));
+    let mut k = compare_kernels(ka, kb);
+    k.notes.extend(na.into_iter().map(|n| format!("A: {n}")).chain(nb.into_iter().map(|n| format!("B: {n}"))));
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&c)?);
+        println!("{}", serde_json::to_string_pretty(&BenchComparison { timing: &c, kernels: k })?);
     } else {
-        print!("{}", render(&c, &ra, &rb));
+        print!("{}", block(&format!("{}{}", render(&c, &ra, &rb), kernels::render(&k))));
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// Reads a bench result, refusing a newer format and impossible times.

@@ -18,13 +18,13 @@ use steptrace::read::display::escape;
 use steptrace::reader::{parse_trace, ReadError, Trace};
 
 /// The files read, and what was set aside.
-pub(super) struct Loaded {
-    pub(super) files: Vec<(String, Trace)>,
-    pub(super) warnings: Vec<String>,
+pub(crate) struct Loaded {
+    pub(crate) files: Vec<(String, Trace)>,
+    pub(crate) warnings: Vec<String>,
 }
 
 /// Reads the given files; a directory stands for its most recent run.
-pub(super) fn load(paths: &[PathBuf]) -> anyhow::Result<Loaded> {
+pub(crate) fn load(paths: &[PathBuf]) -> anyhow::Result<Loaded> {
     let mut seen = Seen::default();
     let mut files = Vec::new();
     for path in paths {

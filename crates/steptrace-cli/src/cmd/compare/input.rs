@@ -1,0 +1,82 @@
+//! What `compare` was given: two bench results, or two traces.
+//!
+//! A directory is a trace folder (its most recent run, as `report` reads
+//! it). A file is a bench result when its top level holds `fingerprint` or
+//! `runs`, or a `format` tag without `traceEvents`; any other JSON object
+//! or array, and any gzip file, is a trace. A file that is neither (not
+//! JSON at all) takes the other side's kind, so that its error is the one
+//! that kind gives.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use anyhow::{bail, Context};
+use serde::de::IgnoredAny;
+use steptrace::read::display::escape;
+
+/// What one side is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Kind {
+    /// A `steptrace bench --json` result.
+    Bench,
+    /// A trace file or a trace directory.
+    Trace,
+}
+
+impl Kind {
+    fn what(self) -> &'static str {
+        match self {
+            Kind::Bench => "a bench result",
+            Kind::Trace => "a trace",
+        }
+    }
+}
+
+/// The kind both sides share; a bench result against a trace is refused.
+pub(super) fn kinds(a: &Path, b: &Path) -> anyhow::Result<Kind> {
+    match (sniff(a)?, sniff(b)?) {
+        (Some(x), Some(y)) if x != y => bail!(
+            "cannot compare {} with {}: {} is {}, {} is {}. A bench result holds several fresh runs of one \
+             fingerprinted workload; a trace holds one run. Compare two bench results (`steptrace bench --profile active \
+             --json FILE` for each side) or two traces (files or directories)",
+            x.what(),
+            y.what(),
+            shown(a),
+            x.what(),
+            shown(b),
+            y.what()
+        ),
+        (Some(x), _) | (None, Some(x)) => Ok(x),
+        (None, None) => Ok(Kind::Bench),
+    }
+}
+
+/// The kind of `path`, or `None` when its content is no JSON at all.
+fn sniff(path: &Path) -> anyhow::Result<Option<Kind>> {
+    if path.is_dir() {
+        return Ok(Some(Kind::Trace));
+    }
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    if [".gz", ".trace.json", ".partial"].iter().any(|end| name.ends_with(end)) {
+        return Ok(Some(Kind::Trace));
+    }
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", shown(path)))?;
+    if bytes.starts_with(&[0x1f, 0x8b]) || bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
+        return Ok(Some(Kind::Trace));
+    }
+    Ok(serde_json::from_slice::<HashMap<String, IgnoredAny>>(&bytes).ok().map(|keys| {
+        let bench = keys.contains_key("fingerprint")
+            || keys.contains_key("runs")
+            || (keys.contains_key("format") && !keys.contains_key("traceEvents"));
+        if bench {
+            Kind::Bench
+        } else {
+            Kind::Trace
+        }
+    }))
+}
+
+/// A path as the user gave it, terminal-safe.
+pub(super) fn shown(path: &Path) -> String {
+    escape(&path.display().to_string()).into_owned()
+}
