@@ -137,6 +137,8 @@ fn most_frequent(values: impl Iterator<Item = Option<[u64; 3]>>) -> (Option<[u64
     (best, distinct)
 }
 
+const ANONYMOUS: &str = "(anonymous namespace)";
+
 /// A kernel name a person can read: without a leading `void `, without
 /// the parameter list, with template arguments nested deeper than one
 /// level written `…`, and cut at 96 characters (terminal-safe).
@@ -149,7 +151,23 @@ pub fn short_name(name: &str) -> String {
     let name = name.strip_prefix("void ").unwrap_or(name);
     let mut out = String::with_capacity(name.len().min(128));
     let mut depth = 0usize;
-    for c in name.chars() {
+    let mut skip = 0usize;
+    for (at, c) in name.char_indices() {
+        if skip > 0 {
+            skip -= 1;
+            if depth < 2 {
+                out.push(c);
+            }
+            continue;
+        }
+        // `(anonymous namespace)` is part of a C++ name, not its parameters.
+        if name[at..].starts_with(ANONYMOUS) {
+            skip = ANONYMOUS.chars().count() - 1;
+            if depth < 2 {
+                out.push(c);
+            }
+            continue;
+        }
         match c {
             '<' => {
                 depth += 1;
@@ -192,6 +210,10 @@ mod tests {
         );
         assert_eq!(short_name("matmul_entry_lhs_f32"), "matmul_entry_lhs_f32");
         assert_eq!(short_name("(anonymous)"), "(anonymous)");
+        assert_eq!(
+            short_name("void at::native::(anonymous namespace)::softmax_warp<float, 4>(float*, int)"),
+            "at::native::(anonymous namespace)::softmax_warp<float, 4>"
+        );
         assert!(short_name(&"k".repeat(300)).contains("(300 bytes)"));
         assert_eq!(short_name("evil\u{1b}[2J"), "evil\\x1b[2J");
     }
