@@ -37,8 +37,20 @@ pub(super) fn render_device(o: &mut String, r: &Report) {
             ("idle while the host waited (sync)", &dev.idle_sync_ms, &dev.idle_sync_share),
             ("idle otherwise (launching, host work)", &dev.idle_other_ms, &dev.idle_other_share),
         ];
-        for (what, v, share) in rows {
-            let _ = writeln!(o, "  {what:<40} {:>9} ms  {:>6} of the step", ms(v.median), pct(share));
+        for (k, (what, v, share)) in rows.into_iter().enumerate() {
+            let absent = match k {
+                1 if !dev.input_seen => Some("no input span (data.load, data.wait) in the steps"),
+                2 if !dev.wait_seen => Some("no waiting span (sync) in the steps"),
+                _ => None,
+            };
+            match absent {
+                Some(why) => {
+                    let _ = writeln!(o, "  {what:<40} not observed: {why}");
+                }
+                None => {
+                    let _ = writeln!(o, "  {what:<40} {:>9} ms  {:>6} of the step", ms(v.median), pct(share));
+                }
+            }
         }
         let _ = writeln!(
             o,

@@ -36,6 +36,11 @@ pub struct DeviceSteps {
     pub idle_other_share: Stats,
     /// Busy while the host waited for it: the healthy side of a sync, ms.
     pub busy_while_host_waits_ms: Stats,
+    /// Whether the step threads have input spans at all: without them the
+    /// idle time while reading input is not observed, not zero.
+    pub input_seen: bool,
+    /// Whether the step threads have waiting spans (`sync`, `…Synchronize`).
+    pub wait_seen: bool,
     /// Every counted step, in order.
     pub steps: Vec<DeviceStep>,
 }
@@ -72,7 +77,12 @@ pub(crate) fn device_steps(loaded: &[Loaded], steps: &[(usize, &StepRow)]) -> Ve
         .filter_map(|id| {
             let rows: Vec<DeviceStep> = steps.iter().map(|(i, step)| one_step(&loaded[*i], id, step)).collect();
             let name = loaded.iter().find(|l| l.device.devices().contains(id)).map(|l| l.device.device_name(id))?;
-            summarise(name, rows)
+            let seen = |pred: fn(&str) -> bool| {
+                steps.iter().any(|(i, st)| {
+                    loaded[*i].spans.starting_in(st.start, st.end).any(|(_, s)| s.thread == st.thread && pred(&s.name))
+                })
+            };
+            summarise(name, rows, seen(is_input), seen(is_wait))
         })
         .collect()
 }
@@ -93,7 +103,8 @@ fn one_step(l: &Loaded, id: &DeviceId, step: &StepRow) -> DeviceStep {
     let idle_input = idle.intersect(&input);
     let idle_sync = idle.intersect(&wait.minus(&input));
     let starting = || l.device.starting_in(a, b).filter(|w| &w.device == id);
-    let ms = |us: f64| us / 1000.0;
+    // Differences of sums can come out a rounding error below zero.
+    let ms = |us: f64| if us > 0.0 { us / 1000.0 } else { 0.0 };
     DeviceStep {
         step: step.step,
         step_ms: step.ms,
@@ -107,7 +118,7 @@ fn one_step(l: &Loaded, id: &DeviceId, step: &StepRow) -> DeviceStep {
     }
 }
 
-fn summarise(device: String, steps: Vec<DeviceStep>) -> Option<DeviceSteps> {
+fn summarise(device: String, steps: Vec<DeviceStep>, input_seen: bool, wait_seen: bool) -> Option<DeviceSteps> {
     let of = |f: &dyn Fn(&DeviceStep) -> f64| Stats::of(&steps.iter().map(f).collect::<Vec<_>>());
     let share = |f: &dyn Fn(&DeviceStep) -> f64| {
         Stats::of(&steps.iter().filter(|s| s.step_ms > 0.0).map(|s| f(s) / s.step_ms).collect::<Vec<_>>())
@@ -123,6 +134,8 @@ fn summarise(device: String, steps: Vec<DeviceStep>) -> Option<DeviceSteps> {
         idle_other_ms: of(&|s| s.idle_other_ms)?,
         idle_other_share: share(&|s| s.idle_other_ms)?,
         busy_while_host_waits_ms: of(&|s| s.busy_while_host_waits_ms)?,
+        input_seen,
+        wait_seen,
         steps,
     })
 }

@@ -66,8 +66,8 @@ pub struct CopySize {
 pub struct BatchCopies {
     /// The batch tensors' sizes, bytes.
     pub bytes: Vec<u64>,
-    /// `transfer.h2d arguments`, `a multiple of the batch size (heuristic)`
-    /// or `unknown`.
+    /// `transfer.h2d arguments`, `a multiple of the batch size (heuristic)`,
+    /// `assumed: the largest uploads made once per step ...` or `unknown`.
     pub from: &'static str,
 }
 
@@ -134,7 +134,24 @@ pub(crate) fn copy_view(loaded: &[Loaded], steps: &[(usize, &StepRow)], batch_si
             bytes.dedup();
             BatchCopies { bytes, from: "a multiple of the batch size (heuristic)" }
         }
-        _ => BatchCopies { bytes: Vec::new(), from: "unknown" },
+        _ => {
+            // No sizes and no batch size: the one or two largest uploads that
+            // come once in every step are read as the input and the target.
+            let mut every: Vec<u64> = counts
+                .iter()
+                .filter(|((dir, bytes), per)| *dir == "HtoD" && bytes.is_some() && per.iter().all(|c| *c == 1))
+                .filter_map(|((_, bytes), _)| *bytes)
+                .collect();
+            every.sort_unstable_by(|a, b| b.cmp(a));
+            every.truncate(2);
+            let from = if every.is_empty() {
+                "unknown"
+            } else {
+                "assumed: the largest uploads made once per step (input and target); give the batch size to tell them \
+                 apart by size"
+            };
+            BatchCopies { bytes: every, from }
+        }
     };
     let total = steps.len();
     let mut sizes: Vec<CopySize> = counts
