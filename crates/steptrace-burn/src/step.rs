@@ -118,8 +118,8 @@ pub fn transfer<B: Backend>(batch: HostBatch, device: &B::Device) -> Result<Devi
         target: TARGET,
         TRANSFER_H2D,
         batch = batch.index,
-        input_bytes = batch.input.bytes.len() as u64,
-        target_bytes = batch.target.bytes.len() as u64,
+        input_bytes = device_bytes::<B>(&batch.input),
+        target_bytes = device_bytes::<B>(&batch.target),
     )
     .entered();
     let input = match (batch.input.dtype, batch.input.shape.len()) {
@@ -134,6 +134,19 @@ pub fn transfer<B: Backend>(batch: HostBatch, device: &B::Device) -> Result<Devi
         rank => return Err(StepError::UnsupportedTarget { rank }),
     };
     Ok(DeviceBatch { input, target })
+}
+
+/// The bytes `data` takes once on the device: its elements at the
+/// backend's own float or int width (cubecl stores burn's i64 host integers
+/// as i32, so a target's device copy is half its host bytes).
+fn device_bytes<B: Backend>(data: &TensorData) -> u64 {
+    let elems = data.shape.iter().product::<usize>() as u64;
+    let width = if data.dtype.is_float() {
+        std::mem::size_of::<B::FloatElem>()
+    } else {
+        std::mem::size_of::<B::IntElem>()
+    };
+    elems * width as u64
 }
 
 /// The shape of a host batch's input, for detecting new shapes.
@@ -349,6 +362,7 @@ mod tests {
         let want = vec![
             ("batch".to_owned(), 7),
             (args::INPUT_BYTES.to_owned(), 3 * 5 * 4),
+            // ndarray keeps i64 integers (NdArray<f32, i64>): 8 bytes each.
             (args::TARGET_BYTES.to_owned(), 3 * 8),
         ];
         assert_eq!(spans, vec![(TRANSFER_H2D.to_owned(), want)]);
