@@ -71,6 +71,9 @@ pub(crate) struct DeviceEvents {
     /// The byte sizes of the batch's tensors, from the `transfer.h2d`
     /// spans' arguments (steptrace traces since they carry them).
     pub(crate) batch_bytes: Vec<u64>,
+    /// The longest work interval, µs: how far back an event overlapping a
+    /// time can start.
+    pub(crate) longest: f64,
     /// Process names of device tracks (`GPU 0: NVIDIA H200`).
     pub(crate) process_names: HashMap<Option<TrackId>, String>,
 }
@@ -135,6 +138,7 @@ impl DeviceEvents {
             });
         }
         out.work.sort_by(|a, b| a.start.total_cmp(&b.start));
+        out.longest = out.work.iter().map(|w| w.end - w.start).fold(0.0, f64::max);
         out.launch_calls.sort_by(|a, b| a.0.total_cmp(&b.0));
         out
     }
@@ -159,7 +163,7 @@ impl DeviceEvents {
     pub(crate) fn overlapping(&self, from: f64, to: f64) -> impl Iterator<Item = &Work> + '_ {
         // Work is ordered by start; a long event that began earlier still
         // overlaps, so scan from the first event that could.
-        let first = self.work.partition_point(|w| w.start < from - self.longest());
+        let first = self.work.partition_point(|w| w.start < from - self.longest);
         self.work[first..].iter().take_while(move |w| w.start < to).filter(move |w| w.end > from)
     }
 
@@ -173,10 +177,6 @@ impl DeviceEvents {
     pub(crate) fn launches_in(&self, from: f64, to: f64) -> usize {
         let first = self.launch_calls.partition_point(|l| l.0 < from);
         self.launch_calls[first..].iter().take_while(|l| l.0 < to).count()
-    }
-
-    fn longest(&self) -> f64 {
-        self.work.iter().map(|w| w.end - w.start).fold(0.0, f64::max)
     }
 
     /// The devices that did work, in order.
