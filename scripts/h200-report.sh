@@ -79,7 +79,7 @@ run_capped() {
 train() {
   local name=$1 cap=$2
   shift 2
-  run_capped "$name" "$cap" "$B" train --backend "$BACKEND" --batch 256 "$@" \
+  run_capped "$name" "$cap" "$B" train --backend "$BACKEND" --batch "${BATCH:-256}" "$@" \
     --schedule "$SCHEDULE" --steps "$STEPS" --loss-every 0 --device-activity auto \
     --cache-dir "$CACHE" --quiet --out "traces/$name" --json "$name.json"
   report "$name"
@@ -173,6 +173,10 @@ main() {
   train mlp-loader 90 --model mlp --dataset digits --loader-delay-ms 5
   train mlp-upload 120 --model mlp --dataset digits --plant-upload
   train conv-clean 220 --model convnet --dataset "$CONV_DATASET"
+  # The dominant-kernel hypothesis's next experiment: half the batch (and
+  # twice): does the kernel's time follow the batch?
+  BATCH=128 train conv-b128 120 --model convnet --dataset "$CONV_DATASET"
+  BATCH=512 train conv-b512 120 --model convnet --dataset "$CONV_DATASET"
   torch_run torch-conv convnet "$CONV_DATASET"
   torch_run torch-mlp mlp digits
 
