@@ -50,6 +50,10 @@ pub struct ReportArgs {
     /// Write an SVG plot of step times to this new file.
     #[arg(long)]
     pub plot: Option<PathBuf>,
+    /// Write the report as one self-contained HTML page (inline SVG charts,
+    /// no script, nothing loaded from the network) to this new file.
+    #[arg(long)]
+    pub html: Option<PathBuf>,
     /// Samples per step, for traces that do not record it (torch.profiler).
     #[arg(long)]
     pub batch: Option<u64>,

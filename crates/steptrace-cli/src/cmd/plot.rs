@@ -13,11 +13,26 @@ use steptrace::read::display::{escape, label};
 
 /// Writes the plot to `path`, which must not exist.
 pub fn steps_svg(report: &Report, path: &Path) -> anyhow::Result<()> {
-    let steps = &report.timing.steps;
-    if steps.is_empty() {
+    let svg = svg(report)?;
+    write_new(path, svg.as_bytes())
+}
+
+/// The plot as an SVG document (`<svg ...>...</svg>`), for `--plot` and
+/// the HTML page.
+///
+/// # Errors
+///
+/// When the report has no step times, or plotters fails to draw.
+pub fn svg(report: &Report) -> anyhow::Result<String> {
+    if report.timing.steps.is_empty() {
         bail!("no ProfilerStep#N spans in these traces: there are no step times to plot");
     }
-    let svg = draw(report).map_err(|e| anyhow::anyhow!("cannot draw the plot: {e}"))?;
+    draw(report).map_err(|e| anyhow::anyhow!("cannot draw the plot: {e}"))
+}
+
+/// Writes `bytes` to `path`, a new file: an existing file is refused and
+/// left as it is; a failed write removes what it began.
+pub(crate) fn write_new(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     let shown = escape(&path.display().to_string()).into_owned();
     let folder = path.parent().filter(|p| !p.as_os_str().is_empty());
     if let Some(folder) = folder.filter(|f| !f.is_dir()) {
@@ -30,7 +45,7 @@ pub fn steps_svg(report: &Report, path: &Path) -> anyhow::Result<()> {
         }
         Err(err) => return Err(err).with_context(|| format!("cannot create {shown}")),
     };
-    if let Err(err) = file.write_all(svg.as_bytes()).and_then(|()| file.sync_all()) {
+    if let Err(err) = file.write_all(bytes).and_then(|()| file.sync_all()) {
         drop(file);
         let _ = std::fs::remove_file(path);
         return Err(err).with_context(|| format!("cannot write {shown}"));

@@ -2,6 +2,7 @@
 //! hypotheses.
 
 mod device;
+mod html;
 pub(crate) mod load;
 mod render;
 
@@ -25,6 +26,10 @@ pub fn run(a: ReportArgs) -> anyhow::Result<ExitCode> {
     if let Some(path) = &a.plot {
         super::plot::steps_svg(&report, path)?;
         eprintln!("plot written to {}", escape(&path.display().to_string()));
+    }
+    if let Some(path) = &a.html {
+        html::write(&report, a.top, path)?;
+        eprintln!("html report written to {}", escape(&path.display().to_string()));
     }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
