@@ -88,9 +88,9 @@ fn busy_and_idle_by_cause_to_the_microsecond() {
     // Busy: 10 + 4000 + 10 + 3 × 5 + 500 µs.
     assert!(close(dev.busy_ms.median, 4.535), "{}", dev.busy_ms.median);
     assert!(close(dev.busy_share.median, 0.4535));
-    assert!(close(dev.idle_input_ms.median, 3.0));
+    assert!(close(dev.idle_input_ms.as_ref().unwrap().median, 3.0));
     // The sync covers 8000..9800; reduce keeps the device busy until 8500.
-    assert!(close(dev.idle_sync_ms.median, 1.3));
+    assert!(close(dev.idle_sync_ms.as_ref().unwrap().median, 1.3));
     assert!(close(dev.busy_while_host_waits_ms.median, 0.5));
     assert!(close(dev.idle_other_ms.median, 10.0 - 4.535 - 3.0 - 1.3));
     for s in &dev.steps {
@@ -218,4 +218,16 @@ fn the_h200_mlp_trace_reads_as_launch_bound_with_scalar_uploads() {
     let small = c.small_uploads_every_step.as_ref().unwrap();
     assert_eq!((small.per_step, small.min_bytes, small.max_bytes), (24.0, 8, 112));
     assert_eq!(fired(&r), ["many-launches"]);
+}
+
+#[test]
+fn idle_while_reading_input_is_not_observed_without_input_spans() {
+    let r = report_of(kineto(&Plant { slow_input: false, upload: false }, 4));
+    let dev = &r.device.devices[0];
+    assert!(!dev.input_seen && dev.wait_seen);
+    assert!(dev.idle_input_ms.is_none() && dev.idle_input_share.is_none());
+    // Without input spans, that idle time counts as idle otherwise.
+    assert!(close(dev.idle_other_ms.median, 10.0 - 4.525 - 1.3), "{}", dev.idle_other_ms.median);
+    let json = serde_json::to_value(&r).unwrap();
+    assert_eq!(json["device"]["devices"][0]["idle_input_ms"], Value::Null);
 }

@@ -32,23 +32,26 @@ pub(super) fn render_device(o: &mut String, r: &Report) {
     for dev in &d.devices {
         let _ = writeln!(o, "{} (median per step over {} steps)", dev.device, dev.busy_ms.n);
         let rows = [
-            ("busy", &dev.busy_ms, &dev.busy_share),
-            ("idle while the host read input", &dev.idle_input_ms, &dev.idle_input_share),
-            ("idle while the host waited (sync)", &dev.idle_sync_ms, &dev.idle_sync_share),
-            ("idle otherwise (launching, host work)", &dev.idle_other_ms, &dev.idle_other_share),
+            ("busy", Some(&dev.busy_ms).zip(Some(&dev.busy_share)), ""),
+            (
+                "idle while the host read input",
+                dev.idle_input_ms.as_ref().zip(dev.idle_input_share.as_ref()),
+                "no input span (data.load, data.wait) in the steps",
+            ),
+            (
+                "idle while the host waited (sync)",
+                dev.idle_sync_ms.as_ref().zip(dev.idle_sync_share.as_ref()),
+                "no waiting span (sync) in the steps",
+            ),
+            ("idle otherwise (launching, host work)", Some(&dev.idle_other_ms).zip(Some(&dev.idle_other_share)), ""),
         ];
-        for (k, (what, v, share)) in rows.into_iter().enumerate() {
-            let absent = match k {
-                1 if !dev.input_seen => Some("no input span (data.load, data.wait) in the steps"),
-                2 if !dev.wait_seen => Some("no waiting span (sync) in the steps"),
-                _ => None,
-            };
-            match absent {
-                Some(why) => {
-                    let _ = writeln!(o, "  {what:<40} not observed: {why}");
+        for (what, figures, why) in rows {
+            match figures {
+                Some((v, share)) => {
+                    let _ = writeln!(o, "  {what:<40} {:>9} ms  {:>6} of the step", ms(v.median), pct(share));
                 }
                 None => {
-                    let _ = writeln!(o, "  {what:<40} {:>9} ms  {:>6} of the step", ms(v.median), pct(share));
+                    let _ = writeln!(o, "  {what:<40} not observed: {why}");
                 }
             }
         }

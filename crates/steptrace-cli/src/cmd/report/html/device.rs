@@ -66,24 +66,24 @@ fn device(o: &mut String, dev: &DeviceSteps) {
     let no_input = (!dev.input_seen).then_some("no input span (data.load, data.wait) in the steps");
     let no_wait = (!dev.wait_seen).then_some("no waiting span (sync) in the steps");
     let rows = [
-        ("busy", &dev.busy_ms, Some(&dev.busy_share), None),
-        ("idle while the host read input", &dev.idle_input_ms, Some(&dev.idle_input_share), no_input),
-        ("idle while the host waited in sync", &dev.idle_sync_ms, Some(&dev.idle_sync_share), no_wait),
-        ("idle elsewhere (launching, host work)", &dev.idle_other_ms, Some(&dev.idle_other_share), None),
-        ("busy while the host waited (the healthy side of a sync)", &dev.busy_while_host_waits_ms, None, no_wait),
+        ("busy", Some(&dev.busy_ms), Some(&dev.busy_share), None),
+        ("idle while the host read input", dev.idle_input_ms.as_ref(), dev.idle_input_share.as_ref(), no_input),
+        ("idle while the host waited in sync", dev.idle_sync_ms.as_ref(), dev.idle_sync_share.as_ref(), no_wait),
+        ("idle elsewhere (launching, host work)", Some(&dev.idle_other_ms), Some(&dev.idle_other_share), None),
+        ("busy while the host waited (the healthy side of a sync)", Some(&dev.busy_while_host_waits_ms), None, no_wait),
     ];
     let rows = rows
         .into_iter()
-        .map(|(what, v, share, absent)| match absent {
-            Some(why) => vec![
-                Cell::Text(what.to_owned()),
-                Cell::Wide(format!("<strong>not observed</strong> — {}", esc(why)), 3),
-            ],
-            None => vec![
+        .map(|(what, v, share, absent)| match (absent, v) {
+            (None, Some(v)) => vec![
                 Cell::Text(what.to_owned()),
                 Cell::Num(ms(v.median)),
                 Cell::Num(ms(v.p90)),
                 Cell::Num(share.map_or_else(|| "—".to_owned(), |s| pct(s.median))),
+            ],
+            (why, _) => vec![
+                Cell::Text(what.to_owned()),
+                Cell::Wide(format!("<strong>not observed</strong> — {}", esc(why.unwrap_or("not in the trace"))), 3),
             ],
         })
         .collect();

@@ -21,15 +21,16 @@ pub struct DeviceSteps {
     /// Busy over the step's wall time.
     pub busy_share: Stats,
     /// Idle while the step's host thread read input (`data.load`,
-    /// `data.wait`, torch's `enumerate(DataLoader)`): starved by input, ms.
-    pub idle_input_ms: Stats,
+    /// `data.wait`, torch's `enumerate(DataLoader)`): starved by input, ms;
+    /// `None` when the steps hold no input span (not observed, not zero).
+    pub idle_input_ms: Option<Stats>,
     /// Idle over the step's wall time, while the host read input.
-    pub idle_input_share: Stats,
+    pub idle_input_share: Option<Stats>,
     /// Idle while the host waited for it (`sync` and the like): both
-    /// waiting, ms.
-    pub idle_sync_ms: Stats,
+    /// waiting, ms; `None` when the steps hold no waiting span.
+    pub idle_sync_ms: Option<Stats>,
     /// Idle over the step, while the host waited.
-    pub idle_sync_share: Stats,
+    pub idle_sync_share: Option<Stats>,
     /// Idle at any other time (the host launching, or busy on its own), ms.
     pub idle_other_ms: Stats,
     /// Idle over the step, at other times.
@@ -127,10 +128,10 @@ fn summarise(device: String, steps: Vec<DeviceStep>, input_seen: bool, wait_seen
         device,
         busy_ms: of(&|s| s.busy_ms)?,
         busy_share: share(&|s| s.busy_ms)?,
-        idle_input_ms: of(&|s| s.idle_input_ms)?,
-        idle_input_share: share(&|s| s.idle_input_ms)?,
-        idle_sync_ms: of(&|s| s.idle_sync_ms)?,
-        idle_sync_share: share(&|s| s.idle_sync_ms)?,
+        idle_input_ms: of(&|s| s.idle_input_ms).filter(|_| input_seen),
+        idle_input_share: share(&|s| s.idle_input_ms).filter(|_| input_seen),
+        idle_sync_ms: of(&|s| s.idle_sync_ms).filter(|_| wait_seen),
+        idle_sync_share: share(&|s| s.idle_sync_ms).filter(|_| wait_seen),
         idle_other_ms: of(&|s| s.idle_other_ms)?,
         idle_other_share: share(&|s| s.idle_other_ms)?,
         busy_while_host_waits_ms: of(&|s| s.busy_while_host_waits_ms)?,

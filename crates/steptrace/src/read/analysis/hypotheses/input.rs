@@ -32,10 +32,12 @@ pub(super) fn check(cx: &Context<'_>, found: &mut Vec<Hypothesis>) {
     else {
         return;
     };
-    if let Some(dev) = primary_device(cx) {
+    if let Some((dev, idle_ms, idle_share)) =
+        primary_device(cx).and_then(|d| Some((d, d.idle_input_ms.as_ref()?, d.idle_input_share.as_ref()?)))
+    {
         // The device view says whether the device starved while the batch
         // was read: that, not the host's read time, is the finding.
-        let idle = dev.idle_input_share.median;
+        let idle = idle_share.median;
         if idle < INPUT_SHARE {
             return;
         }
@@ -46,8 +48,8 @@ pub(super) fn check(cx: &Context<'_>, found: &mut Vec<Hypothesis>) {
                 "{} was idle for {} per step while the host read input (median over {} steps), {:.0}% of the median \
                  step ({}); reading input took {} per step; the device was busy {:.0}% of the step",
                 dev.device,
-                ms(dev.idle_input_ms.median),
-                dev.idle_input_share.n,
+                ms(idle_ms.median),
+                idle_share.n,
                 idle * 100.0,
                 ms(step),
                 ms(input),
