@@ -115,8 +115,13 @@ fn from_kernels(cx: &Context<'_>, kernels: &KernelTable, found: &mut Vec<Hypothe
             .into(),
         next: format!(
             "give each kernel more work without adding launches: run with a 4× batch and compare time per sample; if \
-             it falls while the kernel count stays, launches are the limit: look for what breaks burn's fusion \
-             (many elementwise kernels in a row) and for scalars rebuilt each step; {CONFIRM}"
+             it falls while the kernel count stays, launches are the limit: {}; {CONFIRM}",
+            if cx.loaded.iter().any(|l| l.producer == Producer::TorchProfiler) {
+                "try fewer, larger kernels (torch.compile, CUDA graphs) and weigh their own cost"
+            } else {
+                "look for what breaks burn's fusion (many elementwise kernels in a row) and for scalars rebuilt each \
+                 step"
+            }
         ),
         experiment: Some(Experiment::of([Change::BatchSize(batch * 4)])),
         command: None,
