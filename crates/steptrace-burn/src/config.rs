@@ -80,6 +80,21 @@ pub enum ConfigError {
         /// The name, trimmed and lower-cased.
         name: String,
     },
+    /// [`RunConfig::save_init`] names a file that exists (it is never overwritten).
+    #[error(
+        "--save-init {}: the file already exists; steptrace never overwrites a file (it was left as it is): choose another path",
+        path.display()
+    )]
+    SaveInitExists {
+        /// The path given.
+        path: PathBuf,
+    },
+    /// [`RunConfig::init`] names no file.
+    #[error("--init {}: no such file (an initial-state record written by --save-init)", path.display())]
+    InitNotFound {
+        /// The path given.
+        path: PathBuf,
+    },
 }
 
 /// When the training loop waits for the device.
@@ -241,8 +256,16 @@ pub struct RunConfig {
     pub seq_len: usize,
     /// Learning rate.
     pub learning_rate: f64,
-    /// Seed for weights and data order.
+    /// Seed for weights and data order (with [`init`](Self::init), for the data order only).
     pub seed: u64,
+    /// Start from the weights of this record (written by [`save_init`](Self::save_init))
+    /// instead of the seed's random draw, which differs per backend: the same record is
+    /// the same starting state on every backend. The record is checked against the
+    /// run's model and shapes before training ([`init`](crate::init#the-check)).
+    pub init: Option<PathBuf>,
+    /// Save the model's initial weights to this new file before step 0 (a burn record,
+    /// [`init`](crate::init#the-record)); an existing file is never overwritten.
+    pub save_init: Option<PathBuf>,
     /// Sync policy.
     pub sync: SyncPolicy,
     /// Train or infer.
@@ -297,6 +320,8 @@ impl RunConfig {
             seq_len: 64,
             learning_rate: 1e-3,
             seed: 42,
+            init: None,
+            save_init: None,
             sync: SyncPolicy::Step,
             mode: Mode::Train,
             prefetch: 0,
@@ -314,8 +339,16 @@ impl RunConfig {
         }
     }
 
-    /// Checks combinations that cannot work, before anything starts.
+    /// Checks combinations that cannot work, before anything starts (an
+    /// [`init`](Self::init) record that is not there, a [`save_init`](Self::save_init)
+    /// file that is).
     pub fn validate(&self) -> Result<(), ConfigError> {
+        if let Some(path) = self.save_init.as_ref().filter(|p| p.exists()) {
+            return Err(ConfigError::SaveInitExists { path: path.clone() });
+        }
+        if let Some(path) = self.init.as_ref().filter(|p| !p.is_file()) {
+            return Err(ConfigError::InitNotFound { path: path.clone() });
+        }
         if self.batch_size == 0 {
             return Err(ConfigError::ZeroBatchSize);
         }

@@ -19,6 +19,9 @@ pub enum Error {
     /// The run's settings fail [`RunConfig::validate`](crate::RunConfig::validate).
     #[error("invalid run configuration: {0}")]
     InvalidConfig(#[from] crate::config::ConfigError),
+    /// The initial state could not be saved, read, or fit to the run.
+    #[error(transparent)]
+    Init(#[from] crate::init::InitError),
     /// A loader thread stopped unexpectedly.
     #[error("data loader: {0}")]
     Loader(String),

@@ -9,6 +9,9 @@
 //!   `backward` and `optimizer` children, syncing as the [`SyncPolicy`] says.
 //! - [`run`] drives it all under a [`steptrace::Profiler`] and writes the run
 //!   manifest into every trace.
+//! - [`init`] saves the model's initial weights as a burn record and starts
+//!   a run from one, checked against the run's model and shapes, so that
+//!   every backend can start from the same state.
 #![warn(missing_docs)]
 
 pub mod backend;
@@ -17,6 +20,7 @@ pub mod data;
 pub mod device;
 mod drive;
 mod error;
+pub mod init;
 pub mod learner;
 mod limits;
 mod loader;

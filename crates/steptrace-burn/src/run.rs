@@ -22,7 +22,7 @@ use crate::summary::{startup_steps, RunSummary, StepRecord};
 /// Held-out batches for the final metric.
 const EVAL_BATCHES: u64 = 8;
 /// The burn version this crate is pinned to.
-const BURN_VERSION: &str = "0.21.0";
+pub(crate) const BURN_VERSION: &str = "0.21.0";
 
 /// What the manifest says of burn itself (beside the generic fields).
 #[derive(Serialize)]
@@ -92,21 +92,29 @@ impl BackendRun for Job<'_> {
     fn run<B: AutodiffBackend>(self, device: B::Device, _info: &Selection) -> Result<RunSummary> {
         B::seed(&device, self.cfg.seed);
         let info = self.source.info();
-        match self.cfg.model {
+        // The seed's draw, or the `--init` record (checked against this model); saved
+        // to `--save-init` before step 0.
+        let data = format!("{} {:?}", info.name, info.sample_shape);
+        let start = crate::init::Start::new(self.cfg, &self.selection.kind.to_string(), data);
+        let kind = self.cfg.model;
+        match kind {
             ModelKind::Mlp => {
                 let features: usize = info.sample_shape.iter().product();
-                let model = MlpConfig::new(features, info.num_classes).init::<B>(&device);
+                let config = MlpConfig::new(features, info.num_classes);
+                let model = start.apply(kind, &config, config.init::<B>(&device), &device)?;
                 self.drive(model, device)
             }
             ModelKind::ConvNet => {
                 let [c, h, w] = <[usize; 3]>::try_from(info.sample_shape.as_slice())
                     .map_err(|_| Error::Config(format!("the ConvNet needs [C, H, W] samples, got {:?}", info.sample_shape)))?;
-                let model = ConvNetConfig::new(c, h, w, info.num_classes).init::<B>(&device);
+                let config = ConvNetConfig::new(c, h, w, info.num_classes);
+                let model = start.apply(kind, &config, config.init::<B>(&device), &device)?;
                 self.drive(model, device)
             }
             ModelKind::Transformer => {
                 let vocab = self.vocab.ok_or_else(|| Error::Config("the transformer needs a text dataset".into()))?;
-                let model = CharTransformerConfig::new(vocab).with_max_seq_len(self.cfg.seq_len).init::<B>(&device);
+                let config = CharTransformerConfig::new(vocab).with_max_seq_len(self.cfg.seq_len);
+                let model = start.apply(kind, &config, config.init::<B>(&device), &device)?;
                 self.drive(model, device)
             }
         }
@@ -134,6 +142,7 @@ impl Job<'_> {
         m.synthetic = Some(info.synthetic);
         m.data_licence = Some(info.licence.to_string());
         m.seed = Some(cfg.seed);
+        m.init = Some(crate::init::label(cfg.init.as_deref(), cfg.seed));
         m.sync_policy = Some(cfg.sync.to_string());
         m.sync_meaning = Some(cfg.sync.meaning().to_owned());
         m.prefetch_workers = Some(cfg.prefetch as u64);

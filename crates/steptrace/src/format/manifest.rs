@@ -70,6 +70,11 @@ pub struct Manifest {
     /// The random seed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
+    /// Where the initial weights came from: `seed 42` (burn's random draw,
+    /// which differs per backend) or `record init.mpk` (a saved initial
+    /// state, the file name only: the same on every backend).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub init: Option<String>,
     /// `none`, `step` or `phase`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sync_policy: Option<String>,
