@@ -184,6 +184,19 @@ pub struct WorkloadArgs {
     /// state.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
+    /// Start from the initial weights in this record (written by
+    /// --save-init) instead of the seed's random draw, which differs per
+    /// backend: one record is one starting state on cpu, wgpu and cuda. It
+    /// must hold this run's model and shapes (checked before training);
+    /// the seed still orders the data.
+    #[arg(long, value_name = "FILE")]
+    pub init: Option<PathBuf>,
+    /// Save the model's initial weights to this new file before step 0 (a
+    /// burn record: named MessagePack, full precision, with the model, its
+    /// configuration and parameter shapes); an existing file is never
+    /// overwritten. The reproducing command then starts from it (--init).
+    #[arg(long, value_name = "FILE")]
+    pub save_init: Option<PathBuf>,
     /// Sync policy.
     #[arg(long, value_enum, default_value = "step")]
     pub sync: SyncArg,

@@ -69,6 +69,8 @@ pub fn config(w: &WorkloadArgs, steps: u64) -> anyhow::Result<RunConfig> {
     cfg.seq_len = w.seq_len;
     cfg.learning_rate = w.lr;
     cfg.seed = w.seed;
+    cfg.init = w.init.clone();
+    cfg.save_init = w.save_init.clone();
     cfg.sync = sync(w.sync);
     cfg.mode = mode(w.mode);
     cfg.prefetch = w.prefetch;
@@ -100,6 +102,20 @@ pub fn workload_flags(w: &WorkloadArgs, with_paths: bool) -> Vec<String> {
     push("--batch", w.batch.to_string());
     push("--lr", w.lr.to_string());
     push("--seed", w.seed.to_string());
+    match (&w.init, &w.save_init) {
+        // A child process is given the flags as they are.
+        (init, save) if with_paths => {
+            for (flag, path) in [("--init", init), ("--save-init", save)] {
+                if let Some(path) = path {
+                    push(flag, path.display().to_string());
+                }
+            }
+        }
+        // The reproducing command starts from the record (the one this run read, or the
+        // one it saved), named by its file name only: its directory is private.
+        (Some(path), _) | (None, Some(path)) => push("--init", steptrace_burn::init::file_name(path)),
+        (None, None) => {}
+    }
     push("--sync", value_name(&w.sync));
     push("--mode", value_name(&w.mode));
     push("--prefetch", w.prefetch.to_string());
@@ -128,6 +144,12 @@ pub fn workload_flags(w: &WorkloadArgs, with_paths: bool) -> Vec<String> {
         flags.push("--plant-upload".into());
     }
     flags
+}
+
+/// The starting state a workload's runs share, for bench fingerprints: `record
+/// NAME` when they start from (or save) a record; `None` for the seed's draw.
+pub fn init_label(w: &WorkloadArgs) -> Option<String> {
+    w.init.as_ref().or(w.save_init.as_ref()).map(|path| steptrace_burn::init::label(Some(path), w.seed))
 }
 
 /// The `steptrace train` command that repeats this run's workload (paths
@@ -269,6 +291,34 @@ mod tests {
         let plain = parse("steptrace train --backend cpu");
         assert!(!plain.workload.plant_upload && !config(&plain.workload, 40).expect("config").plant_upload);
         assert!(!command_line(&plain).contains("--plant-upload"));
+    }
+
+    /// `--init` and `--save-init` reach the run configuration; a child process gets them as
+    /// they are; the reproducing command starts from the record, named by its file name only.
+    #[test]
+    fn the_initial_state_reaches_the_config_and_the_command_by_file_name_only() {
+        use clap::Parser;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let record = dir.path().join("start.mpk");
+        std::fs::write(&record, b"x").expect("write");
+        let parse = |line: &str| match crate::args::Cli::try_parse_from(line.split(' ')) {
+            Ok(crate::args::Cli { command: crate::args::Command::Train(a) }) => a,
+            other => panic!("{line}: {other:?}"),
+        };
+        let from = parse(&format!("steptrace train --backend cpu --init {}", record.display()));
+        assert_eq!(config(&from.workload, 3).expect("config").init.as_deref(), Some(record.as_path()));
+        let command = command_line(&from);
+        assert!(command.contains("--init start.mpk") && !command.contains(&dir.path().display().to_string()), "{command}");
+        assert!(workload_flags(&from.workload, true).contains(&record.display().to_string()));
+        assert_eq!(init_label(&from.workload).as_deref(), Some("record start.mpk"));
+        let save = parse("steptrace train --backend cpu --save-init new.mpk");
+        assert!(command_line(&save).contains("--init new.mpk") && !command_line(&save).contains("--save-init"));
+        assert!(workload_flags(&save.workload, true).windows(2).any(|w| w[0] == "--save-init" && w[1] == "new.mpk"));
+        // An existing --save-init file is refused before anything runs.
+        let onto = parse(&format!("steptrace train --backend cpu --save-init {}", record.display()));
+        let err = config(&onto.workload, 3).unwrap_err().to_string();
+        assert!(err.contains("already exists"), "{err}");
+        assert_eq!(init_label(&parse("steptrace train").workload), None);
     }
 
     #[test]

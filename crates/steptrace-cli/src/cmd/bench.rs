@@ -16,7 +16,7 @@ use steptrace::bench::{BenchResult, Fingerprint, KernelRecord, RunRecord};
 use steptrace_burn::RunSummary;
 
 use crate::args::{value_name, BenchArgs, ModelArg, ProfileMode, WorkloadArgs};
-use crate::convert::{config, workload_flags};
+use crate::convert::{config, init_label, workload_flags};
 
 pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
     if let Some(path) = a.json.as_ref().filter(|p| p.exists()) {
@@ -52,8 +52,13 @@ pub fn bench(w: &WorkloadArgs, protocol: &Protocol, progress: bool) -> anyhow::R
     let mut runs = Vec::new();
     let mut kernels = Vec::new();
     let mut last = None;
+    // `--save-init`: the first run saves the starting state, the later runs start from it.
+    let mut each = w.clone();
     for i in 0..protocol.runs {
-        let summary = run_once(w, protocol, scratch.path(), i)?;
+        let summary = run_once(&each, protocol, scratch.path(), i)?;
+        if let Some(saved) = each.save_init.take() {
+            each.init = Some(saved);
+        }
         let record = record(&summary, protocol)?;
         if progress {
             eprintln!("run {}/{}: median {:.3} ms/step", i + 1, protocol.runs, record.median_ms);
@@ -96,6 +101,9 @@ pub fn bench(w: &WorkloadArgs, protocol: &Protocol, progress: bool) -> anyhow::R
     }
     if w.model == ModelArg::Transformer {
         fp.insert("seq_len".into(), json!(w.seq_len));
+    }
+    if let Some(init) = init_label(w) {
+        fp.insert("init".into(), json!(init));
     }
     let result = BenchResult::new(fp, summary.backend.clone(), protocol.warmup, protocol.steps, w.batch as u64, runs)?;
     Ok(result.with_kernels(kernels))

@@ -5,6 +5,7 @@
 
 mod input;
 mod kernels;
+mod start;
 mod traces;
 
 use std::path::Path;
@@ -151,13 +152,16 @@ fn backends(a: &CompareArgs) -> anyhow::Result<ExitCode> {
     }
     let protocol =
         Protocol { warmup: a.warmup, steps: a.steps, runs: a.runs, profile: ProfileMode::Off, trace_dir: "bench-traces".into() };
+    // burn's random init differs per backend: every backend starts from one saved state.
+    let mut shared = start::SharedStart::new(&a.workload)?;
     let mut results: Vec<(String, Result<BenchResult, String>)> = Vec::new();
     for backend in &a.backends {
-        let mut w = a.workload.clone();
+        let mut w = shared.workload(&a.workload);
         w.backend = *backend;
         let name = value_name(backend);
         eprintln!("== {name}");
         let result = bench(&w, &protocol, true).map_err(|e| format!("{e:#}"));
+        shared.ran(&name);
         results.push((name, result));
     }
     let mut table = Table::new();
@@ -202,6 +206,9 @@ fn backends(a: &CompareArgs) -> anyhow::Result<ExitCode> {
         }
     }
     println!("{}", block(&table.to_string()));
+    if let Some(line) = shared.describe() {
+        println!("{}", block(&line));
+    }
     let ok: Vec<&BenchResult> = results.iter().filter_map(|(_, r)| r.as_ref().ok()).collect();
     if ok.is_empty() {
         bail!("none of the backends asked for ({}) is available here: nothing was measured", names(&results));
