@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::BenchError;
@@ -10,7 +10,7 @@ use super::result::BenchResult;
 use crate::analysis::median;
 
 /// Bootstrap resamples.
-const RESAMPLES: usize = 4000;
+pub(crate) const RESAMPLES: usize = 4000;
 
 /// The outcome of [`compare`].
 #[derive(Clone, Debug, Serialize)]
@@ -43,7 +43,7 @@ pub struct Comparison {
 }
 
 /// What the comparison may claim.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Verdict {
     /// The difference is within the noise; the reason says which test held
@@ -107,34 +107,21 @@ pub fn compare(a: &BenchResult, b: &BenchResult, vary: &[String], threshold: f64
     let a_us = per_sample(a, a_med);
     let b_us = per_sample(b, b_med);
     let ratio = b_us / a_us;
-    let interval = bootstrap(a, b, &ma, &mb);
-    let range = |v: &[f64]| v.iter().copied().fold(f64::MIN, f64::max) - v.iter().copied().fold(f64::MAX, f64::min);
+    let scale = a.batch_size.max(1) as f64 / b.batch_size.max(1) as f64;
+    let interval = ratio_interval(&ma, &mb, scale).ok_or(BenchError::NoRun)?;
     let spread = per_sample(a, range(&ma)).max(per_sample(b, range(&mb)));
-    let verdict = if ma.len() < 2 || mb.len() < 2 {
-        Verdict::NoMeasurableDifference {
-            reason: "one run per side shows no spread: rerun with --runs 3 or more".into(),
-        }
-    } else if interval.0 <= 1.0 && 1.0 <= interval.1 {
-        Verdict::NoMeasurableDifference {
-            reason: format!("the 95% interval of the ratio, {:.3}–{:.3}, contains 1", interval.0, interval.1),
-        }
-    } else if (b_us - a_us).abs() <= spread {
-        Verdict::NoMeasurableDifference {
-            reason: format!(
-                "the difference, {:.3} µs/sample, is within the spread of the run medians, {:.3} µs/sample",
-                (b_us - a_us).abs(),
-                spread
-            ),
-        }
-    } else if (ratio - 1.0).abs() < threshold {
-        Verdict::NoMeasurableDifference {
-            reason: format!("the difference, {:.2}%, is below the {:.1}% threshold", (ratio - 1.0).abs() * 100.0, threshold * 100.0),
-        }
-    } else if ratio < 1.0 {
-        Verdict::BFaster { speedup: 1.0 / ratio }
-    } else {
-        Verdict::BSlower { slowdown: ratio }
-    };
+    let verdict = rule(
+        &Evidence {
+            ratio,
+            interval,
+            difference: (b_us - a_us).abs(),
+            spread,
+            unit: " µs/sample",
+            spread_of: "the run medians",
+            too_few: (ma.len() < 2 || mb.len() < 2).then_some("one run per side shows no spread: rerun with --runs 3 or more"),
+        },
+        threshold,
+    );
     let last = |r: &BenchResult| r.runs.last().and_then(|run| run.final_loss);
     let held = |r: &BenchResult| {
         let values: Vec<f64> = r.runs.iter().filter_map(|run| run.held_out.as_ref().map(|h| h.1)).collect();
@@ -170,10 +157,83 @@ pub fn compare(a: &BenchResult, b: &BenchResult, vary: &[String], threshold: f64
     })
 }
 
-/// 95% percentile interval of the time-per-sample ratio, resampling each
-/// side's run medians with replacement (a fixed seed: the same inputs give
-/// the same interval).
-fn bootstrap(a: &BenchResult, b: &BenchResult, ma: &[f64], mb: &[f64]) -> (f64, f64) {
+/// What [`rule`] weighs: a ratio B/A, its interval, and the difference
+/// against the spread of the values it came from.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Evidence<'a> {
+    /// B over A.
+    pub(crate) ratio: f64,
+    /// Its 95% bootstrap interval.
+    pub(crate) interval: (f64, f64),
+    /// |B − A|, in `unit`.
+    pub(crate) difference: f64,
+    /// The larger spread (max − min) of the two sides' values, in `unit`.
+    pub(crate) spread: f64,
+    /// The unit of `difference` and `spread` as written after a number
+    /// (`" µs/sample"`; empty for ratios).
+    pub(crate) unit: &'a str,
+    /// What `spread` is the spread of (`"the run medians"`).
+    pub(crate) spread_of: &'a str,
+    /// Why the values cannot show a spread (a side with fewer than two),
+    /// if they cannot.
+    pub(crate) too_few: Option<&'a str>,
+}
+
+/// The verdict rule of [`compare`], in order: too few values to show a
+/// spread, an interval that contains 1, a difference within the spread of
+/// the values, or one below `threshold`, each give
+/// [`Verdict::NoMeasurableDifference`] with that reason; only then is B
+/// called faster or slower.
+pub(crate) fn rule(e: &Evidence<'_>, threshold: f64) -> Verdict {
+    let (interval, unit) = (e.interval, e.unit);
+    if let Some(why) = e.too_few {
+        Verdict::NoMeasurableDifference { reason: why.to_owned() }
+    } else if interval.0 <= 1.0 && 1.0 <= interval.1 {
+        Verdict::NoMeasurableDifference {
+            reason: format!("the 95% interval of the ratio, {:.3}–{:.3}, contains 1", interval.0, interval.1),
+        }
+    } else if e.difference <= e.spread {
+        Verdict::NoMeasurableDifference {
+            reason: format!(
+                "the difference, {:.3}{unit}, is within the spread of {}, {:.3}{unit}",
+                e.difference, e.spread_of, e.spread
+            ),
+        }
+    } else if (e.ratio - 1.0).abs() < threshold {
+        Verdict::NoMeasurableDifference {
+            reason: format!(
+                "the difference, {:.2}%, is below the {:.1}% threshold",
+                (e.ratio - 1.0).abs() * 100.0,
+                threshold * 100.0
+            ),
+        }
+    } else if e.ratio < 1.0 {
+        Verdict::BFaster { speedup: 1.0 / e.ratio }
+    } else {
+        Verdict::BSlower { slowdown: e.ratio }
+    }
+}
+
+/// Largest minus smallest; 0 for no value.
+pub(crate) fn range(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.iter().copied().fold(f64::MIN, f64::max) - v.iter().copied().fold(f64::MAX, f64::min)
+}
+
+/// 95% percentile interval of `median(mb) / median(ma) × scale`,
+/// resampling each side's values with replacement ([`RESAMPLES`] times, a
+/// fixed seed: the same inputs give the same interval). `None` when a side
+/// is empty.
+///
+/// [`compare`] gives it run medians (and the batch sizes' ratio as
+/// `scale`); `bench --profile interleaved` gives it one process's wait and
+/// active step times, and per-process ratios.
+pub(crate) fn ratio_interval(ma: &[f64], mb: &[f64], scale: f64) -> Option<(f64, f64)> {
+    if ma.is_empty() || mb.is_empty() {
+        return None;
+    }
     let mut state: u64 = 0x5EED_C0DE;
     let mut next = |n: usize| {
         state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -182,7 +242,6 @@ fn bootstrap(a: &BenchResult, b: &BenchResult, ma: &[f64], mb: &[f64]) -> (f64, 
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         ((z ^ (z >> 31)) % n as u64) as usize
     };
-    let scale = a.batch_size.max(1) as f64 / b.batch_size.max(1) as f64;
     let mut ratios = Vec::with_capacity(RESAMPLES);
     let mut sa = vec![0.0; ma.len()];
     let mut sb = vec![0.0; mb.len()];
@@ -195,7 +254,7 @@ fn bootstrap(a: &BenchResult, b: &BenchResult, ma: &[f64], mb: &[f64]) -> (f64, 
     }
     ratios.sort_by(f64::total_cmp);
     let at = |q: f64| ratios[((q * (ratios.len() - 1) as f64).round() as usize).min(ratios.len() - 1)];
-    (at(0.025), at(0.975))
+    Some((at(0.025), at(0.975)))
 }
 
 #[cfg(test)]

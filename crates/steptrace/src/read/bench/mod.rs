@@ -7,11 +7,15 @@
 //! variable alone, and reports a time ratio with a bootstrap interval; it
 //! never claims a difference smaller than the spread of the runs.
 //! [`compare_kernels`] puts two sides' kernels next to each other, by name
-//! or, when the names do not match, by [`KernelClass`].
+//! or, when the names do not match, by [`KernelClass`]. An
+//! [`OverheadResult`] measures the profiler's cost inside each process,
+//! wait steps against active steps of one schedule ([`overhead`](self::overhead)
+//! explains the method).
 
 mod compare;
 mod error;
 mod kernels;
+pub mod overhead;
 mod result;
 
 pub use compare::{compare, Comparison, Verdict};
@@ -19,5 +23,9 @@ pub use error::BenchError;
 pub use kernels::{
     compare_kernels, ClassChange, KernelChange, KernelClass, KernelComparison, KernelOutcome, KernelRecord, KernelSummary,
     KernelSummaryRow, KernelTotals, NameMatch, MATCH_SHARE,
+};
+pub use overhead::{
+    label_steps, Condition, ConditionSummary, CrossProcess, OverheadResult, OverheadSetup, PairedRatio, Phase, PhaseCounts,
+    PhaseFigures, PhaseRatio, PhasedStep, ProcessRecord, ProcessRun, SlotFigure, SlotRatio, Spread, OVERHEAD_FORMAT,
 };
 pub use result::{BenchResult, Fingerprint, RunRecord, StatsRecord, Summary, BENCH_FORMAT};

@@ -251,11 +251,18 @@ impl BenchResult {
 /// Accepts [`BENCH_FORMAT`]; refuses a newer major version, or a tag that
 /// is not a bench result's.
 fn check_format(tag: &str) -> Result<(), BenchError> {
-    let major = tag.strip_prefix(BENCH_FORMAT_NAME).and_then(|v| v.split('.').next()).and_then(|v| v.parse::<u64>().ok());
-    match major {
-        Some(BENCH_FORMAT_MAJOR) => Ok(()),
-        Some(m) if m > BENCH_FORMAT_MAJOR => Err(BenchError::NewerFormat { found: tag.to_owned(), supported: BENCH_FORMAT }),
-        _ => Err(BenchError::UnknownFormat { found: tag.to_owned(), supported: BENCH_FORMAT }),
+    check_tag(tag, BENCH_FORMAT_NAME, BENCH_FORMAT_MAJOR, BENCH_FORMAT)
+}
+
+/// Accepts a tag `NAME` + `MAJOR` (a minor part after a dot is ignored);
+/// refuses a newer major version, or a tag of another name, naming
+/// `supported`. Bench results and overhead results are versioned alike.
+pub(crate) fn check_tag(tag: &str, name: &str, major: u64, supported: &'static str) -> Result<(), BenchError> {
+    let found = tag.strip_prefix(name).and_then(|v| v.split('.').next()).and_then(|v| v.parse::<u64>().ok());
+    match found {
+        Some(m) if m == major => Ok(()),
+        Some(m) if m > major => Err(BenchError::NewerFormat { found: tag.to_owned(), supported }),
+        _ => Err(BenchError::UnknownFormat { found: tag.to_owned(), supported }),
     }
 }
 
