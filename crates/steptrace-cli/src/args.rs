@@ -27,7 +27,9 @@ pub enum Command {
     /// paths and input content (exit status 3 when something is flagged).
     Inspect(InspectArgs),
     /// Measure a workload outside the profiler (or with it, to measure its
-    /// overhead): warm-up, then N steps, R runs; raw values and spread.
+    /// overhead; `--profile interleaved`: inside each process, wait steps
+    /// against active steps): warm-up, then N steps, R runs; raw values and
+    /// spread.
     Bench(BenchArgs),
     /// Compare two bench results that differ only in a declared variable
     /// (timing verdict, then kernels), two traces (kernels, steady ms/step
@@ -284,26 +286,55 @@ pub enum ProfileMode {
     Wait,
     /// The profiler recording every measured step.
     Active,
+    /// Wait and active steps interleaved in every run by a schedule of
+    /// short cycles: the profiler's cost measured inside each process.
+    Interleaved,
 }
 
 #[derive(Debug, Args)]
 pub struct BenchArgs {
     #[command(flatten)]
     pub workload: WorkloadArgs,
-    /// Steps run before measuring (startup, warm-up) in each run.
-    #[arg(long, default_value_t = 10)]
-    pub warmup: u64,
-    /// Measured steps per run.
-    #[arg(long, default_value_t = 50)]
-    pub steps: u64,
+    /// Steps run before measuring (startup, warm-up) in each run [default:
+    /// 10; 20 with --profile interleaved].
+    #[arg(long)]
+    pub warmup: Option<u64>,
+    /// Measured steps per run [default: 50; 300 with --profile interleaved].
+    #[arg(long)]
+    pub steps: Option<u64>,
     /// Runs, each a fresh process from the same starting state (seed).
     #[arg(long, default_value_t = 5)]
     pub runs: u64,
-    /// Profiler during the runs: off, wait (installed, gated) or active
+    /// Profiler during the runs: off, wait (installed, gated), active
     /// (recording; each run's kernels are then read from its traces into
-    /// the result, or "not observed" with the reason).
+    /// the result, or "not observed" with the reason), or interleaved: wait
+    /// and active steps alternate inside every run, so each process is its
+    /// own control (processes differ by more than the profiler costs). Per
+    /// process and phase: median, IQR, active/wait and warmup/wait with a
+    /// bootstrap interval; over the runs: the spread of those ratios and
+    /// compare's verdict. Every step is kept in --json with its phase.
     #[arg(long, value_enum, default_value = "off")]
     pub profile: ProfileMode,
+    /// With --profile interleaved: the cycle, repeated to the step count
+    /// (skip_first comes from --warmup); it needs wait and active steps
+    /// [default: wait=7,warmup=1,active=2].
+    #[arg(long)]
+    pub schedule: Option<String>,
+    /// With --profile interleaved: auto runs with device activity recorded
+    /// where the backend records it (CUDA) and then also as many runs with
+    /// it off, so host spans' cost and device activity's are told apart;
+    /// off: host spans only [default: auto].
+    #[arg(long, value_enum)]
+    pub device_activity: Option<DeviceActivityArg>,
+    /// With --profile interleaved: as many runs again with no profiler at
+    /// all, reported apart: a comparison across processes, which cannot
+    /// resolve a 1% effect.
+    #[arg(long)]
+    pub baseline: bool,
+    /// With --profile interleaved: the smallest relative difference worth
+    /// claiming [default: 0.01].
+    #[arg(long)]
+    pub threshold: Option<f64>,
     /// Write the result as JSON to this new file (never overwritten).
     #[arg(long)]
     pub json: Option<PathBuf>,

@@ -1,8 +1,13 @@
 //! `steptrace bench`: the workload measured outside the profiler (or with
 //! it, to measure its overhead), run after run, each run a fresh `steptrace
 //! train` process from the same starting state. With `--profile active`
-//! each run's traces are read back for its kernels.
+//! each run's traces are read back for its kernels; `--profile
+//! interleaved` measures the profiler's cost inside each process
+//! ([`overhead`]).
 
+mod overhead;
+
+use std::ffi::OsString;
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -22,7 +27,20 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
     if let Some(path) = a.json.as_ref().filter(|p| p.exists()) {
         bail!("{} already exists; steptrace never overwrites a result: choose another --json path", path.display());
     }
-    let protocol = Protocol { warmup: a.warmup, steps: a.steps, runs: a.runs, profile: a.profile, trace_dir: a.trace_dir };
+    if a.profile == ProfileMode::Interleaved {
+        return overhead::run(a);
+    }
+    let only = [
+        ("--schedule", a.schedule.is_some()),
+        ("--device-activity", a.device_activity.is_some()),
+        ("--baseline", a.baseline),
+        ("--threshold", a.threshold.is_some()),
+    ];
+    if let Some((flag, _)) = only.iter().find(|(_, given)| *given) {
+        bail!("{flag} applies to --profile interleaved only (the profiler's cost measured inside each run)");
+    }
+    let (warmup, steps) = (a.warmup.unwrap_or(10), a.steps.unwrap_or(50));
+    let protocol = Protocol { warmup, steps, runs: a.runs, profile: a.profile, trace_dir: a.trace_dir };
     let result = bench(&a.workload, &protocol, true)?;
     print!("{}", render(&result));
     if let Some(path) = &a.json {
@@ -70,6 +88,14 @@ pub fn bench(w: &WorkloadArgs, protocol: &Protocol, progress: bool) -> anyhow::R
         last = Some(summary);
     }
     let summary = last.context("no run")?;
+    let fp = fingerprint(w, &summary, &format!("{:?}", protocol.profile).to_lowercase(), protocol.warmup, protocol.steps);
+    let result = BenchResult::new(fp, summary.backend.clone(), protocol.warmup, protocol.steps, w.batch as u64, runs)?;
+    Ok(result.with_kernels(kernels))
+}
+
+/// Everything that defines the workload `w` as `summary` ran it, with the
+/// bench's profile and step counts.
+fn fingerprint(w: &WorkloadArgs, summary: &RunSummary, profile: &str, warmup: u64, steps: u64) -> Fingerprint {
     let mut fp = Fingerprint::new();
     for (key, value) in [
         ("model", json!(value_name(&w.model))),
@@ -91,9 +117,9 @@ pub fn bench(w: &WorkloadArgs, protocol: &Protocol, progress: bool) -> anyhow::R
         ("fallback", json!(summary.fallback)),
         ("fusion", cubecl_setting(&summary.backend_kind)),
         ("autotune", cubecl_setting(&summary.backend_kind)),
-        ("profile", json!(format!("{:?}", protocol.profile).to_lowercase())),
-        ("warmup", json!(protocol.warmup)),
-        ("steps", json!(protocol.steps)),
+        ("profile", json!(profile)),
+        ("warmup", json!(warmup)),
+        ("steps", json!(steps)),
         ("steptrace_version", json!(env!("CARGO_PKG_VERSION"))),
         ("burn_version", json!("0.21.0")),
     ] {
@@ -105,8 +131,7 @@ pub fn bench(w: &WorkloadArgs, protocol: &Protocol, progress: bool) -> anyhow::R
     if let Some(init) = init_label(w) {
         fp.insert("init".into(), json!(init));
     }
-    let result = BenchResult::new(fp, summary.backend.clone(), protocol.warmup, protocol.steps, w.batch as u64, runs)?;
-    Ok(result.with_kernels(kernels))
+    fp
 }
 
 /// The kernels in one run's traces (as `report` reads them), or why
@@ -134,31 +159,39 @@ fn run_once(w: &WorkloadArgs, protocol: &Protocol, scratch: &Path, index: u64) -
     let json_path = scratch.join(format!("run{index}.json"));
     // One extra step reads the final loss back; it is not measured.
     let total = protocol.warmup + protocol.steps + 1;
+    let mut args: Vec<OsString> = Vec::new();
+    match protocol.profile {
+        ProfileMode::Off => args.push("--no-profile".into()),
+        ProfileMode::Wait => {
+            // Installed and gated: no step ever reaches the active phase.
+            args.extend(["--schedule".into(), format!("wait={},active=1,repeat=1", total + 1).into()]);
+            args.extend(["--out".into(), scratch.join("traces").into()]);
+        }
+        ProfileMode::Active => {
+            args.extend(["--schedule".into(), format!("wait=0,warmup=1,active={},repeat=1", total - 1).into()]);
+            args.extend(["--out".into(), protocol.trace_dir.clone().into()]);
+            args.extend(["--worker".into(), format!("bench-run{index}").into()]);
+        }
+        ProfileMode::Interleaved => bail!("--profile interleaved runs its processes itself (bench::overhead)"),
+    }
+    train_process(w, total, &args, &json_path, index)
+}
+
+/// One `steptrace train` process of the workload `w` for `total` steps,
+/// with `args` (the profiler's flags) and its summary written to
+/// `json_path`; returns the summary. `index`, from 0, names it in errors.
+fn train_process(w: &WorkloadArgs, total: u64, args: &[OsString], json_path: &Path, index: u64) -> anyhow::Result<RunSummary> {
     let exe = std::env::current_exe().context("cannot find the steptrace executable")?;
     let mut cmd = Command::new(exe);
     cmd.arg("train").args(workload_flags(w, true)).args(["--steps", &total.to_string()]);
-    cmd.args(["--loss-every", "0", "--quiet", "--json"]).arg(&json_path);
-    match protocol.profile {
-        ProfileMode::Off => {
-            cmd.arg("--no-profile");
-        }
-        ProfileMode::Wait => {
-            // Installed and gated: no step ever reaches the active phase.
-            cmd.args(["--schedule", &format!("wait={},active=1,repeat=1", total + 1)]);
-            cmd.arg("--out").arg(scratch.join("traces"));
-        }
-        ProfileMode::Active => {
-            cmd.args(["--schedule", &format!("wait=0,warmup=1,active={},repeat=1", total - 1)]);
-            cmd.arg("--out").arg(&protocol.trace_dir).args(["--worker", &format!("bench-run{index}")]);
-        }
-    }
+    cmd.args(["--loss-every", "0", "--quiet", "--json"]).arg(json_path).args(args);
     let out = cmd.stdin(Stdio::null()).output().context("cannot start a run")?;
     if !out.status.success() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         let reason = stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no message");
         bail!("run {} failed: {}", index + 1, reason.trim_start_matches("steptrace: error: "));
     }
-    let text = std::fs::read(&json_path).with_context(|| format!("run {} wrote no summary", index + 1))?;
+    let text = std::fs::read(json_path).with_context(|| format!("run {} wrote no summary", index + 1))?;
     serde_json::from_slice(&text).context("unreadable run summary")
 }
 

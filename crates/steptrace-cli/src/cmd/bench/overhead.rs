@@ -1,0 +1,515 @@
+//! `steptrace bench --profile interleaved`: the profiler's cost measured
+//! inside each process.
+//!
+//! Every process runs the user's workload under one schedule of short
+//! cycles (by default `wait=7,warmup=1,active=2`, after `--warmup` skipped
+//! steps), so that its wait steps are the control of its active steps. The
+//! processes run in rounds, one per condition (device activity `auto`,
+//! then `off` when the first `auto` process recorded device activity, then
+//! no profiler with `--baseline`), every other round in reverse order, so
+//! that a drift of the machine weighs on every condition alike. The
+//! figures and the verdict are [`steptrace::bench::overhead`]'s.
+
+use std::ffi::OsString;
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::{bail, Context};
+use comfy_table::{presets::UTF8_FULL_CONDENSED, ContentArrangement, Table};
+use serde_json::json;
+use steptrace::bench::overhead::CROSS_PROCESS_WARNING;
+use steptrace::bench::{
+    label_steps, Condition, ConditionSummary, CrossProcess, OverheadResult, OverheadSetup, PairedRatio, PhaseCounts,
+    ProcessRecord, ProcessRun, StatsRecord, Verdict,
+};
+use steptrace::format::device::ActivityStatus;
+use steptrace::read::display::{block, label};
+use steptrace::reader::parse_trace;
+use steptrace::Schedule;
+use steptrace_burn::RunSummary;
+
+use crate::args::{value_name, BenchArgs, DeviceActivityArg, WorkloadArgs};
+use crate::convert::config;
+
+/// The cycle when `--schedule` is not given.
+const DEFAULT_CYCLE: &str = "wait=7,warmup=1,active=2";
+/// Steps skipped before measuring when `--warmup` is not given.
+const DEFAULT_WARMUP: u64 = 20;
+/// Measured steps per process when `--steps` is not given.
+const DEFAULT_STEPS: u64 = 300;
+/// The default `--threshold`: `compare`'s.
+const DEFAULT_THRESHOLD: f64 = 0.01;
+/// Console width.
+const WIDTH: usize = 100;
+
+pub(super) fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
+    let warmup = a.warmup.unwrap_or(DEFAULT_WARMUP);
+    let steps = a.steps.unwrap_or(DEFAULT_STEPS);
+    let threshold = a.threshold.unwrap_or(DEFAULT_THRESHOLD);
+    if !(threshold.is_finite() && (0.0..1.0).contains(&threshold)) {
+        bail!("--threshold must be a fraction in [0, 1) (got {threshold})");
+    }
+    if a.runs == 0 || steps == 0 {
+        bail!("--runs and --steps must be at least 1 (got --runs {} --steps {steps})", a.runs);
+    }
+    let text = a.schedule.as_deref().unwrap_or(DEFAULT_CYCLE);
+    let schedule = interleaved(text, warmup, steps)?;
+    // One extra step reads the final loss back; it is not measured.
+    let total = warmup.checked_add(steps).and_then(|n| n.checked_add(1)).context("--warmup + --steps overflows")?;
+    // Check the workload before starting any process.
+    config(&a.workload, total)?;
+    let device = a.device_activity.unwrap_or(DeviceActivityArg::Auto);
+    let scratch = tempfile::tempdir().context("cannot create a scratch directory")?;
+    let mut conditions = vec![if device == DeviceActivityArg::Auto { Condition::Auto } else { Condition::Off }];
+    if a.baseline {
+        conditions.push(Condition::NoProfile);
+    }
+    let mut records: Vec<ProcessRecord> = Vec::new();
+    let mut last: Option<RunSummary> = None;
+    // `--save-init`: the first process saves the starting state, the later ones start from it.
+    let mut each = a.workload.clone();
+    for round in 0..a.runs {
+        let mut k = 0;
+        while k < conditions.len() {
+            let c = if round % 2 == 0 { conditions[k] } else { conditions[conditions.len() - 1 - k] };
+            k += 1;
+            let index = records.len();
+            let (summary, status) = process(&each, &schedule, total, c, scratch.path(), index)?;
+            if let Some(saved) = each.save_init.take() {
+                each.init = Some(saved);
+            }
+            let pairs: Vec<(u64, f64)> = summary.steps.iter().map(|s| (s.step, s.ms)).collect();
+            let record = ProcessRecord::new(
+                index,
+                ProcessRun {
+                    condition: c,
+                    device_activity: status,
+                    first_step_ms: summary.first_step_ms,
+                    cache: cache_word(&summary.cache).into(),
+                    first_loss: summary.first_loss,
+                    final_loss: summary.last_loss,
+                    steps: label_steps(&schedule, &pairs, warmup..warmup + steps),
+                },
+            );
+            eprintln!("{}", progress(&record, round, a.runs));
+            // Device activity recorded: host spans only, as a condition of its own.
+            if index == 0 && record.observed() && !conditions.contains(&Condition::Off) {
+                conditions.insert(1, Condition::Off);
+            }
+            records.push(record);
+            last = Some(summary);
+        }
+    }
+    let summary = last.context("no process ran")?;
+    let mut fingerprint = super::fingerprint(&a.workload, &summary, "interleaved", warmup, steps);
+    fingerprint.insert("schedule".into(), json!(schedule.to_string()));
+    fingerprint.insert("device_activity".into(), json!(value_name(&device)));
+    let setup = OverheadSetup {
+        fingerprint,
+        backend_label: summary.backend.clone(),
+        schedule,
+        warmup,
+        steps,
+        batch_size: a.workload.batch as u64,
+        threshold,
+    };
+    let result = OverheadResult::new(setup, records)?;
+    print!("{}", block(&render(&result)));
+    if let Some(path) = &a.json {
+        super::write_new(path, &result)?;
+        println!("{}", wrap(&format!("result written to {}", path.display()), "  "));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The schedule of `--schedule TEXT`, with `warmup` steps skipped first;
+/// refused unless the measured steps hold both wait and active steps.
+fn interleaved(text: &str, warmup: u64, steps: u64) -> anyhow::Result<Schedule> {
+    let parsed: Schedule = text.parse().with_context(|| format!("--schedule {text}"))?;
+    let example = format!("e.g. --schedule {DEFAULT_CYCLE}");
+    if parsed.skip_first() != 0 {
+        bail!(
+            "--schedule {text} sets skip_first: with --profile interleaved the steps skipped before measuring are \
+             --warmup (default {DEFAULT_WARMUP}); drop skip_first from --schedule"
+        );
+    }
+    if parsed.wait() == 0 {
+        bail!(
+            "--schedule {text} has no wait steps: --profile interleaved compares each process's active steps \
+             (recording) with its wait steps (the profiler installed, not recording), so every cycle needs both \
+             ({example})"
+        );
+    }
+    let schedule = parsed.with_skip_first(warmup);
+    let end = warmup.checked_add(steps).context("--warmup + --steps overflows")?;
+    let c = PhaseCounts::of(&schedule, warmup..end);
+    if c.wait == 0 || c.active == 0 {
+        bail!(
+            "--schedule {text} gives {} wait and {} active steps among the {steps} measured steps ({warmup}..{}): \
+             --profile interleaved needs both; raise --steps or shorten the cycle ({example})",
+            c.wait,
+            c.active,
+            end - 1
+        );
+    }
+    Ok(schedule)
+}
+
+/// One process of condition `c`; its summary and whether it recorded
+/// device activity (read from its first trace), or why not.
+fn process(
+    w: &WorkloadArgs,
+    schedule: &Schedule,
+    total: u64,
+    c: Condition,
+    scratch: &Path,
+    index: usize,
+) -> anyhow::Result<(RunSummary, ActivityStatus)> {
+    let json_path = scratch.join(format!("process{index}.json"));
+    let traces = scratch.join(format!("traces{index}"));
+    let mut args: Vec<OsString> = Vec::new();
+    match c {
+        Condition::NoProfile => args.push("--no-profile".into()),
+        Condition::Auto | Condition::Off => {
+            let device = if c == Condition::Auto { DeviceActivityArg::Auto } else { DeviceActivityArg::Off };
+            for arg in ["--schedule".to_owned(), schedule.to_string(), "--device-activity".into(), value_name(&device)] {
+                args.push(arg.into());
+            }
+            args.extend(["--out".into(), traces.clone().into_os_string()]);
+            args.extend(["--worker".into(), format!("overhead-p{index}").into()]);
+        }
+    }
+    let summary = super::train_process(w, total, &args, &json_path, index as u64)?;
+    let status = match c {
+        Condition::NoProfile => ActivityStatus::NotObserved { reason: "no profiler".into() },
+        Condition::Off => ActivityStatus::NotObserved { reason: "--device-activity off".into() },
+        Condition::Auto => device_status(&summary),
+    };
+    // The traces were only needed for that.
+    let _ = std::fs::remove_dir_all(&traces);
+    Ok((summary, status))
+}
+
+/// Whether the run's first trace holds device activity, or why not.
+fn device_status(summary: &RunSummary) -> ActivityStatus {
+    let not = |reason: String| ActivityStatus::NotObserved { reason };
+    let Some(first) = summary.traces.first() else {
+        return not(match summary.trace_errors.as_slice() {
+            [] => "the run wrote no trace".to_owned(),
+            errors => format!("the run wrote no trace: {}", errors.join("; ")),
+        });
+    };
+    let read = std::fs::read(&first.path)
+        .map_err(anyhow::Error::from)
+        .and_then(|bytes| parse_trace(&bytes).map_err(anyhow::Error::from))
+        .and_then(|trace| trace.steptrace().map_err(anyhow::Error::from));
+    match read {
+        Ok(Some(st)) => match st.metadata.and_then(|m| m.device_activity) {
+            Some(activity) => activity.status,
+            None => not("the trace does not say".into()),
+        },
+        Ok(None) => not("the trace has no steptrace metadata".into()),
+        Err(err) => not(format!("its trace could not be read: {err:#}")),
+    }
+}
+
+/// `warm`, `cold` or `not applicable`, from a run's cache line (as `bench`
+/// records it).
+fn cache_word(cache: &str) -> &'static str {
+    if cache.contains("(warm)") {
+        "warm"
+    } else if cache.starts_with("not applicable") {
+        "not applicable"
+    } else {
+        "cold"
+    }
+}
+
+fn progress(p: &ProcessRecord, round: u64, rounds: u64) -> String {
+    let wait = p.phases.wait.as_ref().map_or_else(|| "-".to_owned(), |w| ms(w.median));
+    let ratio = p.active_over_wait.map_or_else(|| "-".to_owned(), |r| format!("{:.3}", r.ratio));
+    format!(
+        "process {} ({}, round {}/{rounds}): wait median {wait} ms/step, active/wait {ratio}",
+        p.index + 1,
+        condition_cell(p),
+        round + 1
+    )
+}
+
+// === rendering ===
+
+/// A time in ms with four significant figures at most (`1.234`, `12.34`).
+fn ms(v: f64) -> String {
+    match v.abs() {
+        x if x < 10.0 => format!("{v:.3}"),
+        x if x < 100.0 => format!("{v:.2}"),
+        x if x < 1000.0 => format!("{v:.1}"),
+        _ => format!("{v:.0}"),
+    }
+}
+
+fn condition_cell(p: &ProcessRecord) -> &'static str {
+    match p.condition {
+        Condition::Auto if p.observed() => "auto+dev",
+        c => c.name(),
+    }
+}
+
+/// What a condition measures, in words.
+fn describe(result: &OverheadResult, c: &ConditionSummary) -> String {
+    let n = c.processes.len();
+    match c.condition {
+        Condition::Auto if c.device_activity_observed > 0 => {
+            format!("auto: host spans and device activity (recorded in {} of {n} processes)", c.device_activity_observed)
+        }
+        Condition::Auto => {
+            let why = c
+                .processes
+                .iter()
+                .filter_map(|&i| result.processes.get(i))
+                .find_map(|p| match &p.device_activity {
+                    ActivityStatus::NotObserved { reason } => Some(label(reason, 160).into_owned()),
+                    _ => None,
+                })
+                .unwrap_or_else(|| "no reason given".into());
+            format!("auto: host spans only (device activity not observed: {why})")
+        }
+        Condition::Off => "off: host spans only (--device-activity off)".into(),
+        Condition::NoProfile => "no-profile: the null check (no profiler: the phases are labels only)".into(),
+    }
+}
+
+fn verdict(v: &Verdict, what: &str, against: &str) -> String {
+    match v {
+        Verdict::NoMeasurableDifference { reason } => format!("no measurable difference ({reason})"),
+        Verdict::BSlower { slowdown } => {
+            format!("measurable: {what} take {:.2}% longer than {against} ({slowdown:.4}x)", (slowdown - 1.0) * 100.0)
+        }
+        Verdict::BFaster { speedup } => {
+            format!("measurable: {what} take {:.2}% less time than {against}", (1.0 - 1.0 / speedup) * 100.0)
+        }
+    }
+}
+
+fn paired(out: &mut String, name: &str, what: &str, p: &PairedRatio) {
+    let s = &p.spread;
+    out.push_str(&wrap(
+        &format!(
+            "  {name}: per process min {:.4}, median {:.4}, max {:.4}; median {:.4}, 95% bootstrap interval over \
+             processes {:.4}–{:.4}",
+            s.min, s.median, s.max, p.ratio, p.interval.0, p.interval.1
+        ),
+        "    ",
+    ));
+    out.push_str(&wrap(&format!("    verdict: {}", verdict(&p.verdict, what, "wait steps")), "      "));
+}
+
+fn cross(out: &mut String, title: &str, c: &CrossProcess) {
+    out.push_str(&wrap(
+        &format!(
+            "{title}: B = {}, A = {}: B/A {:.4}, 95% bootstrap interval {:.4}–{:.4}",
+            c.b, c.a, c.ratio, c.interval.0, c.interval.1
+        ),
+        "  ",
+    ));
+    let v = match &c.verdict {
+        Verdict::NoMeasurableDifference { reason } => format!("no measurable difference ({reason})"),
+        Verdict::BSlower { slowdown } => format!("measurable: B is {:.2}% above A", (slowdown - 1.0) * 100.0),
+        Verdict::BFaster { speedup } => format!("measurable: B is {:.2}% below A", (1.0 - 1.0 / speedup) * 100.0),
+    };
+    out.push_str(&wrap(&format!("  verdict: {v}"), "    "));
+    out.push_str(&wrap(&format!("  warning: {}", c.warning), "    "));
+}
+
+pub(super) fn render(r: &OverheadResult) -> String {
+    let mut out = String::new();
+    out.push_str("bench --profile interleaved: the profiler's cost inside each process\n");
+    out.push_str(&wrap(&format!("backend: {}", label(&r.backend_label, 400)), "  "));
+    let c = r.phase_counts;
+    out.push_str(&wrap(
+        &format!(
+            "schedule: {} over steps {}..{} ({} measured per process: {} wait, {} warmup, {} active); step {} reads \
+             the loss back and is not measured",
+            r.schedule,
+            r.warmup,
+            r.warmup + r.steps - 1,
+            r.steps,
+            c.wait,
+            c.warmup,
+            c.active,
+            r.warmup + r.steps
+        ),
+        "  ",
+    ));
+    let names: Vec<String> =
+        r.conditions.iter().map(|c| format!("{} {}", c.processes.len(), c.condition.name())).collect();
+    out.push_str(&wrap(
+        &format!(
+            "processes: {} in rounds of one per condition, every other round reversed",
+            names.join(", ")
+        ),
+        "  ",
+    ));
+    out.push('\n');
+    out.push_str(&wrap(
+        "per process, ms/step: median (IQR); ratios of phase medians, with a 95% bootstrap interval over the \
+         process's steps (it understates the uncertainty: the verdicts are over processes)",
+        "",
+    ));
+    let mut table = Table::new();
+    table
+        .load_style(UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Dynamic)
+        .set_width(WIDTH as u16)
+        .set_header(["#", "condition", "wait", "warmup", "active", "active/wait (95%)", "warmup/\nwait"]);
+    let cell = |s: &Option<StatsRecord>| {
+        s.as_ref().map_or_else(|| "-".to_owned(), |s| format!("{} ({})", ms(s.median), ms(s.iqr)))
+    };
+    for p in &r.processes {
+        table.add_row([
+            p.index.to_string(),
+            condition_cell(p).to_owned(),
+            cell(&p.phases.wait),
+            cell(&p.phases.warmup),
+            cell(&p.phases.active),
+            p.active_over_wait
+                .map_or_else(|| "-".into(), |x| format!("{:.3} ({:.3}–{:.3})", x.ratio, x.interval.0, x.interval.1)),
+            p.warmup_over_wait.map_or_else(|| "-".into(), |x| format!("{:.3}", x.ratio)),
+        ]);
+    }
+    out.push_str(&format!("{table}\n\n"));
+    for c in &r.conditions {
+        let n = c.processes.len();
+        out.push_str(&wrap(&format!("{}, {n} process{}:", describe(r, c), if n == 1 { "" } else { "es" }), "  "));
+        if let Some(p) = &c.active_over_wait {
+            paired(&mut out, "active/wait", "active steps", p);
+        }
+        if let Some(p) = &c.warmup_over_wait {
+            paired(&mut out, "warmup/wait", "warmup steps", p);
+        }
+        let slots: Vec<String> = c
+            .slots
+            .iter()
+            .map(|s| format!("{}#{} {:.3}", s.phase.name(), s.slot, s.over_wait))
+            .collect();
+        if !slots.is_empty() {
+            out.push_str(&wrap(
+                &format!(
+                    "  by position (median over processes of the slot's median / the wait median): {}",
+                    slots.join(", ")
+                ),
+                "    ",
+            ));
+        }
+        if let Some(cycle) = c.cycle_over_wait {
+            out.push_str(&wrap(
+                &format!(
+                    "  a whole cycle: {cycle:.4} times a cycle of wait steps ({:+.2}%; from the slot medians, \
+                     wherever the cost lands: rough)",
+                    (cycle - 1.0) * 100.0
+                ),
+                "    ",
+            ));
+        }
+    }
+    if let Some(d) = &r.device_activity {
+        out.push('\n');
+        cross(&mut out, "device activity's own cost", d);
+    }
+    if let Some(b) = &r.baseline {
+        out.push('\n');
+        cross(&mut out, "baseline, the profiler installed against none", b);
+    } else if r.conditions.iter().any(|c| c.condition == Condition::NoProfile) {
+        out.push_str(&wrap(&format!("baseline: not computed (too few steps); {CROSS_PROCESS_WARNING}"), "  "));
+    }
+    out.push('\n');
+    let finals: Vec<Option<f64>> = r.processes.iter().map(|p| p.final_loss).collect();
+    let loss = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |l| format!("{l:.6}"));
+    if finals.windows(2).all(|w| w[0] == w[1]) {
+        out.push_str(&format!("final loss: {} in every process\n", loss(finals[0])));
+    } else {
+        let all: Vec<String> = finals.iter().map(|&f| loss(f)).collect();
+        out.push_str(&wrap(&format!("final loss per process: {}", all.join(", ")), "  "));
+    }
+    for w in &r.warnings {
+        out.push_str(&wrap(&format!("warning: {w}"), "  "));
+    }
+    out
+}
+
+/// `text` as lines of at most [`WIDTH`] characters, broken at spaces (a
+/// word longer than a line is cut); the first line keeps `text`'s leading
+/// spaces, continuation lines begin with `indent`. Ends with a newline.
+pub(super) fn wrap(text: &str, indent: &str) -> String {
+    let mut out = String::new();
+    let mut line: String = text.chars().take_while(|&c| c == ' ').collect();
+    let mut empty = true;
+    for word in text.split_whitespace() {
+        let mut word: Vec<char> = word.chars().collect();
+        loop {
+            let len = line.chars().count();
+            if len + word.len() + usize::from(!empty) <= WIDTH {
+                if !empty {
+                    line.push(' ');
+                }
+                line.extend(word.iter());
+                empty = false;
+                break;
+            }
+            if !empty {
+                out.push_str(&line);
+                out.push('\n');
+                line = indent.to_owned();
+                empty = true;
+                continue;
+            }
+            // Longer than a whole line: cut it.
+            let cut = WIDTH.saturating_sub(len).clamp(1, word.len());
+            line.extend(word.drain(..cut));
+            out.push_str(&line);
+            out.push('\n');
+            line = indent.to_owned();
+            if word.is_empty() {
+                break;
+            }
+        }
+    }
+    if !empty || out.is_empty() {
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_are_wrapped_at_the_width_and_long_words_cut() {
+        let text = format!("  {}", "word ".repeat(60));
+        let wrapped = wrap(&text, "    ");
+        assert!(wrapped.lines().all(|l| l.chars().count() <= WIDTH), "{wrapped}");
+        assert!(wrapped.starts_with("  word") && wrapped.lines().nth(1).is_some_and(|l| l.starts_with("    word")));
+        let long = format!("path {}", "x".repeat(250));
+        let wrapped = wrap(&long, "  ");
+        assert!(wrapped.lines().all(|l| l.chars().count() <= WIDTH), "{wrapped}");
+        assert_eq!(wrapped.chars().filter(|&c| c == 'x').count(), 250);
+        assert_eq!(wrap("µs – é", ""), "µs – é\n");
+    }
+
+    #[test]
+    fn schedules_without_wait_or_active_steps_are_refused() {
+        assert!(interleaved(DEFAULT_CYCLE, 20, 300).is_ok());
+        let err = interleaved("wait=0,warmup=1,active=2", 20, 300).unwrap_err().to_string();
+        assert!(err.contains("no wait steps") && err.contains("wait=7,warmup=1,active=2"), "{err}");
+        let err = interleaved("skip_first=5,wait=7,active=2", 20, 300).unwrap_err().to_string();
+        assert!(err.contains("skip_first") && err.contains("--warmup"), "{err}");
+        // Five measured steps, all of them wait steps.
+        let err = interleaved("wait=7,warmup=1,active=2", 20, 5).unwrap_err().to_string();
+        assert!(err.contains("5 wait and 0 active"), "{err}");
+        // One cycle, then nothing: still both phases.
+        assert!(interleaved("wait=2,active=1,repeat=1", 20, 50).is_ok());
+        assert!(interleaved("wait=1,active=0", 20, 50).is_err());
+    }
+}
