@@ -15,6 +15,12 @@ bootstrap 95% interval (steps resampled within each phase, 2000 times,
 fixed seed). Within one process, active minus wait is what recording costs.
 
 No dependencies beyond the standard library.
+
+For new measurements use `steptrace bench --profile interleaved`: it runs the
+processes, labels every step with steptrace's own schedule code, repeats over
+processes with `compare`'s bootstrap and verdict, and keeps every step in its
+--json (docs/benchmarks.md). This script stays for existing `train --json`
+summaries, as scripts/h200-device.sh produces them.
 """
 
 import argparse
