@@ -3,6 +3,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::cold_start::{ColdStart, Figure};
+
 /// How a run was made, written into every trace's metadata (and into the
 /// header of a partial file).
 ///
@@ -135,9 +137,16 @@ pub struct StartupInfo {
     /// Step 0's wall time, ms (compilation, autotune, first shapes).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub first_step_ms: Option<f64>,
-    /// Whether the backend's kernel caches were `warm` or `cold`.
+    /// What cubecl's persistent caches gave this run: `cold`, `partly
+    /// warm` or `warm`, told from what cubecl compiled and autotuned (older
+    /// traces: from whether the cache directory held files).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cubecl_cache: Option<String>,
+    /// The set-up and the first step itemised (device client, compilation,
+    /// autotune, rest), or why not (`not applicable: ndarray does not use
+    /// cubecl`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cold_start: Option<Figure<ColdStart>>,
     /// Every other field.
     #[serde(flatten)]
     pub extra: Map<String, Value>,

@@ -24,6 +24,8 @@
 //!   as they are.
 //! - [`tag`] is the thread-tag codec the sink uses to carry steptrace's
 //!   thread ids through tracing-chrome.
+//! - [`StartupInfo`] holds the startup figures, with the cold start itemised
+//!   ([`ColdStart`]; an absent figure is a [`Figure`] with its reason).
 //! - [`device`] holds the device-side vocabulary (kernels, copies, launches,
 //!   streams, flows), shared with torch.profiler's Kineto traces.
 //!
@@ -31,6 +33,7 @@
 //! `NAME.partial`, headed by a [`SegmentHeader`] metadata event, so that a
 //! file left by a crash still says what it is.
 
+mod cold_start;
 pub mod device;
 mod manifest;
 mod metadata;
@@ -38,6 +41,7 @@ pub mod names;
 pub mod tag;
 mod version;
 
+pub use cold_start::{AutotuneItems, CacheUse, ColdStart, CompileItems, Figure, StartupPhase};
 pub use manifest::{Manifest, ManifestError, StartupInfo};
 pub use metadata::{ClockInfo, MetadataError, ScheduleInfo, SegmentHeader, StepRange, Steptrace, TraceMetadata, WindowUs};
 pub use version::{check_version, FormatVersion, VersionError, FORMAT_MAJOR, FORMAT_NAME};
