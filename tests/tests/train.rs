@@ -107,6 +107,39 @@ fn check(model: ModelKind, dataset: &str, choice: BackendChoice) {
     assert!(last < 0.85 * first, "{model} on {choice}: loss {first} -> {last}");
     assert!(summary.held_out.is_some());
     assert_eq!(summary.steps.len() as u64, steps);
+    cold_start_checked(&summary, &traces[0], choice);
+}
+
+/// The cold start, itemised at the end of step 0: not applicable on ndarray; on wgpu its
+/// phases add up, or (runs of this binary start in parallel, in one process) it says why
+/// it was not measured.
+fn cold_start_checked(summary: &RunSummary, trace: &Trace, choice: BackendChoice) {
+    use steptrace::format::Figure;
+    let cold = summary.cold_start.as_ref().expect("step 0 ended");
+    let startup = &trace.metadata["metadata"]["manifest"]["startup"];
+    // The trace holds the same breakdown (its floats may differ in the last digit).
+    let written: Figure<steptrace::format::ColdStart> = serde_json::from_value(startup["cold_start"].clone()).unwrap();
+    match (&written, cold) {
+        (Figure::Known(w), Figure::Known(c)) => assert_eq!((&w.cache, &w.first_step.compile.kernels), (&c.cache, &c.first_step.compile.kernels)),
+        (w, c) => assert_eq!(w, c),
+    }
+    match (choice, cold) {
+        (BackendChoice::Cpu, Figure::Absent(why)) => {
+            assert_eq!(why, BackendKind::NOT_CUBECL);
+            assert_eq!(startup["cubecl_cache"], BackendKind::NOT_CUBECL);
+        }
+        (BackendChoice::Wgpu, Figure::Known(c)) => {
+            for phase in [&c.setup, &c.first_step] {
+                let sum: f64 = phase.parts().iter().map(|(_, ms)| ms).sum();
+                assert!((sum - phase.ms).abs() < 1e-6, "{phase:?}");
+            }
+            assert_eq!(c.first_step.ms, summary.first_step_ms);
+            assert_eq!(startup["cubecl_cache"], c.cache.label.as_str());
+            assert!(summary.cache.ends_with(&format!("({})", c.cache.label)), "{}", summary.cache);
+        }
+        (BackendChoice::Wgpu, Figure::Absent(why)) => assert!(why.contains("another run in this process"), "{why}"),
+        (choice, cold) => panic!("{choice}: {cold:?}"),
+    }
 }
 
 #[test]

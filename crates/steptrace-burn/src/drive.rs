@@ -7,7 +7,7 @@ use burn::module::AutodiffModule;
 use burn::optim::{AdamConfig, Optimizer};
 use burn::tensor::backend::AutodiffBackend;
 use steptrace::format::names::{counters, instants, COUNTER_TARGET, MODEL_LOAD, TARGET};
-use steptrace::format::StartupInfo;
+use steptrace::format::{ColdStart, Figure, StartupInfo};
 use steptrace::SavedTrace;
 
 use crate::backend;
@@ -71,7 +71,8 @@ impl<'a> Job<'a> {
             device,
         };
         let model_load_ms = if self.cfg.mode == Mode::Infer { Some(self.load_for_inference(&mut state)?) } else { None };
-        let setup_ms = ms(self.started.elapsed());
+        self.setup_end = Instant::now();
+        let setup_ms = ms(self.setup_end - self.started);
         if let Some(profiler) = &mut self.profiler {
             profiler.start();
         }
@@ -188,10 +189,11 @@ impl<'a> Job<'a> {
                 }
             }
         }
-        let elapsed = ms(step_start.elapsed());
+        let step_end = Instant::now();
+        let elapsed = ms(step_end - step_start);
         self.watch_time(step, elapsed, state);
         if step == 0 {
-            self.record_startup(setup_ms, elapsed);
+            self.record_startup(setup_ms, elapsed, (step_start, step_end));
         }
         Ok(StepRecord { step, ms: elapsed, samples, loss: loss.flatten() })
     }
@@ -236,21 +238,37 @@ impl<'a> Job<'a> {
         }
     }
 
-    /// Startup figures, measured before any window records.
-    fn record_startup(&self, setup_ms: f64, first_step_ms: f64) {
+    /// Startup figures, measured before any window records: the cold start is itemised
+    /// now that step 0 (`first_step`, its start and end) is over.
+    fn record_startup(&mut self, setup_ms: f64, first_step_ms: f64, first_step: (Instant, Instant)) {
+        let cold = self.startup.take().map(|c| c.finish((self.started, self.setup_end), first_step));
+        self.cold_start = cold.clone();
         let Some(profiler) = &self.profiler else { return };
-        let cache = match (self.selection.kind.uses_cubecl(), self.cache.warm) {
-            (false, _) => crate::backend::BackendKind::NOT_CUBECL,
-            (true, true) => "warm",
-            (true, false) => "cold",
-        };
+        let label = self.cache_label();
         profiler.update_manifest(|m| {
             let mut startup = StartupInfo::default();
             startup.setup_ms = Some(setup_ms);
             startup.first_step_ms = Some(first_step_ms);
-            startup.cubecl_cache = Some(cache.to_owned());
+            startup.cubecl_cache = Some(label.clone());
+            startup.cold_start = cold;
             m.startup = Some(startup);
+            if let Some(serde_json::Value::Object(c)) = m.extra.get_mut("cubecl_cache") {
+                c.insert("state".to_owned(), label.into());
+            }
         });
+    }
+
+    /// `cold`, `partly warm` or `warm` from what cubecl compiled and tuned in this run's
+    /// start, or why that is not known.
+    fn cache_label(&self) -> String {
+        if !self.selection.kind.uses_cubecl() {
+            return crate::backend::BackendKind::NOT_CUBECL.to_owned();
+        }
+        match &self.cold_start {
+            Some(Figure::Known(ColdStart { cache, .. })) => cache.label.clone(),
+            Some(Figure::Absent(why)) => why.clone(),
+            None => crate::run::CACHE_STATE_PENDING.to_owned(),
+        }
     }
 
     /// Finishes the profiler: the traces written and the errors met.
@@ -286,7 +304,7 @@ impl<'a> Job<'a> {
         let steady: Vec<f64> = records.iter().skip(startup as usize).map(|r| r.ms).collect();
         let steady_ms = Stats::of(&steady);
         let losses: Vec<f64> = records.iter().filter_map(|r| r.loss).collect();
-        let cache_state = if self.cache.warm { "warm" } else { "cold" };
+        let cache_state = self.cache_label();
         RunSummary {
             backend: self.selection.label(),
             backend_kind: self.selection.kind.to_string(),
@@ -319,6 +337,7 @@ impl<'a> Job<'a> {
                 .memory
                 .then(|| state.memory_note.unwrap_or_else(|| format!("observed: counter track `{}`", counters::DEVICE_MEMORY))),
             interrupted: None,
+            cold_start: self.cold_start.clone(),
         }
     }
 }

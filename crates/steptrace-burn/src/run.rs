@@ -7,11 +7,11 @@ use burn::prelude::*;
 use burn::tensor::backend::AutodiffBackend;
 use serde::Serialize;
 use steptrace::format::names::{LOSS_READ, TARGET};
-use steptrace::format::Manifest;
+use steptrace::format::{ColdStart, Figure, Manifest};
 use steptrace::Profiler;
 use steptrace_models::{CharTransformerConfig, ConvNetConfig, MlpConfig, ModelKind};
 
-use crate::backend::{self, BackendKind, BackendRun, CacheState, Selection};
+use crate::backend::{self, BackendKind, BackendRun, CacheState, Selection, StartupCapture};
 use crate::config::{Mode, RunConfig};
 use crate::data::{self, BatchSource};
 use crate::error::{Error, Result};
@@ -31,6 +31,8 @@ struct BurnFields {
     /// `true` on cubecl backends; on ndarray, a "not applicable" string.
     fusion: serde_json::Value,
     autotune: serde_json::Value,
+    /// cubecl's autotune level and where it comes from (`--autotune-level`, ...).
+    autotune_level: serde_json::Value,
     cubecl_cache: serde_json::Value,
     burn_version: &'static str,
 }
@@ -41,8 +43,15 @@ struct CubeclCache {
     dir: String,
     compilation_cache: bool,
     autotune_cache: bool,
+    /// Files in `dir` before the run (they may be another model's: no label by itself).
+    files_before: usize,
+    /// `cold`, `partly warm` or `warm`, told at the end of step 0 from what cubecl
+    /// compiled and tuned (the startup's `cubecl_cache`).
     state: &'static str,
 }
+
+/// What the manifest says of the run's cache state until step 0 has ended.
+pub(crate) const CACHE_STATE_PENDING: &str = "not yet known: told at the end of step 0 from what cubecl compiled and tuned";
 
 /// Runs `cfg` on the selected backend, advancing `profiler` once per step,
 /// and finishes it at the end. `on_step` sees each step as it ends (for
@@ -61,6 +70,8 @@ pub fn run(
     // The selection `cfg.backend` holds (`RunConfig::select`), else one made now.
     let selection = cfg.backend.resolve()?;
     let selection: &Selection = &selection;
+    // Before anything creates the device client: the cold start is read from here on.
+    let startup = StartupCapture::begin(selection.kind);
     let started = Instant::now();
     let (source, vocab) = data::source_for(cfg)?;
     crate::limits::check_shapes(cfg, &source.info().sample_shape)?;
@@ -70,7 +81,20 @@ pub fn run(
         cfg.prefetch_depth,
         Duration::from_millis(cfg.loader_delay_ms),
     )?;
-    let job = Job { cfg, selection, cache, source, vocab, loader, profiler, on_step, started };
+    let job = Job {
+        cfg,
+        selection,
+        cache,
+        source,
+        vocab,
+        loader,
+        profiler,
+        on_step,
+        started,
+        setup_end: started,
+        startup: Some(startup),
+        cold_start: None,
+    };
     backend::run_on(selection, job)?
 }
 
@@ -84,6 +108,12 @@ pub(crate) struct Job<'a> {
     pub(crate) profiler: Option<Profiler>,
     pub(crate) on_step: &'a mut dyn FnMut(&StepRecord),
     pub(crate) started: Instant,
+    /// When the set-up ended (set as step 0 begins).
+    pub(crate) setup_end: Instant,
+    /// Reads the cold start until step 0 ends.
+    pub(crate) startup: Option<StartupCapture>,
+    /// The cold start, itemised when step 0 ended.
+    pub(crate) cold_start: Option<Figure<ColdStart>>,
 }
 
 impl BackendRun for Job<'_> {
@@ -158,12 +188,18 @@ impl Job<'_> {
             dir: crate::private::tilde(&self.cache.dir),
             compilation_cache: self.cache.compilation_cache,
             autotune_cache: self.cache.autotune_cache,
-            state: if self.cache.warm { "warm" } else { "cold" },
+            files_before: self.cache.files_before,
+            state: CACHE_STATE_PENDING,
         };
+        let level = serde_json::json!({
+            "level": self.cache.autotune_level,
+            "source": self.cache.autotune_level_source,
+        });
         let burn = BurnFields {
             burn_type: std::any::type_name::<B>(),
             fusion: applies(true.into()),
             autotune: applies(true.into()),
+            autotune_level: applies(level),
             cubecl_cache: applies(serde_json::to_value(&cache).unwrap_or_default()),
             burn_version: BURN_VERSION,
         };

@@ -78,8 +78,13 @@ pub struct RunSummary {
     pub traces: Vec<SavedTrace>,
     /// Trace errors (the run itself went on).
     pub trace_errors: Vec<String>,
-    /// cubecl cache location and whether it was warm.
+    /// cubecl cache location and what its caches gave this run: `DIR (cold)`, `DIR (partly
+    /// warm)`, `DIR (warm)`, or the reason it is not known.
     pub cache: String,
+    /// The set-up and step 0 itemised (device client, compilation, autotune, rest), or why
+    /// not; `None` when the run ended before step 0 did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cold_start: Option<steptrace::format::Figure<steptrace::format::ColdStart>>,
     /// Device memory per step: "not observed" where the backend cannot say.
     pub memory: Option<String>,
     /// Why the run ended before its last step (a signal), if it did.

@@ -223,12 +223,32 @@ pub struct WorkloadArgs {
     /// Do not enable cubecl's caches.
     #[arg(long)]
     pub no_cache: bool,
+    /// cubecl's autotune level: how coarsely autotune keys round their sizes
+    /// (minimal shares one tuning result among the most shapes: fewer
+    /// autotune runs when shapes vary; it does not cut the candidates tuned
+    /// per key). Default: cubecl's own (cubecl.toml, CUBECL_AUTOTUNE_LEVEL,
+    /// else balanced).
+    #[arg(long, value_enum)]
+    pub autotune_level: Option<AutotuneLevelArg>,
     /// Synthetic dataset: number of samples.
     #[arg(long, default_value_t = 4096)]
     pub synthetic_samples: usize,
     /// Synthetic dataset: sample shape C,H,W.
     #[arg(long, default_value = "1,28,28")]
     pub synthetic_shape: String,
+}
+
+/// cubecl's autotune level (`--autotune-level`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum AutotuneLevelArg {
+    /// Sizes rounded to powers of 2.5: the fewest autotune runs.
+    Minimal,
+    /// Powers of 2 (cubecl's default).
+    Balanced,
+    /// Powers of 1.5.
+    Extensive,
+    /// Exact sizes: one autotune run per shape.
+    Full,
 }
 
 #[derive(Debug, Args)]

@@ -3,12 +3,14 @@
 
 use anyhow::{bail, Context};
 use steptrace::analysis::Change;
-use steptrace_burn::backend::{BackendChoice, CacheConfig};
+use steptrace_burn::backend::{AutotuneLevel, BackendChoice, CacheConfig};
 use steptrace_burn::device::DeviceActivityMode;
 use steptrace_burn::{BackendSetting, Mode, RunConfig, SyncPolicy};
 use steptrace_models::ModelKind;
 
-use crate::args::{value_name, BackendArg, DeviceActivityArg, DatasetArg, Detail, ModeArg, ModelArg, SyncArg, TrainArgs, WorkloadArgs};
+use crate::args::{
+    value_name, AutotuneLevelArg, BackendArg, DeviceActivityArg, DatasetArg, Detail, ModeArg, ModelArg, SyncArg, TrainArgs, WorkloadArgs,
+};
 
 /// The model a flag names.
 pub fn model(m: ModelArg) -> ModelKind {
@@ -83,6 +85,7 @@ pub fn config(w: &WorkloadArgs, steps: u64) -> anyhow::Result<RunConfig> {
         cache.dir = dir.clone();
     }
     cache.enabled = !w.no_cache;
+    cache.autotune_level = w.autotune_level.map(autotune_level);
     cfg.cache = cache;
     cfg.validate().map_err(anyhow::Error::msg)?;
     Ok(cfg)
@@ -143,7 +146,21 @@ pub fn workload_flags(w: &WorkloadArgs, with_paths: bool) -> Vec<String> {
     if w.plant_upload {
         flags.push("--plant-upload".into());
     }
+    if let Some(level) = &w.autotune_level {
+        flags.push("--autotune-level".into());
+        flags.push(value_name(level));
+    }
     flags
+}
+
+/// The autotune level a flag names.
+pub fn autotune_level(a: AutotuneLevelArg) -> AutotuneLevel {
+    match a {
+        AutotuneLevelArg::Minimal => AutotuneLevel::Minimal,
+        AutotuneLevelArg::Balanced => AutotuneLevel::Balanced,
+        AutotuneLevelArg::Extensive => AutotuneLevel::Extensive,
+        AutotuneLevelArg::Full => AutotuneLevel::Full,
+    }
 }
 
 /// The starting state a workload's runs share, for bench fingerprints: `record

@@ -32,6 +32,9 @@ pub trait BackendRun {
 ///   ([`Selection::wgpu_device`]; `WgpuDevice::DefaultDevice` if it is `None`);
 /// * [`BackendKind::Cpu`] → `CpuAutodiff` on `NdArrayDevice::Cpu`.
 ///
+/// On CUDA and wgpu the device client is created before the job runs (as burn would at the
+/// job's first tensor), timed for a live [`StartupCapture`](super::StartupCapture).
+///
 /// Call [`configure_cubecl_cache`](super::configure_cubecl_cache) before this if the
 /// persistent cubecl caches are wanted. A selection that did not come from
 /// [`select`](super::select) may name a backend that cannot run here; the backend then
@@ -43,6 +46,9 @@ pub fn run_on<R: BackendRun>(selection: &Selection, job: R) -> Result<R::Output,
         BackendKind::Cuda => {
             note_usable(BackendKind::Cuda);
             let device = burn::backend::cuda::CudaDevice::new(0);
+            // The client burn would create at the model's first tensor, created (and timed)
+            // now: the CUDA context, streams and memory pools.
+            super::startup::timed_client(|| <cubecl::cuda::CudaRuntime as cubecl::Runtime>::client(&device));
             Ok(job.run::<CudaAutodiff>(device, selection))
         }
         #[cfg(feature = "wgpu")]
@@ -51,6 +57,8 @@ pub fn run_on<R: BackendRun>(selection: &Selection, job: R) -> Result<R::Output,
             let device = selection
                 .wgpu_device
                 .map_or(burn::backend::wgpu::WgpuDevice::DefaultDevice, |t| t.device());
+            // As for CUDA: the wgpu device and queue, created (and timed) before the model.
+            super::startup::timed_client(|| <cubecl::wgpu::WgpuRuntime as cubecl::Runtime>::client(&device));
             Ok(job.run::<WgpuAutodiff>(device, selection))
         }
         #[cfg(feature = "cpu")]

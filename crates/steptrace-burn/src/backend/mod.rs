@@ -10,7 +10,17 @@
 //! * [`memory_in_use`] and [`memory_usage`] read cubecl's memory accounting for the step
 //!   profiler (device sync is [`crate::sync::sync`]).
 //! * [`configure_cubecl_cache`] points cubecl's autotune and compilation caches at a
-//!   persistent directory; it must run before the first backend client is created.
+//!   persistent directory and sets its autotune level; it must run before the first backend
+//!   client is created.
+//! * [`StartupCapture`] itemises a run's cold start (device client, compilation, autotune,
+//!   rest) from cubecl's own log records, and tells a cold, partly warm or warm start from
+//!   what cubecl compiled and tuned (see [Cold start](self#cold-start)).
+//!
+//! # Cold start
+//!
+//! See the `startup` module's documentation, summed up on [`StartupCapture`]: the records
+//! are read in-process through a `log` logger that stands in for tracing-log's `LogTracer`
+//! ([`install_log_capture`], [`install_profiler`]).
 //!
 //! Each backend is compiled in only with its crate feature (`cuda`, `wgpu`, `cpu`; all three
 //! by default). A backend that was not compiled in is reported, never panicked on: its probe
@@ -20,8 +30,8 @@
 //!
 //! Module layering (each file uses only those above it, and the types of this file):
 //! `guard` (panic containment), `adapter` (wgpu adapter picking, pure), `probe`, `types`
-//! (concrete backend types and their names), `select`, `dispatch` (`run_on`), `memory`,
-//! and `cache`.
+//! (concrete backend types and their names), `select`, `startup` (the cold-start capture),
+//! `dispatch` (`run_on`), `memory`, and `cache`.
 
 mod adapter;
 mod cache;
@@ -30,6 +40,7 @@ mod guard;
 mod memory;
 mod probe;
 mod select;
+mod startup;
 mod types;
 
 use std::fmt;
@@ -37,11 +48,12 @@ use std::str::FromStr;
 
 pub use adapter::WgpuTarget;
 pub(crate) use guard::panic_message;
-pub use cache::{configure_cubecl_cache, count_cache_files, CacheConfig, CacheState};
+pub use cache::{configure_cubecl_cache, count_cache_files, AutotuneLevel, CacheConfig, CacheState};
 pub use dispatch::{run_on, BackendRun};
 pub use memory::{memory_in_use, memory_usage, MemorySnapshot};
 pub use probe::{probe, probe_all, Probe};
 pub use select::{select, Selection};
+pub use startup::{install_log_capture, install_profiler, StartupCapture};
 #[cfg(feature = "cpu")]
 pub use types::CpuAutodiff;
 #[cfg(feature = "cuda")]

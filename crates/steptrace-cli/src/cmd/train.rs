@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Context};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use indicatif::{ProgressBar, ProgressStyle};
+use steptrace::format::Figure;
 use steptrace::{Profiler, Schedule};
 use steptrace_burn::backend;
 use steptrace_burn::RunSummary;
@@ -42,9 +43,11 @@ pub fn run(a: TrainArgs) -> anyhow::Result<ExitCode> {
     let cache = backend::configure_cubecl_cache(&cfg.cache);
     if selection.kind.uses_cubecl() {
         println!(
-            "cubecl cache: {} ({})",
+            "cubecl cache: {} ({} files before this run; whether it is cold, partly warm or warm for this run is told after step 0, from what cubecl compiles and tunes); autotune level {} ({})",
             steptrace_burn::home_relative(&cache.dir),
-            if cache.warm { "warm" } else { "cold: the first steps include compilation and autotune" }
+            cache.files_before,
+            cache.autotune_level,
+            cache.autotune_level_source,
         );
     } else {
         println!("cubecl cache: {}", backend::BackendKind::NOT_CUBECL);
@@ -67,7 +70,9 @@ pub fn run(a: TrainArgs) -> anyhow::Result<ExitCode> {
         if cfg.internals {
             builder = builder.targets(INTERNAL_TARGETS.iter().copied());
         }
-        let profiler = builder.try_install()?;
+        // Not `try_install`: its LogTracer would take the `log` slot that the run needs to
+        // read cubecl's compile and autotune records (steptrace's logger forwards them alike).
+        let profiler = backend::install_profiler(builder)?;
         for warning in profiler.warnings() {
             eprintln!("steptrace: warning: {warning}");
         }
@@ -195,6 +200,15 @@ fn print_summary(s: &RunSummary) {
         table.add_row(["trace bytes per recorded step".to_owned(), format!("{per_step:.0}")]);
     }
     println!("{table}");
+    match &s.cold_start {
+        Some(Figure::Known(cold)) => {
+            for line in cold.lines() {
+                println!("cold start: {line}");
+            }
+        }
+        Some(Figure::Absent(why)) => println!("cold start: {why}"),
+        None => {}
+    }
     println!("sync {}", s.sync);
     println!("unit: ms/step are wall-clock step windows (ProfilerStep boundaries); samples/s = batch / median step; startup is kept apart from the steady figures.");
     for anomaly in &s.anomalies {

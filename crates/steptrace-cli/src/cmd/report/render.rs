@@ -9,9 +9,13 @@ use std::fmt::Write as _;
 
 use comfy_table::{presets::UTF8_FULL_CONDENSED, CellAlignment, Table};
 use steptrace::analysis::{Report, Stats, Timing};
+use steptrace::format::Figure;
 use steptrace::read::display::{block, escape, label, LABEL_CHARS};
 
 use crate::convert::enable_hint;
+
+/// Longest cold-start line shown (the breakdown and its source are long, but bounded).
+const COLD_START_CHARS: usize = 800;
 
 /// The most characters of manifest prose (backend, fallback reason) shown.
 const PROSE_CHARS: usize = 400;
@@ -157,6 +161,17 @@ fn render_timing(o: &mut String, r: &Report) {
         }
         parts.extend(s.extra.iter().map(|(k, v)| format!("{} {}", label(k, LABEL_CHARS), label(&v.to_string(), LABEL_CHARS))));
         let _ = writeln!(o, "         measured by the run: {}", parts.join(", "));
+        match &s.cold_start {
+            Some(Figure::Known(cold)) => {
+                for line in cold.lines() {
+                    let _ = writeln!(o, "         cold start: {}", label(&line, COLD_START_CHARS));
+                }
+            }
+            Some(Figure::Absent(why)) => {
+                let _ = writeln!(o, "         cold start: {}", label(why, COLD_START_CHARS));
+            }
+            None => {}
+        }
     }
     let listed: Vec<String> = t.steps.iter().filter(|s| !s.startup).map(|s| format!("#{} {}", s.step, ms(s.ms))).collect();
     if listed.len() > 24 {

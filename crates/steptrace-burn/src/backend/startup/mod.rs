@@ -1,0 +1,15 @@
+//! The cold start itemised from cubecl's own log records: [`StartupCapture`] (its
+//! documentation says what is read and how), the `log` logger it reads with
+//! (`capture.rs`), the records (`marker.rs`, with their places in cubecl's source), and the
+//! arithmetic (`breakdown.rs`).
+
+mod breakdown;
+mod capture;
+mod facts;
+mod marker;
+mod subscriber;
+
+#[cfg(any(feature = "cuda", feature = "wgpu"))]
+pub(crate) use capture::{note_autotune_sink, timed_client, AutotuneSink};
+pub use capture::{install_log_capture, StartupCapture};
+pub use subscriber::install_profiler;
