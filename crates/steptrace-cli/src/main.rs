@@ -2,6 +2,7 @@
 
 mod args;
 mod cmd;
+mod console;
 mod convert;
 mod signals;
 

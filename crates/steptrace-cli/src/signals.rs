@@ -32,11 +32,12 @@ impl Signals {
     pub fn announce(&self) {
         let signal = self.received();
         if signal != 0 && !self.announced.swap(true, Ordering::SeqCst) {
-            eprintln!(
-                "\nsteptrace: {} ({}): finishing the current step and saving the cycle in progress (press Ctrl-C again to quit at once; the cycle is then left as a .partial file)",
+            eprintln!();
+            crate::console::warn(&format!(
+                "steptrace: {} ({}): finishing the current step and saving the cycle in progress (press Ctrl-C again to quit at once; the cycle is then left as a .partial file)",
                 what(signal),
                 steptrace_burn::signal_name(signal)
-            );
+            ));
         }
     }
 }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
+use comfy_table::{presets::UTF8_FULL_CONDENSED, ContentArrangement, Table};
 use indicatif::{ProgressBar, ProgressStyle};
 use steptrace::format::Figure;
 use steptrace::{Profiler, Schedule};
@@ -14,6 +14,7 @@ use steptrace_burn::backend;
 use steptrace_burn::RunSummary;
 
 use crate::args::{Detail, TrainArgs};
+use crate::console::{self, say};
 use crate::convert::{command_line, config, device_activity, INTERNAL_TARGETS};
 use crate::signals;
 use steptrace_burn::device::DeviceSetup;
@@ -36,23 +37,26 @@ pub fn run(a: TrainArgs) -> anyhow::Result<ExitCode> {
     cfg.stop = Some(signals.stop.clone());
 
     let selection = cfg.select()?.clone();
-    println!("backend: {}", selection.label());
+    say(&format!("backend: {}", selection.label()));
     if selection.is_fallback() {
-        println!("NOTE: this run is NOT on CUDA: its timings describe {} and must not be read as a GPU analysis.", selection.kind);
+        say(&format!(
+            "NOTE: this run is NOT on CUDA: its timings describe {} and must not be read as a GPU analysis.",
+            selection.kind
+        ));
     }
     let cache = backend::configure_cubecl_cache(&cfg.cache);
     if selection.kind.uses_cubecl() {
-        println!(
+        say(&format!(
             "cubecl cache: {} ({} files before this run; whether it is cold, partly warm or warm for this run is told after step 0, from what cubecl compiles and tunes); autotune level {} ({})",
             steptrace_burn::home_relative(&cache.dir),
             cache.files_before,
             cache.autotune_level,
             cache.autotune_level_source,
-        );
+        ));
     } else {
-        println!("cubecl cache: {}", backend::BackendKind::NOT_CUBECL);
+        say(&format!("cubecl cache: {}", backend::BackendKind::NOT_CUBECL));
     }
-    println!("sync: {} ({})", cfg.sync, cfg.sync.meaning());
+    say(&format!("sync: {} ({})", cfg.sync, cfg.sync.meaning()));
 
     let profiler = if a.no_profile {
         None
@@ -61,7 +65,7 @@ pub fn run(a: TrainArgs) -> anyhow::Result<ExitCode> {
         let mode = device_activity(a.device_activity);
         let device = steptrace_burn::device::setup(mode, &selection);
         let described = device.describe(mode);
-        println!("device activity: {described}");
+        say(&format!("device activity: {described}"));
         let mut builder = Profiler::builder(schedule).out_dir(&a.out).worker(worker);
         builder = match device {
             DeviceSetup::Collector(collector, _) => builder.device_collector(collector),
@@ -74,7 +78,7 @@ pub fn run(a: TrainArgs) -> anyhow::Result<ExitCode> {
         // read cubecl's compile and autotune records (steptrace's logger forwards them alike).
         let profiler = backend::install_profiler(builder)?;
         for warning in profiler.warnings() {
-            eprintln!("steptrace: warning: {warning}");
+            console::warn(&format!("steptrace: warning: {warning}"));
         }
         // What a report needs to propose the exact next experiment.
         let command = command_line(&a);
@@ -109,7 +113,7 @@ pub fn run(a: TrainArgs) -> anyhow::Result<ExitCode> {
         json.write(&summary)?;
     }
     if let Some(why) = &summary.interrupted {
-        println!("run {why}: {} of {} steps ran", summary.steps.len(), cfg.steps);
+        say(&format!("run {why}: {} of {} steps ran", summary.steps.len(), cfg.steps));
     }
     let signal = signals.received();
     Ok(if signal != 0 {
@@ -146,7 +150,7 @@ impl JsonOut {
             let _ = std::fs::remove_file(&self.path);
             return Err(err.context(format!("cannot write the summary to {} (nothing was kept)", self.path.display())));
         }
-        println!("summary written to {}", self.path.display());
+        say(&format!("summary written to {}", self.path.display()));
         Ok(())
     }
 }
@@ -162,9 +166,15 @@ fn open_new(path: &Path) -> anyhow::Result<File> {
 }
 
 fn print_summary(s: &RunSummary) {
+    // The backend label can be hundreds of characters long (a fallback names every reason):
+    // it is printed once above the table, wrapped, so that the table stays narrow.
+    say(&format!("backend: {}", s.backend));
     let mut table = Table::new();
-    table.load_style(UTF8_FULL_CONDENSED).set_header(["", "value"]);
-    table.add_row(["backend", s.backend.as_str()]);
+    table
+        .load_style(UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Dynamic)
+        .set_width(console::WIDTH as u16)
+        .set_header(["", "value"]);
     table.add_row(["mode", s.mode.as_str()]);
     table.add_row(["sync", s.sync.split(':').next().unwrap_or_default()]);
     table.add_row(["setup (data, loader, model)", &format!("{:.1} ms", s.setup_ms)]);
@@ -203,33 +213,33 @@ fn print_summary(s: &RunSummary) {
     match &s.cold_start {
         Some(Figure::Known(cold)) => {
             for line in cold.lines() {
-                println!("cold start: {line}");
+                say(&format!("cold start: {line}"));
             }
         }
-        Some(Figure::Absent(why)) => println!("cold start: {why}"),
+        Some(Figure::Absent(why)) => say(&format!("cold start: {why}")),
         None => {}
     }
-    println!("sync {}", s.sync);
-    println!("unit: ms/step are wall-clock step windows (ProfilerStep boundaries); samples/s = batch / median step; startup is kept apart from the steady figures.");
+    say(&format!("sync {}", s.sync));
+    say("unit: ms/step are wall-clock step windows (ProfilerStep boundaries); samples/s = batch / median step; startup is kept apart from the steady figures.");
     for anomaly in &s.anomalies {
-        println!("after startup, step {}: {}", anomaly.step, anomaly.what);
+        say(&format!("after startup, step {}: {}", anomaly.step, anomaly.what));
     }
     for trace in &s.traces {
-        println!(
+        say(&format!(
             "wrote {} (cycle {}, steps {}{})",
             trace.path.display(),
             trace.cycle,
             steps_text(&trace.steps),
             if trace.partial { ", PARTIAL" } else { "" }
-        );
+        ));
     }
     for trace in &s.traces {
         for warning in &trace.label_warnings {
-            eprintln!("steptrace: warning: {}: {warning}", trace.path.display());
+            console::warn(&format!("steptrace: warning: {}: {warning}", trace.path.display()));
         }
     }
     for err in &s.trace_errors {
-        println!("trace error: {err}");
+        say(&format!("trace error: {err}"));
     }
 }
 
