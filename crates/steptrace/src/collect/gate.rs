@@ -71,6 +71,8 @@ pub(crate) struct Shared {
     finished: AtomicBool,
     sink_id: u64,
     lost_events: AtomicU64,
+    /// Events in flight to tracing-chrome's writer thread.
+    pub(crate) backlog: super::backlog::Backlog,
 }
 
 impl Shared {
@@ -81,6 +83,7 @@ impl Shared {
             finished: AtomicBool::new(false),
             sink_id: NEXT_SINK.fetch_add(1, Ordering::Relaxed),
             lost_events: AtomicU64::new(0),
+            backlog: super::backlog::Backlog::default(),
         }
     }
 
@@ -259,7 +262,10 @@ where
             // match exactly (speedscope renames spans whose begin has args).
             return;
         }
-        if self.shared.open_segment() != 0 {
+        // tracing-chrome (threaded style) only keeps a span's args here: a
+        // span without fields has none, now or later, and its events come out
+        // the same without the empty args object it would store.
+        if self.shared.open_segment() != 0 && !meta.fields().is_empty() {
             self.inner.on_new_span(attrs, id, ctx);
         }
     }
@@ -272,6 +278,7 @@ where
 
     fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
         if self.shared.open_segment() != 0 && self.shared.bound_here() {
+            self.shared.backlog.send_one();
             self.inner.on_enter(id, ctx);
         }
     }
@@ -282,12 +289,14 @@ where
     /// finaliser's per-thread pairing finds it unmatched and drops it.
     fn on_exit(&self, id: &Id, ctx: Context<'_, S>) {
         if self.shared.open_segment() != 0 && self.shared.bound_here() {
+            self.shared.backlog.send_one();
             self.inner.on_exit(id, ctx);
         }
     }
 
     fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
         if self.shared.open_segment() != 0 && self.shared.bound_here() {
+            self.shared.backlog.send_one();
             self.inner.on_event(event, ctx);
         }
     }

@@ -2,6 +2,7 @@
 //! advances them ([`Profiler`]), and the [`gate`] that decides, once, which
 //! spans are kept. The [sink](crate::sink) writes what the gate keeps.
 
+pub(crate) mod backlog;
 pub mod device;
 pub mod gate;
 mod profiler;

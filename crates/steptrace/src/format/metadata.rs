@@ -58,6 +58,11 @@ pub struct TraceMetadata {
     pub dropped_lines: u64,
     /// Events lost because their thread was bound to another sink.
     pub lost_events_other_sink: u64,
+    /// Whether emitting threads waited for the writer thread during the
+    /// window (absent in files written before steptrace bounded its
+    /// channel).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub writer_waits: Option<WriterWaits>,
     /// Labels that look like secrets, private paths or input content.
     pub label_warnings: Vec<String>,
     /// How the run was made.
@@ -68,6 +73,28 @@ pub struct TraceMetadata {
     /// Every other field.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
+}
+
+/// How often, and how long, emitting threads waited for the writer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WriterWaits {
+    /// Events whose thread waited.
+    pub waits: u64,
+    /// Their total wait, in µs.
+    pub waited_us: u64,
+    /// The bound on events in flight.
+    pub cap: u64,
+}
+
+impl WriterWaits {
+    /// The waits since `start`.
+    pub fn since(self, start: WriterWaits) -> WriterWaits {
+        WriterWaits {
+            waits: self.waits.saturating_sub(start.waits),
+            waited_us: self.waited_us.saturating_sub(start.waited_us),
+            cap: self.cap,
+        }
+    }
 }
 
 /// `count` consecutive steps from `first`.

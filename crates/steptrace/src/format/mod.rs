@@ -43,5 +43,5 @@ mod version;
 
 pub use cold_start::{AutotuneItems, CacheUse, ColdStart, CompileItems, Figure, StartupPhase};
 pub use manifest::{Manifest, ManifestError, StartupInfo};
-pub use metadata::{ClockInfo, MetadataError, ScheduleInfo, SegmentHeader, StepRange, Steptrace, TraceMetadata, WindowUs};
+pub use metadata::{ClockInfo, MetadataError, ScheduleInfo, SegmentHeader, StepRange, Steptrace, TraceMetadata, WindowUs, WriterWaits};
 pub use version::{check_version, FormatVersion, VersionError, FORMAT_MAJOR, FORMAT_NAME};

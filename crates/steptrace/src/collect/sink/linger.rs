@@ -58,11 +58,12 @@ impl Linger {
     }
 
     /// Called on the writer thread for each flush: sleeps until a newer
-    /// request is pending, the deadline passes, or [`stop`](Linger::stop).
-    pub(crate) fn serve(&self) {
+    /// request is pending, the deadline passes, [`stop`](Linger::stop), or
+    /// `backed_up` says too many events are queued.
+    pub(crate) fn serve(&self, backed_up: impl Fn() -> bool) {
         let served = self.served.fetch_add(1, Ordering::AcqRel) + 1;
         loop {
-            if self.requests.load(Ordering::Acquire) > served {
+            if self.requests.load(Ordering::Acquire) > served || backed_up() {
                 return;
             }
             let (now, until) = (self.now_us(), self.until_us.load(Ordering::Acquire));
@@ -85,7 +86,7 @@ mod tests {
         // No request pending beyond this one, deadline far: a stop ends it.
         linger.request(Duration::from_secs(60));
         let l = linger.clone();
-        let writer = std::thread::spawn(move || l.serve());
+        let writer = std::thread::spawn(move || l.serve(|| false));
         std::thread::sleep(Duration::from_millis(5));
         linger.stop();
         writer.join().unwrap();
@@ -93,13 +94,21 @@ mod tests {
         // A newer request ends it too.
         linger.request(Duration::from_secs(60));
         let l = linger.clone();
-        let writer = std::thread::spawn(move || l.serve());
+        let writer = std::thread::spawn(move || l.serve(|| false));
         std::thread::sleep(Duration::from_millis(5));
         linger.request(Duration::from_secs(60));
         writer.join().unwrap();
         // That newer request's own flush returns at once once stopped.
         linger.stop();
-        linger.serve();
+        linger.serve(|| false);
+    }
+
+    #[test]
+    fn a_backed_up_writer_stops_lingering() {
+        let linger = Linger::new();
+        linger.request(Duration::from_secs(60));
+        // Returns at once, though no newer request or stop came.
+        linger.serve(|| true);
     }
 
     #[test]
@@ -109,9 +118,9 @@ mod tests {
             linger.request(Duration::from_secs(60));
         }
         // The first two see a newer request and return at once.
-        linger.serve();
-        linger.serve();
+        linger.serve(|| false);
+        linger.serve(|| false);
         linger.stop();
-        linger.serve();
+        linger.serve(|| false);
     }
 }

@@ -90,6 +90,8 @@ pub(crate) struct SegmentWriter {
     context: Arc<SinkContext>,
     limit: Option<u64>,
     written: u64,
+    /// The writer waits counted before this segment.
+    waits_at_start: crate::format::WriterWaits,
 }
 
 impl SegmentWriter {
@@ -116,7 +118,18 @@ impl SegmentWriter {
             }
         })?;
         let header = header_lines(&context, cycle);
-        Ok(SegmentWriter { file: Some(file), partial, header: Some(header), error: None, info, context, limit, written: 0 })
+        let waits_at_start = context.shared.backlog.waits();
+        Ok(SegmentWriter {
+            file: Some(file),
+            partial,
+            header: Some(header),
+            error: None,
+            info,
+            context,
+            limit,
+            written: 0,
+            waits_at_start,
+        })
     }
 
     fn write_file(&mut self, buf: &[u8]) -> io::Result<()> {
@@ -167,6 +180,7 @@ fn poisoned() -> Error {
 
 impl Write for SegmentWriter {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.context.shared.backlog.received(buf);
         if self.error.is_some() {
             return Ok(buf.len());
         }
@@ -191,7 +205,9 @@ impl Write for SegmentWriter {
                 self.error = Some(err);
             }
         }
-        self.context.linger.serve();
+        // Lingering lets events queue: stop when half the bound is queued.
+        let backlog = &self.context.shared.backlog;
+        self.context.linger.serve(|| backlog.pending() > crate::collect::backlog::CAP / 2);
         Ok(())
     }
 }
@@ -213,7 +229,10 @@ impl Drop for SegmentWriter {
                 kept: crate::error::Kept::of(&self.partial),
                 source,
             }),
-            None => finalise(&info, &self.partial, &self.context),
+            None => {
+                let waits = self.context.shared.backlog.waits().since(self.waits_at_start);
+                finalise(&info, &self.partial, &self.context, waits)
+            }
         };
         match result {
             Ok(Some(saved)) => self.context.push_result(info.cycle, Ok(saved)),

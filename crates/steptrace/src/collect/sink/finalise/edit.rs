@@ -28,28 +28,7 @@ pub(super) fn clip(text: &[u8], ts: f64, edge: &str, thread: u64) -> Vec<u8> {
 /// Fast path: byte edits when each pattern occurs exactly once. Otherwise
 /// (for example a span field also named `tid`), the event is re-serialised.
 pub(super) fn retag(text: &[u8], tid: Option<u64>, thread: u64) -> Cow<'_, [u8]> {
-    let tag_at = find_all(text, SEPARATOR_ESCAPED.as_bytes());
-    let tid_pattern = tid.map(|t| format!("\"tid\":{t}"));
-    let tid_at: Vec<usize> = match &tid_pattern {
-        Some(p) => find_all(text, p.as_bytes())
-            .into_iter()
-            .filter(|i| matches!(text.get(i + p.len()), Some(b',' | b'}')))
-            .collect(),
-        None => Vec::new(),
-    };
-    if let ([tag], [at], Some(p)) = (&tag_at[..], &tid_at[..], &tid_pattern) {
-        let tag_end = crate::format::tag::escaped_tag_end(text, *tag);
-        let new_tid = format!("\"tid\":{thread}");
-        let mut out = Vec::with_capacity(text.len());
-        let mut cursor = 0;
-        let mut edits = [(*tag, tag_end, ""), (*at, at + p.len(), new_tid.as_str())];
-        edits.sort_by_key(|e| e.0);
-        for (from, to, with) in edits {
-            out.extend_from_slice(&text[cursor..from]);
-            out.extend_from_slice(with.as_bytes());
-            cursor = to;
-        }
-        out.extend_from_slice(&text[cursor..]);
+    if let Some(out) = retag_bytes(text, &[], tid, thread) {
         return Cow::Owned(out);
     }
     match serde_json::from_slice::<Value>(text) {
@@ -61,15 +40,49 @@ pub(super) fn retag(text: &[u8], tid: Option<u64>, thread: u64) -> Cow<'_, [u8]>
     }
 }
 
+/// The byte-edit fast path of [`retag`], with extra edits (`(at, len,
+/// replacement)`, not overlapping the tag or the `tid`): `None` unless the
+/// tag and the `tid` each occur exactly once.
+fn retag_bytes(text: &[u8], extra: &[(usize, usize, &[u8])], tid: Option<u64>, thread: u64) -> Option<Vec<u8>> {
+    let tag = only(text, SEPARATOR_ESCAPED.as_bytes(), |_| true)?;
+    let tid_pattern = format!("\"tid\":{}", tid?);
+    let p = tid_pattern.as_bytes();
+    let at = only(text, p, |i| matches!(text.get(i + p.len()), Some(b',' | b'}')))?;
+    let tag_end = crate::format::tag::escaped_tag_end(text, tag);
+    let new_tid = format!("\"tid\":{thread}");
+    let mut edits: Vec<(usize, usize, &[u8])> = vec![(tag, tag_end, b""), (at, at + p.len(), new_tid.as_bytes())];
+    edits.extend(extra.iter().map(|&(from, len, with)| (from, from + len, with)));
+    edits.sort_by_key(|e| e.0);
+    if edits.windows(2).any(|w| w[0].1 > w[1].0) {
+        return None;
+    }
+    let mut out = Vec::with_capacity(text.len() + 32);
+    let mut cursor = 0;
+    for (from, to, with) in edits {
+        out.extend_from_slice(&text[cursor..from]);
+        out.extend_from_slice(with);
+        cursor = to;
+    }
+    out.extend_from_slice(&text[cursor..]);
+    Some(out)
+}
+
+/// The one position of `needle` in `text` that passes `keep`, or `None`
+/// when there is none or more than one.
+fn only(text: &[u8], needle: &[u8], keep: impl Fn(usize) -> bool) -> Option<usize> {
+    let mut found = memchr::memmem::find_iter(text, needle).filter(|&i| keep(i));
+    let first = found.next()?;
+    found.next().is_none().then_some(first)
+}
+
 /// A begin line as a complete event of `dur` µs, re-tagged.
 pub(super) fn complete(text: &[u8], tid: Option<u64>, thread: u64, dur: f64) -> Cow<'_, [u8]> {
     const BEGIN: &[u8] = br#""ph":"B""#;
-    if let [at] = find_all(text, BEGIN)[..] {
-        let mut out = Vec::with_capacity(text.len() + 24);
-        out.extend_from_slice(&text[..at]);
-        out.extend_from_slice(format!(r#""ph":"X","dur":{}"#, json!(dur)).as_bytes());
-        out.extend_from_slice(&text[at + BEGIN.len()..]);
-        return Cow::Owned(retag(&out, tid, thread).into_owned());
+    if let Some(at) = only(text, BEGIN, |_| true) {
+        let with = format!(r#""ph":"X","dur":{}"#, json!(dur));
+        if let Some(out) = retag_bytes(text, &[(at, BEGIN.len(), with.as_bytes())], tid, thread) {
+            return Cow::Owned(out);
+        }
     }
     match serde_json::from_slice::<Value>(text) {
         Ok(Value::Object(mut event)) => {
@@ -91,13 +104,6 @@ fn untag(event: &mut Map<String, Value>, thread: u64) {
             event.insert("cat".into(), json!(target));
         }
     }
-}
-
-fn find_all(haystack: &[u8], needle: &[u8]) -> Vec<usize> {
-    if needle.is_empty() || haystack.len() < needle.len() {
-        return Vec::new();
-    }
-    haystack.windows(needle.len()).enumerate().filter(|(_, w)| *w == needle).map(|(i, _)| i).collect()
 }
 
 /// An instant event of [`COUNTER_TARGET`](crate::format::names::COUNTER_TARGET) as a counter event.

@@ -2,7 +2,7 @@
 //! begins and ends paired per thread.
 
 use std::borrow::Cow;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -40,8 +40,33 @@ pub(super) struct Lines<'a> {
     pub(super) dropped: usize,
 }
 
+/// Files larger than this are parsed on several threads.
+const PARALLEL_BYTES: usize = 1 << 20;
+/// Most threads a parse uses.
+const MAX_THREADS: usize = 4;
+
 impl<'a> Lines<'a> {
+    /// Parses every line, on up to [`MAX_THREADS`] threads for large files
+    /// (the lines are independent; their order is kept).
     pub(super) fn parse(bytes: &'a [u8]) -> Lines<'a> {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(MAX_THREADS);
+        if bytes.len() < PARALLEL_BYTES || threads < 2 {
+            return Lines::parse_chunk(bytes);
+        }
+        let chunks = split_lines(bytes, threads);
+        let parsed: Vec<Lines<'a>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = chunks.iter().map(|&chunk| scope.spawn(move || Lines::parse_chunk(chunk))).collect();
+            handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Lines { events: Vec::new(), dropped: 0 })).collect()
+        });
+        let mut all = Lines { events: Vec::with_capacity(parsed.iter().map(|l| l.events.len()).sum()), dropped: 0 };
+        for mut part in parsed {
+            all.events.append(&mut part.events);
+            all.dropped += part.dropped;
+        }
+        all
+    }
+
+    fn parse_chunk(bytes: &'a [u8]) -> Lines<'a> {
         let mut dropped = 0usize;
         let events = bytes
             .split(|b| *b == b'\n')
@@ -71,33 +96,76 @@ impl<'a> Lines<'a> {
     }
 }
 
-/// Begins and ends paired per thread: an end closes the innermost open
-/// begin of its thread.
-#[derive(Default)]
-pub(super) struct Pairs {
-    /// The end of each paired begin.
-    pub(super) end_of: HashMap<usize, usize>,
-    /// Ends that close a begin of this file.
-    pub(super) paired_end: BTreeSet<usize>,
+/// `bytes` cut into about `n` pieces, each ending at a line break (or at
+/// the end).
+fn split_lines(bytes: &[u8], n: usize) -> Vec<&[u8]> {
+    let mut pieces = Vec::with_capacity(n);
+    let mut rest = bytes;
+    for i in (1..n).rev() {
+        let target = rest.len() / (i + 1);
+        match memchr::memchr(b'\n', &rest[target..]) {
+            Some(at) => {
+                let (piece, tail) = rest.split_at(target + at + 1);
+                pieces.push(piece);
+                rest = tail;
+            }
+            None => break,
+        }
+    }
+    pieces.push(rest);
+    pieces
 }
+
+/// Begins and ends paired per thread: an end closes the innermost open
+/// begin of its thread. Indexed by event position.
+pub(super) struct Pairs {
+    /// For each event: the end of a paired begin, or the begin of a paired
+    /// end (`NONE` otherwise).
+    other: Vec<u32>,
+}
+
+const NONE: u32 = u32::MAX;
 
 impl Pairs {
     pub(super) fn of(events: &[Parsed<'_>]) -> Pairs {
-        let mut pairs = Pairs::default();
+        let mut other = vec![NONE; events.len()];
         let mut stacks: HashMap<u64, Vec<usize>> = HashMap::new();
+        // Consecutive events mostly share a thread: keep its stack at hand.
+        let mut current: Option<(u64, Vec<usize>)> = None;
         for (i, ev) in events.iter().enumerate() {
-            match ev.line.ph.as_ref() {
-                "B" => stacks.entry(ev.thread).or_default().push(i),
-                "E" => {
-                    if let Some(begin) = stacks.get_mut(&ev.thread).and_then(Vec::pop) {
-                        pairs.end_of.insert(begin, i);
-                        pairs.paired_end.insert(i);
-                    }
+            let ph = ev.line.ph.as_ref();
+            if ph != "B" && ph != "E" {
+                continue;
+            }
+            if current.as_ref().is_none_or(|(t, _)| *t != ev.thread) {
+                if let Some((t, stack)) = current.take() {
+                    stacks.insert(t, stack);
                 }
-                _ => {}
+                current = Some((ev.thread, stacks.remove(&ev.thread).unwrap_or_default()));
+            }
+            let Some((_, stack)) = current.as_mut() else { continue };
+            if ph == "B" {
+                stack.push(i);
+            } else if let Some(begin) = stack.pop() {
+                // Files hold far fewer than u32::MAX events (the size cap).
+                other[begin] = i as u32;
+                other[i] = begin as u32;
             }
         }
-        pairs
+        Pairs { other }
+    }
+
+    /// The end paired with the begin at `begin`.
+    pub(super) fn end_of(&self, begin: usize, events: &[Parsed<'_>]) -> Option<usize> {
+        match self.other.get(begin) {
+            Some(&o) if o != NONE && o as usize > begin && events[begin].line.ph == "B" => Some(o as usize),
+            _ => None,
+        }
+    }
+
+    /// Whether the end at `end` closes a begin of this file.
+    pub(super) fn is_paired_end(&self, end: usize) -> bool {
+        matches!(self.other.get(end), Some(&o) if o != NONE && (o as usize) < end)
     }
 }
 
@@ -120,3 +188,37 @@ pub(super) fn trim(raw: &[u8]) -> &[u8] {
     text
 }
 
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pieces_end_at_line_breaks_and_cover_everything() {
+        let text = b"[\n{\"ph\":\"B\"},\n{\"ph\":\"E\"},\n{\"ph\":\"i\"}\nnot json\n";
+        for n in 1..8 {
+            let pieces = split_lines(text, n);
+            assert_eq!(pieces.concat(), text.to_vec(), "n = {n}");
+            for piece in &pieces[..pieces.len() - 1] {
+                assert_eq!(piece.last(), Some(&b'\n'), "n = {n}");
+            }
+            let lines: Vec<_> = pieces.iter().flat_map(|p| Lines::parse_chunk(p).events).map(|e| e.line.ph.into_owned()).collect();
+            assert_eq!(lines, ["B", "E", "i"], "n = {n}");
+        }
+    }
+
+    #[test]
+    fn a_large_file_parses_to_the_same_lines_in_order() {
+        let mut text = b"[\n".to_vec();
+        let mut n = 0;
+        while text.len() < 3 * PARALLEL_BYTES {
+            text.extend_from_slice(format!("{{\"ph\":\"B\",\"tid\":1,\"ts\":{n}}},\n").as_bytes());
+            text.extend_from_slice(b"garbage\n");
+            n += 1;
+        }
+        let lines = Lines::parse(&text);
+        assert_eq!(lines.events.len(), n);
+        assert_eq!(lines.dropped, n);
+        assert!(lines.events.iter().enumerate().all(|(i, e)| e.line.ts == Some(i as f64)));
+    }
+}

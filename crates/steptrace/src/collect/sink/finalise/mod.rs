@@ -30,7 +30,12 @@ use crate::hygiene::LabelScanner;
 /// Most distinct strings checked for label hygiene per file.
 const HYGIENE_CAP: usize = 4096;
 
-pub(crate) fn finalise(info: &SegmentInfo, partial: &Path, context: &SinkContext) -> Result<Option<SavedTrace>, Error> {
+pub(crate) fn finalise(
+    info: &SegmentInfo,
+    partial: &Path,
+    context: &SinkContext,
+    waits: crate::format::WriterWaits,
+) -> Result<Option<SavedTrace>, Error> {
     let write_err = |source: io::Error| Error::Write {
         path: info.final_path.clone(),
         kept: crate::error::Kept::of(partial),
@@ -51,6 +56,7 @@ pub(crate) fn finalise(info: &SegmentInfo, partial: &Path, context: &SinkContext
     let device = device::device_lines(&info.device, context.device_reason.as_deref(), &window, &mut labels);
     out.extend(device.lines.into_iter().map(Cow::Owned));
     let mut metadata = metadata(info, context, &window, clipped, lines.dropped, labels);
+    metadata.writer_waits = Some(waits);
     if let Some(backend) = &metadata.manifest.backend {
         // Viewers drop the metadata object: the backend label, with any
         // FALLBACK and its reason, goes on the host process track too.
@@ -149,6 +155,7 @@ fn metadata(
         clipped_spans: clipped as u64,
         dropped_lines: dropped_lines as u64,
         lost_events_other_sink: context.shared.lost_events(),
+        writer_waits: None,
         label_warnings: labels.into_warnings(),
         manifest,
         device_activity: None,

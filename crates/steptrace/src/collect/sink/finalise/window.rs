@@ -6,6 +6,8 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use crate::format::names::STEP_SPAN;
+
 use serde_json::json;
 
 use super::edit::{clip, counter};
@@ -29,7 +31,7 @@ impl Window {
         let mut begins: HashMap<&str, usize> = HashMap::new();
         for (i, e) in events.iter().enumerate() {
             if e.line.ph == "B" {
-                if let Some(name) = e.line.name.as_deref() {
+                if let Some(name) = e.line.name.as_deref().filter(|n| n.starts_with(STEP_SPAN)) {
                     begins.entry(name).or_insert(i);
                 }
             }
@@ -39,7 +41,7 @@ impl Window {
             .iter()
             .filter_map(|&step| {
                 let b = *begins.get(step_name(step).as_str())?;
-                Some((step, b, pairs.end_of.get(&b).copied()))
+                Some((step, b, pairs.end_of(b, events)))
             })
             .collect();
         // A step opened by the last `step()` call and closed by `finish()`
@@ -83,8 +85,9 @@ pub(super) struct Cut<'a> {
 /// what is still open at its end, and scans every kept label.
 pub(super) fn cut<'a>(events: &'a [Parsed<'a>], pairs: &Pairs, w: &Window, labels: &mut LabelScanner) -> Cut<'a> {
     let mut cut = Cut { out: Vec::with_capacity(events.len()), threads: BTreeSet::new(), clipped: 0 };
-    let mut dropped_end: BTreeSet<usize> = BTreeSet::new();
+    let mut dropped_end = vec![false; events.len()];
     let mut open: Vec<usize> = Vec::new();
+    let mut last_thread = None;
     for (i, ev) in events.iter().enumerate() {
         let ts = ev.line.ts.unwrap_or(w.start);
         let inside = ts >= w.start && ts <= w.end;
@@ -95,14 +98,15 @@ pub(super) fn cut<'a>(events: &'a [Parsed<'a>], pairs: &Pairs, w: &Window, label
             "M" if ev.line.name.as_deref() == Some(meta::PROCESS_NAME) => Some(Out::Done(ev.text.to_vec())),
             "M" => None,
             "B" => begin(events, pairs, w, i, &mut dropped_end, &mut open, &mut cut.clipped),
-            "E" => (pairs.paired_end.contains(&i) && !dropped_end.contains(&i)).then_some(raw),
+            "E" => (pairs.is_paired_end(i) && !dropped_end[i]).then_some(raw),
             "i" if is_counter() => inside.then(|| Out::Done(counter(&ev.line, ts, ev.thread))),
             _ => inside.then_some(raw),
         };
         if let Some(line) = keep {
             labels.event(ev.line.name.as_deref(), ev.line.args.as_ref());
-            if ev.line.ph != "M" {
+            if ev.line.ph != "M" && last_thread != Some(ev.thread) {
                 cut.threads.insert(ev.thread);
+                last_thread = Some(ev.thread);
             }
             cut.out.push(line);
         }
@@ -127,23 +131,23 @@ fn begin<'a>(
     pairs: &Pairs,
     w: &Window,
     i: usize,
-    dropped_end: &mut BTreeSet<usize>,
+    dropped_end: &mut [bool],
     open: &mut Vec<usize>,
     clipped: &mut usize,
 ) -> Option<Out<'a>> {
     let ev = &events[i];
     let ts = ev.line.ts.unwrap_or(w.start);
-    let end_idx = pairs.end_of.get(&i).copied();
+    let end_idx = pairs.end_of(i, events);
     let end_ts = end_idx.and_then(|e| events[e].line.ts);
     if ts > w.end || end_ts.is_some_and(|t| t < w.start) {
         if let Some(e) = end_idx {
-            dropped_end.insert(e);
+            dropped_end[e] = true;
         }
         return None;
     }
     if end_ts.is_none_or(|t| t > w.end) {
         if let Some(e) = end_idx {
-            dropped_end.insert(e);
+            dropped_end[e] = true;
         }
         open.push(i);
     }
@@ -155,7 +159,7 @@ fn begin<'a>(
         // Wholly inside: one complete event (HTA reads only those), and its
         // end is not written.
         (Some(e), Some(t)) if t <= w.end => {
-            dropped_end.insert(e);
+            dropped_end[e] = true;
             Some(Out::Complete(ev.text, ev.line.tid, ev.thread, t - ts))
         }
         _ => Some(Out::Raw(ev.text, ev.line.tid, ev.thread)),
