@@ -117,6 +117,7 @@ fn fingerprint(w: &WorkloadArgs, summary: &RunSummary, profile: &str, warmup: u6
         ("fallback", json!(summary.fallback)),
         ("fusion", cubecl_setting(&summary.backend_kind)),
         ("autotune", cubecl_setting(&summary.backend_kind)),
+        ("autotune_level", autotune_level_setting(w, &summary.backend_kind)),
         ("profile", json!(profile)),
         ("warmup", json!(warmup)),
         ("steps", json!(steps)),
@@ -201,14 +202,7 @@ fn record(summary: &RunSummary, protocol: &Protocol) -> anyhow::Result<RunRecord
     Ok(RunRecord {
         time_to_first_step_ms: summary.setup_ms + summary.first_step_ms,
         first_step_ms: summary.first_step_ms,
-        cache: if summary.cache.contains("(warm)") {
-            "warm"
-        } else if summary.cache.starts_with("not applicable") {
-            "not applicable"
-        } else {
-            "cold"
-        }
-        .into(),
+        cache: cache_word(&summary.cache).into(),
         median_ms: steptrace::analysis::median(&measured).context("no measured step")?,
         step_ms: measured,
         first_loss: summary.first_loss,
@@ -286,6 +280,31 @@ pub fn render(r: &BenchResult) -> String {
     out
 }
 
+/// `warm`, `partly warm`, `cold` or `not applicable`, from a run's cache line
+/// (`DIR (warm)`, `DIR (partly warm: ...)`, `DIR (cold: ...)`, or why it is
+/// not known, which counts as cold: nothing says it was warm).
+pub(crate) fn cache_word(cache: &str) -> &'static str {
+    if cache.contains("(warm)") {
+        "warm"
+    } else if cache.contains("(partly warm") {
+        "partly warm"
+    } else if cache.starts_with("not applicable") {
+        "not applicable"
+    } else {
+        "cold"
+    }
+}
+
+/// The `--autotune-level` asked for, on cubecl backends; without the flag,
+/// cubecl's own configuration (or its default) decides.
+fn autotune_level_setting(w: &WorkloadArgs, backend_kind: &str) -> serde_json::Value {
+    match (&w.autotune_level, backend_kind) {
+        (_, "cpu") => json!(steptrace_burn::backend::BackendKind::NOT_CUBECL),
+        (Some(level), _) => json!(value_name(level)),
+        (None, _) => json!("not set: cubecl's config or default"),
+    }
+}
+
 /// `true` for fusion and autotune on cubecl backends; "not applicable" on
 /// ndarray, which has neither.
 fn cubecl_setting(backend_kind: &str) -> serde_json::Value {
@@ -293,5 +312,20 @@ fn cubecl_setting(backend_kind: &str) -> serde_json::Value {
         json!(steptrace_burn::backend::BackendKind::NOT_CUBECL)
     } else {
         json!(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cache_word;
+
+    #[test]
+    fn cache_lines_map_to_their_state() {
+        assert_eq!(cache_word("/tmp/c (warm)"), "warm");
+        assert_eq!(cache_word("/tmp/c (partly warm: 8 of 18 kernels compiled, 3 autotune runs)"), "partly warm");
+        assert_eq!(cache_word("/tmp/c (cold: the first steps include compilation and autotune)"), "cold");
+        assert_eq!(cache_word(steptrace_burn::backend::BackendKind::NOT_CUBECL), "not applicable");
+        // Unknown is not warm.
+        assert_eq!(cache_word("not known: the run ended before step 0"), "cold");
     }
 }

@@ -85,7 +85,7 @@ pub(super) fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
                     condition: c,
                     device_activity: status,
                     first_step_ms: summary.first_step_ms,
-                    cache: cache_word(&summary.cache).into(),
+                    cache: super::cache_word(&summary.cache).into(),
                     first_loss: summary.first_loss,
                     final_loss: summary.last_loss,
                     steps: label_steps(&schedule, &pairs, warmup..warmup + steps),
@@ -210,18 +210,6 @@ fn device_status(summary: &RunSummary) -> ActivityStatus {
         },
         Ok(None) => not("the trace has no steptrace metadata".into()),
         Err(err) => not(format!("its trace could not be read: {err:#}")),
-    }
-}
-
-/// `warm`, `cold` or `not applicable`, from a run's cache line (as `bench`
-/// records it).
-fn cache_word(cache: &str) -> &'static str {
-    if cache.contains("(warm)") {
-        "warm"
-    } else if cache.starts_with("not applicable") {
-        "not applicable"
-    } else {
-        "cold"
     }
 }
 
