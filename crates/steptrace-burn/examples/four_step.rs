@@ -1,6 +1,6 @@
 //! The book's four-step example ("The four-step example as a burn program"): an MLP learns
-//! the bundled UCI digits for four steps under the schedule `wait=1,warmup=1,active=2`, so
-//! step 0 waits, step 1 warms up and steps 2 and 3 are recorded in one trace file.
+//! the bundled UCI digits for four steps under the schedule `wait=1,warmup=1,active=2,repeat=1`,
+//! so step 0 waits, step 1 warms up and steps 2 and 3 are recorded in one trace file.
 //!
 //! ```sh
 //! cargo run -p steptrace-burn --example four_step -- [--backend auto|cuda|wgpu|cpu] [--gpu] [--out DIR]
@@ -25,7 +25,7 @@ use steptrace_burn::step::{train_step, transfer};
 use steptrace_burn::{Loader, SyncPolicy};
 use steptrace_models::MlpConfig;
 
-const SCHEDULE: &str = "wait=1,warmup=1,active=2";
+const SCHEDULE: &str = "wait=1,warmup=1,active=2,repeat=1";
 const STEPS: u64 = 4;
 const BATCH: usize = 64;
 const SEED: u64 = 42;

@@ -4,6 +4,8 @@ mod args;
 mod cmd;
 mod console;
 mod convert;
+#[cfg(test)]
+mod reference;
 mod signals;
 
 use std::process::ExitCode;
