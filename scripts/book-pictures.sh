@@ -3,6 +3,9 @@
 #
 #   perfetto-cpu-trace.png  Perfetto UI on cycle 0 of
 #                           `steptrace train --backend cpu --steps 20` (run here)
+#   perfetto-wgpu-trace.png Perfetto UI on cycle 0 of
+#                           `steptrace train --backend wgpu --steps 20` (run here;
+#                           on a machine without a GPU, wgpu on lavapipe)
 #   h200-gpu-tracks.png     Perfetto UI on the committed H200 CUDA trace
 #                           (tests/fixtures/h200-cuda/)
 #   steps-cpu.svg           `steptrace report --plot` of a CPU run whose windows
@@ -64,13 +67,21 @@ cpu_trace="$(ls "$WORK"/cpu/mlp-cpu.cycle0.*.trace.json)"
   --expect main --expect-slice 'ProfilerStep#12' train.step forward backward optimizer "${VIEWER_ARGS[@]}"
 crop "$WORK/cpu.png" "$IMAGES/perfetto-cpu-trace.png" 260
 
-# 2. The committed H200 CUDA trace (CUPTI device activity).
+# 2. The same on wgpu: without a GPU, lavapipe (its first step takes seconds).
+say "steptrace train --backend wgpu --steps 20"
+(cd "$WORK" && "$STEPTRACE" train --backend wgpu --steps 20 --quiet --out wgpu >/dev/null)
+wgpu_trace="$(ls "$WORK"/wgpu/mlp-wgpu.cycle0.*.trace.json)"
+"$SCRIPT_DIR/check-viewer.sh" "$wgpu_trace" --screenshot "$WORK/wgpu.png" \
+  --expect main --expect-slice 'ProfilerStep#12' train.step sync "${VIEWER_ARGS[@]}"
+crop "$WORK/wgpu.png" "$IMAGES/perfetto-wgpu-trace.png" 260
+
+# 3. The committed H200 CUDA trace (CUPTI device activity).
 h200_trace="$(ls "$REPO_ROOT"/tests/fixtures/h200-cuda/mlp-cuda.cycle0.*.trace.json)"
 "$SCRIPT_DIR/check-viewer.sh" "$h200_trace" --screenshot "$WORK/h200.png" \
   --expect main 'GPU 0: NVIDIA H200' --expect-slice 'ProfilerStep#12' sync "${VIEWER_ARGS[@]}"
 crop "$WORK/h200.png" "$IMAGES/h200-gpu-tracks.png" 330
 
-# 3. The step-time plot of a CPU run whose windows start at step 1, so that
+# 4. The step-time plot of a CPU run whose windows start at step 1, so that
 #    the startup steps (0..7 of 40) are plotted in red beside the steady ones.
 (cd "$WORK" && "$STEPTRACE" train --backend cpu --steps 40 --quiet --out plot \
   --schedule warmup=1,active=19,repeat=2 >/dev/null)
