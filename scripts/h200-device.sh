@@ -29,6 +29,7 @@ BUDGET=${BUDGET:-500}                  # seconds for all the train runs
 S="skip_first=50,wait=6,warmup=1,active=3,repeat=60"
 BACKEND=${BACKEND:-cuda}               # cpu: a local dry run of this script
 REPO=$PWD
+. "$(dirname "$0")/h200-common.sh"
 
 pack() {
   set +e
@@ -41,40 +42,19 @@ pack() {
   ls -la "$FINAL"
 }
 
-run_train() { # NAME CAP_SECONDS ARGS...
-  local name=$1 cap=$2 rc=0 left t
+# NAME CAP_SECONDS ARGS...: steptrace ARGS under the budget (h200-common.sh).
+run_train() {
+  local name=$1 cap=$2
   shift 2
-  left=$((BUDGET - SECONDS))
-  t=$(( cap < left ? cap : left ))
-  if [ "$t" -lt 20 ]; then
-    echo "SKIPPED $name: ${left}s of the budget left" | tee -a "$R/rc.txt"
-    return 0
-  fi
-  echo "$(date -u +%T) [${SECONDS}s] start $name (timeout ${t}s): steptrace $*"
-  (cd "$R" && timeout "$t" "$B" "$@") > "$R/$name.log" 2>&1 || rc=$?
-  echo "$(date -u +%T) [${SECONDS}s] end $name rc=$rc"
-  echo "$name rc=$rc wall_end=${SECONDS}s" >> "$R/rc.txt"
-  tail -n 6 "$R/$name.log"
+  st_run_capped "$name" "$cap" "$B" "$@"
 }
 
 main() {
   trap pack EXIT
   rm -rf "$W"
   mkdir -p "$R/traces"
-  if [ -n "${STEPTRACE:-}" ]; then
-    B=$STEPTRACE                       # a local binary, for a dry run
-  else
-    gzip -dc .devbin/steptrace.gz > "$W/steptrace"
-    chmod +x "$W/steptrace"
-    B=$W/steptrace
-  fi
-
-  # CUPTI must be on the loader path (steptrace dlopens libcupti.so*).
-  local d extra=""
-  for d in /usr/local/cuda*/targets/x86_64-linux/lib /usr/local/cuda*/extras/CUPTI/lib64; do
-    if ls "$d"/libcupti.so* > /dev/null 2>&1; then extra="$extra:$d"; fi
-  done
-  export LD_LIBRARY_PATH="${extra#:}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  st_binaries "$W"                     # or $STEPTRACE, a local binary, for a dry run
+  st_cupti_path
 
   echo "== machine ($(date -u +%FT%TZ))"
   {

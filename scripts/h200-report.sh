@@ -40,6 +40,7 @@ CONV_DATASET=${CONV_DATASET:-fashion-mnist}
 TORCH_WARMUP=${TORCH_WARMUP:-20}
 TORCH_STEPS=${TORCH_STEPS:-10}         # one torch.profiler cycle of this many active steps
 REPO=$PWD
+. "$(dirname "$0")/h200-common.sh"
 
 pack() {
   set +e
@@ -55,31 +56,12 @@ pack() {
   ls -la "$FINAL"
 }
 
-left() { echo $((BUDGET - SECONDS)); }
-
-# NAME CAP_SECONDS COMMAND...: runs in $R with a timeout of the cap or what
-# is left of the budget, whichever is less; its output goes to NAME.log.
-run_capped() {
-  local name=$1 cap=$2 rc=0 t
-  shift 2
-  t=$(( cap < $(left) ? cap : $(left) ))
-  if [ "$t" -lt 20 ]; then
-    echo "SKIPPED $name: $(left)s of the budget left" | tee -a "$R/rc.txt"
-    return 0
-  fi
-  echo "$(date -u +%T) [${SECONDS}s] start $name (timeout ${t}s): $*"
-  (cd "$R" && timeout "$t" "$@") > "$R/$name.log" 2>&1 || rc=$?
-  echo "$(date -u +%T) [${SECONDS}s] end $name rc=$rc"
-  echo "$name rc=$rc wall_end=${SECONDS}s" >> "$R/rc.txt"
-  tail -n 8 "$R/$name.log"
-}
-
 # NAME CAP ARGS...: `steptrace train` with device activity, this run's own
 # trace directory and summary, then the report of its traces.
 train() {
   local name=$1 cap=$2
   shift 2
-  run_capped "$name" "$cap" "$B" train --backend "$BACKEND" --batch "${BATCH:-256}" "$@" \
+  st_run_capped "$name" "$cap" "$B" train --backend "$BACKEND" --batch "${BATCH:-256}" "$@" \
     --schedule "$SCHEDULE" --steps "$STEPS" --loss-every 0 --device-activity auto \
     --cache-dir "$CACHE" --quiet --out "traces/$name" --json "$name.json"
   report "$name"
@@ -113,7 +95,7 @@ torch_run() {
     return 0
   fi
   mkdir -p "$R/traces/$name"
-  run_capped "$name" 90 env PYTHONUNBUFFERED=1 python3 "$REPO/benches/torch_twin.py" --model "$model" \
+  st_run_capped "$name" 90 env PYTHONUNBUFFERED=1 python3 "$REPO/benches/torch_twin.py" --model "$model" \
     --dataset "$dataset" --batch 256 --device "$TORCH_DEVICE" --warmup "$TORCH_WARMUP" --steps "$TORCH_STEPS" \
     --runs 1 --profile active --trace-dir "traces/$name" --out "$name.json"
   report "$name" --batch 256
@@ -123,20 +105,8 @@ main() {
   trap pack EXIT
   rm -rf "$W"
   mkdir -p "$R/traces"
-  if [ -n "${STEPTRACE:-}" ]; then
-    B=$(readlink -f "$STEPTRACE")      # a local binary, for a dry run
-  else
-    gzip -dc .devbin/steptrace.gz > "$W/steptrace"
-    chmod +x "$W/steptrace"
-    B=$W/steptrace
-  fi
-
-  # CUPTI must be on the loader path (steptrace dlopens libcupti.so*).
-  local d extra=""
-  for d in /usr/local/cuda*/targets/x86_64-linux/lib /usr/local/cuda*/extras/CUPTI/lib64; do
-    if ls "$d"/libcupti.so* > /dev/null 2>&1; then extra="$extra:$d"; fi
-  done
-  export LD_LIBRARY_PATH="${extra#:}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  st_binaries "$W"                     # or $STEPTRACE, a local binary, for a dry run
+  st_cupti_path
 
   # torch on the same device as the train runs: skipped without torch, or
   # without CUDA where the runs are on CUDA.

@@ -185,6 +185,21 @@ fn span_cost(c: &mut Criterion) {
     drop(profiler);
 }
 
+/// `n` spans back to back on a fresh thread (tracing-chrome binds each
+/// thread to one sink).
+fn emit_on_fresh_thread(dispatch: &Dispatch, n: u64) {
+    let d = dispatch.clone();
+    std::thread::spawn(move || {
+        tracing::dispatcher::with_default(&d, || {
+            for _ in 0..n {
+                span();
+            }
+        })
+    })
+    .join()
+    .expect("emitter");
+}
+
 fn writer_throughput(c: &mut Criterion) {
     const SPANS: u64 = 100_000;
     let mut group = c.benchmark_group("sink");
@@ -201,17 +216,7 @@ fn writer_throughput(c: &mut Criterion) {
                     profiler.start();
                     profiler.step(); // past the warmup step
                 });
-                // A fresh thread: tracing-chrome binds each thread to one sink.
-                let d = dispatch.clone();
-                std::thread::spawn(move || {
-                    tracing::dispatcher::with_default(&d, || {
-                        for _ in 0..SPANS {
-                            span();
-                        }
-                    })
-                })
-                .join()
-                .expect("emitter");
+                emit_on_fresh_thread(&dispatch, SPANS);
                 tracing::dispatcher::with_default(&dispatch, || {
                     profiler.step();
                     profiler.step();
@@ -232,15 +237,7 @@ fn writer_throughput(c: &mut Criterion) {
                 let dir = tempfile::tempdir().expect("tempdir");
                 let start = Instant::now();
                 let (dispatch, guard) = chrome_alone(dir.path());
-                std::thread::spawn(move || {
-                    tracing::dispatcher::with_default(&dispatch, || {
-                        for _ in 0..SPANS {
-                            span();
-                        }
-                    })
-                })
-                .join()
-                .expect("emitter");
+                emit_on_fresh_thread(&dispatch, SPANS);
                 drop(guard); // flushes and joins the writer thread
                 total += start.elapsed();
             }

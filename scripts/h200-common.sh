@@ -1,0 +1,66 @@
+# Shared by the H200 scripts (sourced, not run): the carried release binaries,
+# CUPTI on the loader path, a budgeted runner and the machine's description.
+# The caller sets R (the results folder) and BUDGET (seconds), and uses bash's
+# SECONDS as the budget's clock.
+
+# DIR: unpacks every .devbin/*.gz into DIR (or takes $STEPTRACE, a local
+# binary, for a dry run) and sets B to the steptrace binary.
+st_binaries() {
+  local dir=$1 gz
+  mkdir -p "$dir"
+  if [ -n "${STEPTRACE:-}" ]; then
+    B=$(readlink -f "$STEPTRACE")
+    return 0
+  fi
+  for gz in .devbin/*.gz; do
+    gzip -dc "$gz" > "$dir/$(basename "$gz" .gz)"
+    chmod +x "$dir/$(basename "$gz" .gz)"
+  done
+  B=$dir/steptrace
+}
+
+# CUPTI must be on the loader path (steptrace dlopens libcupti.so*).
+st_cupti_path() {
+  local d extra=""
+  for d in /usr/local/cuda*/targets/x86_64-linux/lib /usr/local/cuda*/extras/CUPTI/lib64; do
+    if ls "$d"/libcupti.so* > /dev/null 2>&1; then extra="$extra:$d"; fi
+  done
+  export LD_LIBRARY_PATH="${extra#:}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+}
+
+st_left() { echo $((BUDGET - SECONDS)); }
+
+# NAME CAP_SECONDS COMMAND...: runs in $R with a timeout of the cap or what is
+# left of the budget, whichever is less; its output goes to NAME.log, its exit
+# status to rc.txt.
+st_run_capped() {
+  local name=$1 cap=$2 rc=0 t
+  shift 2
+  t=$(( cap < $(st_left) ? cap : $(st_left) ))
+  if [ "$t" -lt 20 ]; then
+    echo "SKIPPED $name: $(st_left)s of the budget left" | tee -a "$R/rc.txt"
+    return 0
+  fi
+  echo "$(date -u +%T) [${SECONDS}s] start $name (timeout ${t}s): $*"
+  (cd "$R" && timeout "$t" "$@") > "$R/$name.log" 2>&1 || rc=$?
+  echo "$(date -u +%T) [${SECONDS}s] end $name rc=$rc"
+  echo "$name rc=$rc wall_end=${SECONDS}s" >> "$R/rc.txt"
+  tail -n 8 "$R/$name.log"
+}
+
+# The GPU, driver, CPU, binaries and CUPTI, into $R/machine.txt.
+st_machine() {
+  {
+    echo "date: $(date -u +%FT%TZ)"
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv || echo "nvidia-smi rc=$?"
+    uname -a; nproc
+    lscpu | grep -E 'Model name|^CPU\(s\)' || true
+    sha256sum "$B" || true
+    if [ -z "${STEPTRACE:-}" ]; then sha256sum "$(dirname "$B")"/* || true; fi
+    ls -la /usr/local/cuda*/targets/x86_64-linux/lib/libcupti* 2>/dev/null || echo "no libcupti under /usr/local/cuda*/targets"
+    echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
+    "$B" --version || true
+    "$B" backends || echo "steptrace backends rc=$?"
+  } > "$R/machine.txt" 2>&1
+  head -n 4 "$R/machine.txt"
+}
