@@ -6,8 +6,9 @@ Usage: scripts/check-book-links.py BOOK_HTML_DIR
 
 Every href and src in every .html file under BOOK_HTML_DIR that is not external
 (no scheme, not protocol-relative) must name a file inside the book, and its
-#fragment, when it has one, must be an id in that file. mdbook itself only warns,
-or says nothing, about such links. Prints each broken link with the page it is on;
+#fragment, when it has one, must be an id in that file; and no page may hold an
+unexpanded mdbook directive such as `{{#include FILE}}` (what mdbook leaves when the
+file is missing). mdbook itself only warns, or says nothing, about either. Prints each broken link with the page it is on;
 exit status 1 when there is one.
 """
 
@@ -23,6 +24,12 @@ class Page(HTMLParser):
         super().__init__()
         self.ids = set()
         self.links = []
+        self.directives = []
+
+    def handle_data(self, data):
+        at = data.find("{{#")
+        if at >= 0:
+            self.directives.append(data[at:data.find("}}", at) + 2 if "}}" in data[at:] else at + 40])
 
     def handle_starttag(self, tag, attrs):
         attrs = dict(attrs)
@@ -54,6 +61,8 @@ def broken_links(root):
     broken = []
     for path, page in sorted(pages.items()):
         here = os.path.relpath(path, root)
+        for directive in page.directives:
+            broken.append(f"{here}: unexpanded mdbook directive {directive} (a missing file?)")
         for tag, link in page.links:
             parts = urlsplit(link)
             if parts.scheme or link.startswith("//"):
@@ -90,12 +99,14 @@ def self_test():
         assert broken_links(d) == [], broken_links(d)
         with open(os.path.join(d, "c.html"), "w") as f:
             f.write('<a href="missing.html">x</a><a href="a.html#nowhere">y</a>'
-                    '<img src="images/b.png"><a href="first-run.md">z</a><a href="#gone">w</a>')
+                    '<img src="images/b.png"><a href="first-run.md">z</a><a href="#gone">w</a>'
+                    '<pre><code>{{#include ../../nope.rs}}</code></pre>')
         found = broken_links(d)
-        assert len(found) == 5, found
+        assert len(found) == 6, found
+        assert any("unexpanded mdbook directive {{#include ../../nope.rs}}" in b for b in found), found
         assert any("no anchor #nowhere" in b for b in found), found
         assert any("first-run.md: no such file" in b for b in found), found
-    print("check-book-links: self-test passed (5 planted broken links found, none in a clean book)")
+    print("check-book-links: self-test passed (6 planted faults found, none in a clean book)")
 
 
 def main(argv):
