@@ -13,6 +13,7 @@
 //! The four-step chapter's program is the `four_step` example of steptrace-burn; cargo builds
 //! it in `cargo test --workspace`, next to this binary (`target/debug/examples`).
 
+mod cargo_lines;
 mod compare;
 mod parse;
 mod run;
