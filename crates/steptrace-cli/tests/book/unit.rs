@@ -99,3 +99,26 @@ fn a_mismatch_names_the_line_and_shows_both_texts() {
     let err = check("a\nb\n", "a\nc\n").unwrap_err();
     assert!(err.contains("- b") && err.contains("+ c    (actual line 2)"), "{err}");
 }
+
+#[test]
+fn the_runner_checks_exit_status_output_and_order() {
+    use super::run;
+    let scratch = tempfile::tempdir().unwrap();
+    let env = run::Env { bin: scratch.path().join("bin"), home: scratch.path().to_owned() };
+    let dir = tempfile::tempdir().unwrap();
+    let ok = "```sh\nmkdir runs\necho made > runs/a\ncat runs/a\n```\n\n```text,output\nmade\n```\n\n```sh,fails=3\nsh -c 'echo no >&2; exit 3'\n```\n\n```text,output\nno\n```\n";
+    run::chapter(&env, "ok.md", &chapter(ok).unwrap(), dir.path()).unwrap();
+    assert!(dir.path().join("runs/a").exists(), "commands run in the chapter's directory");
+
+    let cases = [
+        ("```sh\nfalse\n```\n", "exited with 1, expected 0"),
+        ("```sh,fails\ntrue\n```\n", "exited with 0, but the block is marked"),
+        ("```sh,fails=2\nexit 1\n```\n", "exited with 1, expected 2"),
+        ("```sh\necho 41 apples\n```\n\n```text,output\n12 pears\n```\n", "- 12 pears"),
+    ];
+    for (md, wanted) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let err = run::chapter(&env, "bad.md", &chapter(md).unwrap(), dir.path()).unwrap_err();
+        assert!(err.contains("bad.md, block at line 1") && err.contains(wanted), "{md}\n{err}");
+    }
+}
