@@ -240,3 +240,23 @@ mod properties {
         }
     }
 }
+
+#[test]
+fn a_window_whose_threads_waited_for_the_writer_is_flagged() {
+    let doc = |waits: u64| {
+        let (events, _) = steps();
+        json!({
+            "traceEvents": events,
+            "metadata": {"format": "steptrace-chrome-trace/1", "cycle": 0, "manifest": manifest("step"),
+                         "writer_waits": {"waits": waits, "waited_us": 2500, "cap": 65536}},
+        })
+    };
+    let build = |waits| {
+        let trace = parse_trace(&serde_json::to_vec(&doc(waits)).unwrap()).unwrap();
+        Report::build(&[("t.json".into(), trace)], &ReportOptions::default()).unwrap()
+    };
+    let flagged = build(3);
+    let warning = flagged.warnings.iter().find(|w| w.contains("trace writer")).expect("a writer warning");
+    assert!(warning.contains("2.5 ms") && warning.contains("(3 events)") && warning.contains("65536"), "{warning}");
+    assert!(!build(0).warnings.iter().any(|w| w.contains("trace writer")));
+}

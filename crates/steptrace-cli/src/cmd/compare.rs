@@ -78,7 +78,7 @@ fn expand(vary: &[String]) -> Vec<String> {
         out.push(v.clone());
         let implied: &[&str] = match v.as_str() {
             // Fusion and autotune exist only on cubecl backends: a backend brings its own.
-            "backend" => &["device", "requested_backend", "fallback", "fusion", "autotune"],
+            "backend" => &["device", "requested_backend", "fallback", "fusion", "autotune", "autotune_level"],
             "batch" => &["input_shape"],
             "model" => &["parameters", "input_shape"],
             "dataset" => &["input_shape"],

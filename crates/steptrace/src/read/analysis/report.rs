@@ -146,6 +146,16 @@ impl Report {
                 let spans = Spans::from_trace(trace);
                 let (steps, issues) = steps_of(&spans, i);
                 checks::step_warnings(path, &issues, &mut warnings);
+                if let Some(w) = st.as_ref().and_then(|s| s.metadata.as_ref()?.writer_waits).filter(|w| w.waits > 0) {
+                    warnings.push(format!(
+                        "{path}: recording threads waited {:.1} ms in all ({} events) for steptrace's trace writer, which \
+                         fell {} events behind: the steps of this window include that wait (record fewer spans: a lower \
+                         --detail, or fewer active steps)",
+                        w.waited_us as f64 / 1000.0,
+                        w.waits,
+                        w.cap
+                    ));
+                }
                 let activity = st.as_ref().and_then(|s| s.metadata.as_ref()?.device_activity.as_ref()).map(|a| a.status.clone());
                 let device = DeviceEvents::from_trace(trace);
                 Loaded { producer: producer(trace, st.as_ref()), spans, steps, activity, device }
