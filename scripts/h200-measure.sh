@@ -10,7 +10,9 @@
 #                                         ConvNet (fashion-mnist, batch 256) in that cache
 #   bash scripts/h200-measure.sh host     the criterion bench (span cost against
 #                                         tracing-chrome alone, the sink's throughput) and
-#                                         long_window's memory on this host's CPU, then
+#                                         long_window's memory on this host's CPU, for this
+#                                         build and (`-old` binaries, when carried) the one
+#                                         before, then
 #                                         `bench --profile interleaved` of the MLP at batch
 #                                         4096 (synthetic, 65,536 samples)
 #   bash scripts/h200-measure.sh big      the ConvNet at batch 4096 (synthetic), and the
@@ -73,13 +75,22 @@ main() {
     host)
       local bin
       bin=$(dirname "$B")
-      if [ -x "$bin/overhead-bench" ]; then
-        CRITERION_HOME=$R/criterion st_run_capped criterion 200 "$bin/overhead-bench" --bench 'span_|sink'
-        for n in 100000 400000; do
-          st_run_capped "long-window-$n" 60 "$bin/long_window" "$n"
-          st_run_capped "long-window-old-$n" 60 "$bin/long_window_old" "$n"
+      # This build and, where carried, the one before (same bench source): `old` first.
+      local v
+      for v in old new; do
+        local exe=$bin/overhead-bench
+        [ $v = old ] && exe=$bin/overhead-bench-old
+        if [ -x "$exe" ]; then
+          CRITERION_HOME=$R/criterion-$v st_run_capped "criterion-$v" 150 "$exe" --bench 'span_|sink'
+        fi
+      done
+      for n in 100000 400000; do
+        for v in old new; do
+          exe=$bin/long_window
+          [ $v = old ] && exe=$bin/long_window_old
+          if [ -x "$exe" ]; then st_run_capped "long-window-$v-$n" 60 "$exe" "$n"; fi
         done
-      fi
+      done
       overhead overhead-mlp-4096 /tmp/cubecl-host --model mlp --dataset synthetic --synthetic-samples 65536 --batch 4096
       ;;
     big)
