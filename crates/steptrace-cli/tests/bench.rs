@@ -94,16 +94,21 @@ fn compare_backends_runs_each_and_reports_a_missing_one_without_substituting() {
     let out = steptrace(&args, dir.path());
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}{stderr}");
+    // Each backend's whole label, above the table, and its row in the table.
+    let ran_on = |name: &str| stdout.lines().find(|l| l.starts_with(&format!("  {name:<5} "))).unwrap_or_default().to_owned();
     let row = |name: &str| stdout.lines().find(|l| l.starts_with(&format!("│ {name} "))).unwrap_or_default().to_owned();
-    assert!(row("cpu").contains("cpu ("), "{stdout}");
+    assert!(ran_on("cpu").contains("cpu (") && row("cpu").contains("┆ cpu "), "{stdout}");
     // wgpu explicitly requested: it runs on whatever adapter there is, and
     // says which (lavapipe in CI), or is reported missing.
-    let wgpu = row("wgpu");
+    let wgpu = ran_on("wgpu");
     assert!(wgpu.contains("wgpu") || wgpu.contains("not available"), "{stdout}");
+    assert!(row("wgpu").contains("┆ wgpu ") || row("wgpu").contains("┆ none "), "{stdout}");
     if !cuda_available(dir.path()) {
-        let cuda = row("cuda");
+        let cuda = ran_on("cuda");
         assert!(cuda.contains("not available"), "{stdout}");
         assert!(!cuda.contains("cpu (") && !cuda.contains("wgpu ("), "{stdout}");
+        assert!(row("cuda").contains("┆ none "), "{stdout}");
         assert!(stdout.contains("not replaced by another"), "{stdout}");
     }
+    assert!(stdout.lines().all(|l| l.chars().count() <= 100), "{stdout}");
 }

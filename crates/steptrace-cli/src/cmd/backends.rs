@@ -2,12 +2,11 @@
 
 use std::process::ExitCode;
 
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use steptrace_burn::backend::{self, BackendChoice};
 
 pub fn run() -> anyhow::Result<ExitCode> {
-    let mut table = Table::new();
-    table.load_style(UTF8_FULL_CONDENSED).set_header(["backend", "available", "device", "why not"]);
+    let mut table = crate::console::table();
+    table.set_header(["backend", "available", "device", "why not"]);
     for probe in backend::probe_all() {
         table.add_row([
             probe.kind.to_string(),
@@ -18,8 +17,8 @@ pub fn run() -> anyhow::Result<ExitCode> {
     }
     println!("{table}");
     match backend::select(BackendChoice::Auto) {
-        Ok(selection) => println!("--backend auto would use: {}", selection.label()),
-        Err(err) => println!("--backend auto would fail: {err}"),
+        Ok(selection) => crate::console::say(&format!("--backend auto would use: {}", selection.label())),
+        Err(err) => crate::console::say(&format!("--backend auto would fail: {err}")),
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -14,7 +14,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 
 use anyhow::{bail, Context};
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use serde_json::{json, Value};
 use steptrace::analysis::{Report, ReportOptions};
 use steptrace::bench::{BenchResult, Fingerprint, KernelRecord, RunRecord};
@@ -224,8 +223,8 @@ pub fn write_new(path: &Path, value: &impl serde::Serialize) -> anyhow::Result<(
 
 pub fn render(r: &BenchResult) -> String {
     let s = &r.summary;
-    let mut table = Table::new();
-    table.load_style(UTF8_FULL_CONDENSED).set_header(["", "value"]);
+    let mut table = crate::console::table();
+    table.set_header(["", "value"]);
     let stats = |x: &steptrace::bench::StatsRecord| {
         format!("median {:.3}  min {:.3}  max {:.3}  std {:.3}  IQR {:.3}", x.median, x.min, x.max, x.std, x.iqr)
     };

@@ -12,7 +12,6 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use serde::Serialize;
 use steptrace::bench::{compare, compare_kernels, BenchResult, Comparison, KernelOutcome, KernelRecord, Verdict};
 use steptrace::read::display::{block, escape, label, LABEL_CHARS};
@@ -59,7 +58,7 @@ fn benches(a: &CompareArgs, pa: &Path, pb: &Path) -> anyhow::Result<()> {
     if a.json {
         println!("{}", serde_json::to_string_pretty(&BenchComparison { timing: &c, kernels: k })?);
     } else {
-        print!("{}", block(&format!("{}{}", render(&c, &ra, &rb), kernels::render(&k))));
+        print!("{}", crate::console::fit(&block(&format!("{}{}", render(&c, &ra, &rb), kernels::render(&k)))));
     }
     Ok(())
 }
@@ -109,8 +108,8 @@ fn cell(text: &str) -> String {
 }
 
 fn render(c: &Comparison, a: &BenchResult, b: &BenchResult) -> String {
-    let mut table = Table::new();
-    table.load_style(UTF8_FULL_CONDENSED).set_header(["", "A", "B"]);
+    let mut table = crate::console::table();
+    table.set_header(["", "A", "B"]);
     for (key, (va, vb)) in &c.differences {
         table.add_row([cell(key), cell(&va.to_string()), cell(&vb.to_string())]);
     }
@@ -164,8 +163,18 @@ fn backends(a: &CompareArgs) -> anyhow::Result<ExitCode> {
         shared.ran(&name);
         results.push((name, result));
     }
-    let mut table = Table::new();
-    table.load_style(UTF8_FULL_CONDENSED).set_header([
+    // Each backend's whole label first (it can be long: a fallback says why), then the
+    // table, whose cells stay short enough to fit the console.
+    println!("ran on:");
+    for (backend, result) in &results {
+        let what = match result {
+            Ok(r) => cell(&r.backend_label),
+            Err(reason) => format!("not available: {}", label(reason, PROSE_CHARS)),
+        };
+        print!("{}", crate::console::hang(&format!("  {backend:<5} "), &block(&what)));
+    }
+    let mut table = crate::console::table();
+    table.set_header([
         "requested",
         "ran on",
         "ms/step median",
@@ -182,7 +191,7 @@ fn backends(a: &CompareArgs) -> anyhow::Result<ExitCode> {
                 let held = r.runs.iter().find_map(|run| run.held_out.clone());
                 table.add_row([
                     backend.clone(),
-                    cell(&r.backend_label),
+                    ran_on(r),
                     format!("{:.3}", s.run_medians_ms.median),
                     format!("{:.3}–{:.3}", s.run_medians_ms.min, s.run_medians_ms.max),
                     format!("{:.0}", s.samples_per_s),
@@ -191,23 +200,16 @@ fn backends(a: &CompareArgs) -> anyhow::Result<ExitCode> {
                     held.map_or("-".into(), |(n, v)| format!("{n} {v:.4}")),
                 ]);
             }
-            Err(reason) => {
-                table.add_row([
-                    backend.clone(),
-                    format!("not available: {}", label(reason, PROSE_CHARS)),
-                    "-".into(),
-                    "-".into(),
-                    "-".into(),
-                    "-".into(),
-                    "-".into(),
-                    "-".into(),
-                ]);
+            Err(_) => {
+                let mut row = vec![backend.clone(), "none".to_owned()];
+                row.extend(std::iter::repeat_n("-".to_owned(), 6));
+                table.add_row(row);
             }
         }
     }
     println!("{}", block(&table.to_string()));
     if let Some(line) = shared.describe() {
-        println!("{}", block(&line));
+        print!("{}", crate::console::fit(&format!("{}\n", block(&line))));
     }
     let ok: Vec<&BenchResult> = results.iter().filter_map(|(_, r)| r.as_ref().ok()).collect();
     if ok.is_empty() {
@@ -216,13 +218,25 @@ fn backends(a: &CompareArgs) -> anyhow::Result<ExitCode> {
     if let Some((first, rest)) = ok.split_first() {
         for other in rest {
             let c = compare(first, other, &expand(&["backend".to_owned()]), a.threshold)?;
-            println!("{} vs {}: {}", cell(&other.backend_label), cell(&first.backend_label), verdict(&c));
+            crate::console::say(&format!("{} vs {}: {}", cell(&other.backend_label), cell(&first.backend_label), verdict(&c)));
         }
     }
     if results.iter().any(|(_, r)| r.is_err()) {
         println!("a backend that is not available is reported, not replaced by another");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The backend a result ran on, short: its kind, and `FALLBACK` when it is not the one
+/// asked for (the whole label is printed above the table).
+fn ran_on(r: &BenchResult) -> String {
+    let kind = r.fingerprint.get("backend").and_then(|v| v.as_str()).unwrap_or("?");
+    let fallback = r.fingerprint.get("fallback").and_then(serde_json::Value::as_bool).unwrap_or(false);
+    if fallback {
+        format!("{kind} (FALLBACK)")
+    } else {
+        kind.to_owned()
+    }
 }
 
 /// The backends asked for, as `cuda, wgpu`.

@@ -34,7 +34,7 @@ pub fn run(a: ReportArgs) -> anyhow::Result<ExitCode> {
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print!("{}", render::render(&report, a.top));
+        print!("{}", crate::console::fit(&render::render(&report, a.top)));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use comfy_table::{presets::UTF8_FULL_CONDENSED, CellAlignment, Table};
+use comfy_table::{CellAlignment, Table};
 use steptrace::analysis::short_name;
 use steptrace::bench::{KernelComparison, KernelOutcome, KernelRecord};
 use steptrace::read::display::label;
@@ -143,8 +143,8 @@ fn by_class(o: &mut String, c: &KernelComparison) {
 }
 
 fn table(header: &[&str]) -> Table {
-    let mut t = Table::new();
-    t.load_style(UTF8_FULL_CONDENSED).set_header(header.iter().copied());
+    let mut t = crate::console::table();
+    t.set_header(header.iter().copied());
     t
 }
 

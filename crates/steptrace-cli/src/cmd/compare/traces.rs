@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use anyhow::Context;
-use comfy_table::{presets::UTF8_FULL_CONDENSED, CellAlignment, Table};
+use comfy_table::CellAlignment;
 use serde::Serialize;
 use steptrace::analysis::{Producer, Report, ReportOptions, Stats};
 use steptrace::bench::{compare_kernels, KernelOutcome, KernelRecord};
@@ -60,7 +60,7 @@ pub(super) fn run(pa: &Path, pb: &Path, json: bool) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&c)?);
     } else {
         let text = format!("{}{}", render(&c), super::kernels::render(&c.kernels));
-        print!("{}", block(&text));
+        print!("{}", crate::console::fit(&block(&text)));
     }
     Ok(())
 }
@@ -92,8 +92,8 @@ fn build(path: &Path) -> anyhow::Result<Report> {
 }
 
 fn render(c: &TraceComparison<'_>) -> String {
-    let mut t = Table::new();
-    t.load_style(UTF8_FULL_CONDENSED).set_header(["", "A", "B", "B − A"]);
+    let mut t = crate::console::table();
+    t.set_header(["", "A", "B", "B − A"]);
     let (a, b) = (&c.a, &c.b);
     let cell = |s: &str| label(s, LABEL_CHARS).into_owned();
     t.add_row(["trace".to_owned(), cell(&a.path), cell(&b.path), String::new()]);

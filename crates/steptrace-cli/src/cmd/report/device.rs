@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use comfy_table::{presets::UTF8_FULL_CONDENSED, CellAlignment, Table};
+use comfy_table::CellAlignment;
 use steptrace::analysis::{DeviceView, Report, Stats};
 use steptrace::read::display::label;
 
@@ -165,8 +165,7 @@ fn kernels(o: &mut String, d: &DeviceView) {
         "kernels       median {} per step, {} under 10 µs; top kernels by device time over {} steps:",
         k.kernels_per_step.median, k.short_per_step.median, k.steps
     );
-    let mut t = Table::new();
-    t.load_style(UTF8_FULL_CONDENSED);
+    let mut t = crate::console::table();
     t.set_header(["kernel", "calls/step", "ms/step", "mean µs", "grid", "block", "share"]);
     let dims = |d: Option<[u64; 3]>| d.map_or_else(|| "-".to_owned(), |[x, y, z]| format!("{x},{y},{z}"));
     for row in k.rows.iter().take(TOP_KERNELS) {

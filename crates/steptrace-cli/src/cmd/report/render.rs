@@ -7,7 +7,7 @@
 
 use std::fmt::Write as _;
 
-use comfy_table::{presets::UTF8_FULL_CONDENSED, CellAlignment, Table};
+use comfy_table::CellAlignment;
 use steptrace::analysis::{Report, Stats, Timing};
 use steptrace::format::Figure;
 use steptrace::read::display::{block, escape, label, LABEL_CHARS};
@@ -185,8 +185,7 @@ fn render_timing(o: &mut String, r: &Report) {
 /// The span table.
 fn render_spans(o: &mut String, r: &Report, top: usize) {
     let _ = writeln!(o, "\n== Spans (recorded wall time {} ms)", ms(r.spans.wall_ms));
-    let mut table = Table::new();
-    table.load_style(UTF8_FULL_CONDENSED);
+    let mut table = crate::console::table();
     table.set_header(["span", "calls", "threads", "total ms", "self ms", "mean ms", "busy ms", "share", "timing"]);
     for row in r.spans.rows.iter().take(top) {
         table.add_row([
