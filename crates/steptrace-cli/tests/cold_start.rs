@@ -5,7 +5,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{steptrace, text};
+use common::{flat, steptrace, text};
 use serde_json::Value;
 
 fn wgpu_available(dir: &Path) -> bool {
@@ -91,7 +91,7 @@ fn mlp_then_convnet_then_mlp_in_one_cache_dir_are_cold_partly_warm_then_warm() {
     let tune = &s["cold_start"]["first_step"]["autotune"];
     assert!(tune["runs"].as_u64().unwrap() > 0, "{tune}");
     assert_eq!(m["autotune_level"], serde_json::json!({"level": "balanced", "source": "steptrace --autotune-level"}));
-    assert!(out.contains("autotune level balanced (steptrace --autotune-level)"), "{out}");
+    assert!(flat(&out).contains("autotune level balanced (steptrace --autotune-level)"), "{out}");
 
     let (s, m, out) = train(dir.path(), 3, "mlp", "wgpu", &[]);
     assert_eq!(checked(&s, &m, &out), "warm", "{:#}", s["cold_start"]);

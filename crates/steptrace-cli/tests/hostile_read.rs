@@ -188,7 +188,8 @@ fn printing_rows() -> Vec<Row> {
             vec![file("t.json", format!(r#"[{{"ph":"X","name":"{}","ts":1,"dur":2}}]"#, "a".repeat(8 << 20)))],
             &["report", "t.json"],
             0,
-            &["… (8388608 bytes)"],
+            // The span table wraps its cells: the length may sit on the cell's next line.
+            &["…", "(8388608"],
         ),
         row(
             "an 8 MB key is cut, inspect",

@@ -7,7 +7,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{steptrace, text};
+use common::{flat, steptrace, text};
 use serde_json::Value;
 
 fn train(dir: &Path, extra: &[&str]) -> std::process::Output {
@@ -102,13 +102,13 @@ fn compare_backends_starts_every_backend_from_one_saved_state() {
     assert!(out.status.success(), "{stdout}{stderr}");
     assert!(dir.path().join("shared.mpk").is_file(), "{stdout}{stderr}");
     assert!(
-        stdout.contains("every backend started from one initial state, saved by cpu's first run to shared.mpk"),
+        flat(&stdout).contains("every backend started from one initial state, saved by cpu's first run to shared.mpk"),
         "{stdout}"
     );
-    assert!(stdout.contains("identical weights and the same data order"), "{stdout}");
+    assert!(flat(&stdout).contains("identical weights and the same data order"), "{stdout}");
     // Without --save-init, the shared record is temporary, and the output says so.
     let out = steptrace(&["compare", "--backends", "cpu,cpu", "--warmup", "1", "--steps", "2", "--runs", "1"], dir.path());
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}{stderr}");
-    assert!(stdout.contains("saved by cpu's first run into a temporary record"), "{stdout}");
+    assert!(flat(&stdout).contains("saved by cpu's first run into a temporary record"), "{stdout}");
 }

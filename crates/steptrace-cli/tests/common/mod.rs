@@ -16,6 +16,12 @@ pub fn text(out: &Output) -> (String, String) {
     (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
+/// `text` with every run of white space (a wrapped console line's break and indentation)
+/// as one space: prose assertions then hold however the console wrapped it.
+pub fn flat(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 pub fn cuda_available(dir: &std::path::Path) -> bool {
     let (stdout, _) = text(&steptrace(&["backends"], dir));
     stdout.lines().any(|l| l.contains("cuda") && l.contains("yes"))
