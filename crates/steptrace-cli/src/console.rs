@@ -15,25 +15,7 @@ pub fn wrap(text: &str) -> Vec<String> {
     if text.chars().count() <= WIDTH {
         return vec![text.to_owned()];
     }
-    let mut lines = Vec::new();
-    let mut line = String::new();
-    let mut len = 0;
-    for word in text.split(' ').filter(|w| !w.is_empty()) {
-        let n = word.chars().count();
-        if len == 0 {
-            line.push_str(word);
-            len = n;
-        } else if len + 1 + n <= WIDTH {
-            line.push(' ');
-            line.push_str(word);
-            len += 1 + n;
-        } else {
-            lines.push(std::mem::replace(&mut line, format!("{}{word}", " ".repeat(INDENT))));
-            len = INDENT + n;
-        }
-    }
-    lines.push(line);
-    lines
+    wrap_under(text, 0, false)
 }
 
 /// A table in steptrace's style whose cells wrap so that it fits [`WIDTH`].
