@@ -283,7 +283,7 @@ pub struct RunConfig {
     /// training is bit-identical ([`step::planted_upload`](crate::step::planted_upload)).
     /// Inference requests are left as they are.
     pub plant_upload: bool,
-    /// Record burn/cubecl internal spans (about 1 MB per step).
+    /// Record burn/cubecl internal spans (669,488 bytes per recorded step for the MLP on the H200: docs/benchmarks.md).
     pub internals: bool,
     /// Record device memory in use per step as a counter track.
     pub memory: bool,

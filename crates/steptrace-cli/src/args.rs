@@ -80,7 +80,7 @@ pub struct InspectArgs {
 pub enum Detail {
     /// steptrace's own spans only.
     Steps,
-    /// Also burn's and cubecl's internal spans (about 1 MB per step).
+    /// Also burn's and cubecl's internal spans (669,488 bytes of trace per recorded step for the MLP on the H200).
     Internals,
 }
 
