@@ -106,6 +106,19 @@ impl Workload {
 }
 
 /// One step of fake work with the span layout of a training step.
+/// The backend `choice` selects, or `None` (with a note) when it is wgpu and this
+/// machine has no Vulkan adapter; any other failure fails the test (CI installs lavapipe).
+pub fn select_or_skip(choice: steptrace_burn::backend::BackendChoice) -> Option<steptrace_burn::backend::Selection> {
+    match steptrace_burn::backend::select(choice) {
+        Ok(s) => Some(s),
+        Err(err) => {
+            assert_eq!(choice, steptrace_burn::backend::BackendChoice::Wgpu, "{err}");
+            eprintln!("skipping: {err}");
+            None
+        }
+    }
+}
+
 pub fn one_step(phase: Duration) {
     let _train = tracing::info_span!(target: "steptrace", "train.step").entered();
     for name in ["forward", "loss", "backward", "optimizer"] {

@@ -32,15 +32,7 @@ fn cache() -> CacheConfig {
 
 /// A small run of the MLP on the digits: every step's loss is read back.
 fn config(choice: BackendChoice, steps: u64) -> Option<RunConfig> {
-    let selection = match backend::select(choice) {
-        Ok(s) => s,
-        Err(err) => {
-            // Only wgpu may be missing (a machine without Vulkan); CI installs lavapipe.
-            assert_eq!(choice, BackendChoice::Wgpu, "{err}");
-            eprintln!("skipping: {err}");
-            return None;
-        }
-    };
+    let selection = steptrace_tests::select_or_skip(choice)?;
     let mut cfg = RunConfig::new();
     cfg.backend = BackendSetting::Selected(selection);
     cfg.steps = steps;

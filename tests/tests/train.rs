@@ -30,15 +30,7 @@ fn cache() -> CacheConfig {
 }
 
 fn train(model: ModelKind, dataset: &str, choice: BackendChoice, steps: u64, out: &Path) -> Option<(RunSummary, Vec<Trace>)> {
-    let selection = match backend::select(choice) {
-        Ok(s) => s,
-        Err(err) => {
-            // Only wgpu may be missing (a machine without Vulkan); CI installs lavapipe.
-            assert_eq!(choice, BackendChoice::Wgpu, "{err}");
-            eprintln!("skipping: {err}");
-            return None;
-        }
-    };
+    let selection = steptrace_tests::select_or_skip(choice)?;
     let mut cfg = RunConfig::new();
     cfg.model = model;
     cfg.dataset = dataset.to_owned();
