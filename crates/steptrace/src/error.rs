@@ -62,6 +62,16 @@ pub enum Error {
     /// A manifest field was given a value of the wrong type.
     #[error(transparent)]
     Manifest(#[from] crate::format::ManifestError),
+    /// A rank of a run of several cannot be profiled as asked.
+    #[error("rank {rank} of {world_size}: {why}")]
+    Rank {
+        /// The rank asked for.
+        rank: u32,
+        /// The run's number of ranks.
+        world_size: u32,
+        /// What is wrong.
+        why: String,
+    },
     /// A trace could not be read.
     #[error(transparent)]
     Read(#[from] crate::reader::ReadError),

@@ -6,10 +6,12 @@ pub(crate) mod backlog;
 pub mod device;
 pub mod gate;
 mod profiler;
+pub mod ranks;
 pub mod schedule;
 pub mod sink;
 mod threads;
 
 pub use device::{DeviceCollector, DeviceError, DeviceWindow};
 pub use profiler::{Profiler, ProfilerBuilder, ProfilerLayer};
+pub use ranks::{RankLayer, RankProfilers};
 pub use schedule::{Action, Schedule, ScheduleError};

@@ -21,7 +21,11 @@ use crate::format::names::{STEP_SPAN, TARGET};
 use crate::format::{Manifest, ManifestError};
 use crate::gate::{GateFilter, GateLayer, Shared};
 use crate::schedule::{Action, Schedule};
-use crate::sink::{chrome_layer, Linger, LINGER, DeviceOutcome, FileNames, SavedTrace, SegmentInfo, SegmentWriter, SinkContext, DEFAULT_FILE_NAME};
+use super::ranks::RankSpec;
+use crate::sink::{
+    chrome_layer, DeviceOutcome, FileNames, Linger, RankContext, SavedTrace, SegmentInfo, SegmentWriter, SinkContext,
+    DEFAULT_FILE_NAME, LINGER,
+};
 
 /// A device collector shared by the builder's clones.
 type SharedCollector = Arc<Mutex<Box<dyn DeviceCollector>>>;
@@ -62,8 +66,12 @@ pub struct ProfilerBuilder {
     manifest: Manifest,
     manifest_error: Option<ManifestError>,
     limit: Option<u64>,
-    device: Option<SharedCollector>,
+    pub(crate) device: Option<SharedCollector>,
     device_reason: Option<String>,
+    /// One collector per rank, for [`build_ranks`](Self::build_ranks).
+    pub(crate) rank_devices: Vec<SharedCollector>,
+    /// `distributedInfo.backend` of a run of several ranks.
+    pub(crate) rank_backend: Option<String>,
 }
 
 impl std::fmt::Debug for ProfilerBuilder {
@@ -135,6 +143,23 @@ impl ProfilerBuilder {
         self
     }
 
+    /// Records device activity for a run of several ranks
+    /// ([`build_ranks`](Self::build_ranks)): one collector per rank, in
+    /// rank order, each recording its rank's device.
+    pub fn rank_device_collectors(mut self, collectors: Vec<Box<dyn DeviceCollector>>) -> Self {
+        self.rank_devices = collectors.into_iter().map(|c| Arc::new(Mutex::new(c))).collect();
+        self
+    }
+
+    /// Names what connects the ranks of a run of several
+    /// ([`build_ranks`](Self::build_ranks)), as written in each file's
+    /// `distributedInfo.backend`. Default:
+    /// [`DEFAULT_RANK_BACKEND`](crate::collect::ranks::DEFAULT_RANK_BACKEND).
+    pub fn rank_backend(mut self, backend: impl Into<String>) -> Self {
+        self.rank_backend = Some(backend.into());
+        self
+    }
+
     /// Says why no device activity is recorded: every file reports the
     /// device as "not observed" with this reason.
     pub fn device_not_observed(mut self, reason: impl Into<String>) -> Self {
@@ -168,10 +193,10 @@ impl ProfilerBuilder {
     where
         S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
     {
-        let (chrome, targets, profiler) = self.parts::<S>()?;
-        let shared = profiler.shared.clone();
+        let (chrome, targets, core) = self.parts::<S>(None)?;
+        let shared = core.shared.clone();
         let layer = GateLayer::new(chrome, shared.clone(), None).with_filter(GateFilter::new(shared, targets));
-        Ok((layer, profiler))
+        Ok((layer, core.into_profiler()))
     }
 
     /// Like [`build`](Self::build), but the gate filters globally: spans it
@@ -181,15 +206,22 @@ impl ProfilerBuilder {
     where
         S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
     {
-        let (chrome, targets, profiler) = self.parts::<S>()?;
-        Ok((GateLayer::new(chrome, profiler.shared.clone(), Some(targets)), profiler))
+        let (chrome, targets, core) = self.parts::<S>(None)?;
+        Ok((GateLayer::new(chrome, core.shared.clone(), Some(targets)), core.into_profiler()))
     }
 
-    fn parts<S>(self) -> Result<(tracing_chrome::ChromeLayer<S>, Targets, Profiler)>
+    /// The layer, its targets and the profiler's core; `rank` places the
+    /// files as one rank's of a group (see [`RankProfilers`]).
+    ///
+    /// [`RankProfilers`]: crate::collect::RankProfilers
+    pub(crate) fn parts<S>(self, rank: Option<&RankSpec>) -> Result<(tracing_chrome::ChromeLayer<S>, Targets, Core)>
     where
         S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
     {
-        let names = FileNames::new(self.out_dir.clone(), &self.file_name, &self.worker, self.schedule.repeat())?;
+        let mut names = FileNames::new(self.out_dir.clone(), &self.file_name, &self.worker, self.schedule.repeat())?;
+        if let Some(spec) = rank {
+            names = names.for_rank(&spec.info, &spec.run_stamp)?;
+        }
         prepare_dir(&self.out_dir)?;
         if let Some(path) = names.fixed_path(0).filter(|p| p.exists()) {
             return Err(Error::Exists { path });
@@ -208,13 +240,21 @@ impl ProfilerBuilder {
             return Err(Error::Manifest(err));
         }
         let shared = Arc::new(Shared::new());
-        let epoch_unix_ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
+        let epoch_unix_ms = match rank {
+            Some(spec) => spec.epoch_unix_ms,
+            None => SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0),
+        };
         let (chrome, guard) = chrome_layer::<S>(self.include_args);
         // tracing-chrome's clock starts inside `build`: this is trace time 0
         // to within the few nanoseconds the call takes to return.
         let origin = Instant::now();
         shared.bind_current_thread();
+        let rank = rank.map(|spec| RankContext {
+            info: spec.info.clone(),
+            offset_us: origin.saturating_duration_since(spec.origin).as_secs_f64() * 1e6,
+        });
         let context = Arc::new(SinkContext {
+            rank,
             worker: crate::sink::sanitize_worker(&self.worker),
             schedule: self.schedule,
             targets: described.join(","),
@@ -225,7 +265,7 @@ impl ProfilerBuilder {
             shared: shared.clone(),
             linger: Linger::new(),
         });
-        let profiler = Profiler {
+        let core = Core {
             schedule: self.schedule,
             step: 0,
             action: Action::None,
@@ -236,7 +276,6 @@ impl ProfilerBuilder {
             names,
             context,
             limit: self.limit,
-            current: None,
             segment: None,
             next_segment: 1,
             device: self.device,
@@ -244,7 +283,7 @@ impl ProfilerBuilder {
             origin,
             failed_cycle: None,
         };
-        Ok((chrome, targets, profiler))
+        Ok((chrome, targets, core))
     }
 
     /// Builds with [`build_global`](Self::build_global) and installs a
@@ -306,6 +345,15 @@ const NAME_VARIANTS: u32 = 16;
 /// [`errors`](Profiler::errors) and returned by
 /// [`finish`](Profiler::finish); nothing is printed.
 pub struct Profiler {
+    core: Core,
+    /// The open `ProfilerStep#N` span, entered on the stepping thread.
+    current: Option<EnteredSpan>,
+}
+
+/// Everything a profiler holds but its entered step span: `Send`, so that
+/// a rank's profiler can be prepared on one thread and taken on the
+/// rank's own (see [`RankProfilers`](crate::collect::RankProfilers)).
+pub(crate) struct Core {
     schedule: Schedule,
     step: u64,
     action: Action,
@@ -316,7 +364,6 @@ pub struct Profiler {
     names: FileNames,
     context: Arc<SinkContext>,
     limit: Option<u64>,
-    current: Option<EnteredSpan>,
     segment: Option<Arc<Mutex<SegmentInfo>>>,
     next_segment: u64,
     device: Option<SharedCollector>,
@@ -328,12 +375,24 @@ pub struct Profiler {
     failed_cycle: Option<u64>,
 }
 
+impl Core {
+    /// The state the gate reads.
+    pub(crate) fn shared_state(&self) -> Arc<Shared> {
+        self.shared.clone()
+    }
+
+    /// The profiler that steps this core on the calling thread.
+    pub(crate) fn into_profiler(self) -> Profiler {
+        Profiler { core: self, current: None }
+    }
+}
+
 impl std::fmt::Debug for Profiler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Profiler")
-            .field("schedule", &self.schedule)
-            .field("step", &self.step)
-            .field("action", &self.action)
+            .field("schedule", &self.core.schedule)
+            .field("step", &self.core.step)
+            .field("action", &self.core.action)
             .finish_non_exhaustive()
     }
 }
@@ -353,6 +412,8 @@ impl Profiler {
             limit: None,
             device: None,
             device_reason: None,
+            rank_devices: Vec::new(),
+            rank_backend: None,
         }
     }
 
@@ -362,25 +423,25 @@ impl Profiler {
     ///
     /// [`step`]: Profiler::step
     pub fn start(&mut self) {
-        if self.started || self.finished {
+        if self.core.started || self.core.finished {
             return;
         }
-        self.started = true;
-        self.enter_step(self.schedule.action(0));
+        self.core.started = true;
+        self.enter_step(self.core.schedule.action(0));
     }
 
     /// Ends the current step and begins the next one.
     pub fn step(&mut self) {
-        if self.finished {
+        if self.core.finished {
             return;
         }
-        if !self.started {
+        if !self.core.started {
             self.start();
         }
         self.current.take();
-        let prev = self.action;
-        self.step += 1;
-        let next = self.schedule.action(self.step);
+        let prev = self.core.action;
+        self.core.step += 1;
+        let next = self.core.schedule.action(self.core.step);
         if prev.collects() && (prev == Action::RecordAndSave || !next.collects()) {
             self.close_segment(false);
         }
@@ -389,17 +450,17 @@ impl Profiler {
 
     /// The current step number (the `N` of `ProfilerStep#N`).
     pub fn step_num(&self) -> u64 {
-        self.step
+        self.core.step
     }
 
     /// The current step's action.
     pub fn action(&self) -> Action {
-        self.action
+        self.core.action
     }
 
     /// The schedule.
     pub fn schedule(&self) -> Schedule {
-        self.schedule
+        self.core.schedule
     }
 
     /// Adds or replaces a manifest field by name (a known [`Manifest`]
@@ -411,7 +472,7 @@ impl Profiler {
     /// unchanged then.
     pub fn set_manifest(&self, key: impl Into<String>, value: impl Into<Value>) -> Result<(), ManifestError> {
         let (key, value) = (key.into(), value.into());
-        match self.context.manifest.lock() {
+        match self.core.context.manifest.lock() {
             Ok(mut manifest) => manifest.set(&key, value),
             Err(_) => Ok(()),
         }
@@ -420,7 +481,7 @@ impl Profiler {
     /// Changes the manifest in place; the change appears in traces saved
     /// from now on.
     pub fn update_manifest(&self, change: impl FnOnce(&mut Manifest)) {
-        if let Ok(mut manifest) = self.context.manifest.lock() {
+        if let Ok(mut manifest) = self.core.context.manifest.lock() {
             change(&mut manifest);
         }
     }
@@ -428,12 +489,12 @@ impl Profiler {
     /// Warnings about the configuration (for example a schedule without
     /// warmup), for the caller to show.
     pub fn warnings(&self) -> Vec<String> {
-        self.schedule.warning().into_iter().map(|w| w.to_string()).collect()
+        self.core.schedule.warning().into_iter().map(|w| w.to_string()).collect()
     }
 
     /// Traces finished so far (the writer finalises them in the background).
     pub fn saved(&self) -> Vec<SavedTrace> {
-        self.context
+        self.core.context
             .results
             .lock()
             .map(|r| r.iter().filter_map(|(_, r)| r.as_ref().ok().cloned()).collect())
@@ -442,7 +503,7 @@ impl Profiler {
 
     /// Errors so far, as messages.
     pub fn errors(&self) -> Vec<String> {
-        self.context
+        self.core.context
             .results
             .lock()
             .map(|r| r.iter().filter_map(|(_, r)| r.as_ref().err().map(|e| e.to_string())).collect())
@@ -452,7 +513,7 @@ impl Profiler {
     /// Events dropped because their thread was bound to another profiler's
     /// sink (tracing-chrome binds each thread to one Chrome layer for life).
     pub fn lost_events(&self) -> u64 {
-        self.shared.lost_events()
+        self.core.shared.lost_events()
     }
 
     /// Ends profiling: closes the current step, saves a cycle cut short,
@@ -475,7 +536,7 @@ impl Profiler {
     /// reason. Call it right before [`finish`](Profiler::finish); outside a
     /// cycle it does nothing.
     pub fn cut_short(&mut self, reason: impl Into<String>) {
-        if let Some(info) = &self.segment {
+        if let Some(info) = &self.core.segment {
             if let Ok(mut info) = info.lock() {
                 info.cut_reason = Some(reason.into());
             }
@@ -487,7 +548,7 @@ impl Profiler {
     /// or why it could not be saved.
     pub fn finish_all(mut self) -> Vec<Result<SavedTrace>> {
         self.finish_inner();
-        match self.context.results.lock() {
+        match self.core.context.results.lock() {
             Ok(mut results) => {
                 let mut results = std::mem::take(&mut *results);
                 // Stable: a cycle's own outcomes keep their order.
@@ -499,72 +560,78 @@ impl Profiler {
     }
 
     fn finish_inner(&mut self) {
-        if self.finished {
+        if self.core.finished {
             return;
         }
         self.current.take();
-        if self.segment.is_some() {
+        if self.core.segment.is_some() {
             self.close_segment(true);
         }
-        self.finished = true;
-        self.context.linger.stop();
-        self.shared.finish();
+        self.core.finished = true;
+        self.core.context.linger.stop();
+        self.core.shared.finish();
         // Dropping the guard stops tracing-chrome's writer thread after it
         // has finalised every file.
-        self.guard.take();
+        self.core.guard.take();
     }
 
     fn enter_step(&mut self, action: Action) {
-        if action.collects() && self.segment.is_none() {
+        if action.collects() && self.core.segment.is_none() {
             self.open_segment();
         }
-        self.action = action;
-        self.shared.set_action(action);
+        self.core.action = action;
+        self.core.shared.set_action(action);
         if action.records() {
-            if let Some(info) = &self.segment {
+            if let Some(info) = &self.core.segment {
                 if let Ok(mut info) = info.lock() {
-                    info.steps.push(self.step);
+                    info.steps.push(self.core.step);
                 }
             }
         }
-        let span = tracing::info_span!(target: TARGET, STEP_SPAN, step = self.step);
+        let span = tracing::info_span!(target: TARGET, STEP_SPAN, step = self.core.step);
         self.current = Some(span.entered());
         if action.collects() {
-            if let Some(guard) = &self.guard {
-                self.context.linger.request(LINGER);
+            if let Some(guard) = &self.core.guard {
+                self.core.context.linger.request(LINGER);
                 guard.flush();
             }
         }
     }
 
     fn open_segment(&mut self) {
-        let cycle = self.schedule.cycle_of(self.step).unwrap_or(0);
-        if self.failed_cycle == Some(cycle) {
+        let cycle = self.core.schedule.cycle_of(self.core.step).unwrap_or(0);
+        if self.core.failed_cycle == Some(cycle) {
             // Its file could not be created: said once, not at every step.
             return;
         }
-        let first = self.names.final_path(cycle);
-        let mut created = self.create_segment(cycle, first.clone());
+        let first = self.core.names.final_path(cycle);
+        // A rank's files sit in the cycle's folder, made by the first rank there.
+        let mut created = match first.parent().filter(|dir| !dir.as_os_str().is_empty() && !dir.is_dir()) {
+            Some(dir) => fs::create_dir_all(dir)
+                .map_err(|source| Error::OutDir { path: dir.to_path_buf(), what: "cannot create the cycle's folder", source }),
+            None => Ok(()),
+        }
+        .and_then(|()| self.create_segment(cycle, first.clone()));
         // A name taken by a concurrent run of the same worker in the same
         // millisecond: try a few others rather than lose the cycle.
         for n in 1..=NAME_VARIANTS {
             let Err(Error::Exists { .. }) = &created else { break };
-            let Some(path) = self.names.variant(&first, n) else { break };
+            let Some(path) = self.core.names.variant(&first, n) else { break };
             created = self.create_segment(cycle, path);
         }
         match created {
             Ok((writer, info)) => {
-                if let Some(guard) = &self.guard {
+                if let Some(guard) = &self.core.guard {
                     guard.start_new(Some(Box::new(writer)));
                 }
-                self.shared.set_segment(self.next_segment);
-                self.next_segment += 1;
-                self.segment = Some(info);
+                self.core.shared.set_segment(self.core.next_segment);
+                self.core.next_segment += 1;
+                self.core.segment = Some(info);
                 self.open_device();
             }
             Err(err) => {
-                self.failed_cycle = Some(cycle);
-                self.context.push_result(cycle, Err(err));
+                self.core.failed_cycle = Some(cycle);
+                self.core.context.push_result(cycle, Err(err));
             }
         }
     }
@@ -579,29 +646,29 @@ impl Profiler {
             cut_reason: None,
             device: DeviceOutcome::NotCollected,
         }));
-        Ok((SegmentWriter::create(info.clone(), self.context.clone(), self.limit)?, info))
+        Ok((SegmentWriter::create(info.clone(), self.core.context.clone(), self.core.limit)?, info))
     }
 
     /// Starts the device collector for the cycle that opens.
     fn open_device(&mut self) {
-        self.device_error = None;
-        if let Some(device) = &self.device {
+        self.core.device_error = None;
+        if let Some(device) = &self.core.device {
             let result = match device.lock() {
                 Ok(mut collector) => collector.open().map_err(|e| e.to_string()),
                 Err(_) => Err("the device collector's lock was poisoned".to_owned()),
             };
-            self.device_error = result.err();
+            self.core.device_error = result.err();
         }
     }
 
     /// Stops the device collector: what it recorded, or why nothing was.
     fn close_device(&mut self) -> DeviceOutcome {
-        let Some(device) = &self.device else { return DeviceOutcome::NotCollected };
-        if let Some(err) = self.device_error.take() {
+        let Some(device) = &self.core.device else { return DeviceOutcome::NotCollected };
+        if let Some(err) = self.core.device_error.take() {
             return DeviceOutcome::Failed(format!("the device tracer did not start: {err}"));
         }
         match device.lock() {
-            Ok(mut collector) => match collector.close(self.origin) {
+            Ok(mut collector) => match collector.close(self.core.origin) {
                 Ok(window) => DeviceOutcome::Window(Box::new(window)),
                 Err(err) => DeviceOutcome::Failed(format!("the device tracer failed at the window's end: {err}")),
             },
@@ -610,15 +677,15 @@ impl Profiler {
     }
 
     fn close_segment(&mut self, by_finish: bool) {
-        self.context.linger.stop();
-        self.shared.set_segment(0);
-        if let Some(info) = self.segment.take() {
+        self.core.context.linger.stop();
+        self.core.shared.set_segment(0);
+        if let Some(info) = self.core.segment.take() {
             let device = self.close_device();
             if let Ok(mut info) = info.lock() {
                 info.ended_by_finish = by_finish;
                 info.device = device;
             }
-            if let Some(guard) = &self.guard {
+            if let Some(guard) = &self.core.guard {
                 guard.start_new(Some(Box::new(io::sink())));
             }
         }

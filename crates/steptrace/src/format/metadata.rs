@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::device::DeviceActivity;
+use super::distributed::DistributedInfo;
 use super::manifest::Manifest;
 use super::version::{check_version, FormatVersion, VersionError};
 
@@ -27,6 +28,10 @@ pub struct TraceMetadata {
     /// The process's name in file names and traces.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub worker: Option<String>,
+    /// The rank the file belongs to, in a run of several (also written
+    /// as the file's top-level `distributedInfo`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub distributed: Option<DistributedInfo>,
     /// The schedule cycle the file covers, from 0.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cycle: Option<u64>,
@@ -204,15 +209,21 @@ impl WindowUs {
 pub struct ClockInfo {
     /// Always `us`.
     pub ts_unit: String,
-    /// Unix time (ms) of trace time 0: cycles of one run share it.
+    /// Unix time (ms) of the run's time 0: cycles of one run, and the
+    /// ranks of one process, share it.
     pub epoch_unix_ms: u64,
+    /// µs from the run's time 0 to this file's trace time 0, where ranks
+    /// of one process share `epoch_unix_ms` (each rank's clock starts
+    /// when its layer is built): add it to a `ts` to compare ranks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offset_us: Option<f64>,
 }
 
 impl ClockInfo {
     /// A µs clock from `epoch_unix_ms`.
     #[must_use]
     pub fn us_since(epoch_unix_ms: u64) -> ClockInfo {
-        ClockInfo { ts_unit: "us".into(), epoch_unix_ms }
+        ClockInfo { ts_unit: "us".into(), epoch_unix_ms, offset_us: None }
     }
 }
 
@@ -234,6 +245,9 @@ pub struct SegmentHeader {
     pub schedule: String,
     /// Unix time (ms) of trace time 0.
     pub epoch_unix_ms: u64,
+    /// The rank, in a run of several.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub distributed: Option<DistributedInfo>,
     /// The steptrace version.
     pub steptrace_version: String,
     /// How the run was made (as known when the cycle opened).
@@ -312,6 +326,12 @@ impl Steptrace {
     #[must_use]
     pub fn cycle(&self) -> Option<u64> {
         self.metadata.as_ref().and_then(|m| m.cycle).or(self.header.as_ref().map(|h| h.cycle))
+    }
+
+    /// The rank, in a run of several.
+    #[must_use]
+    pub fn distributed(&self) -> Option<&DistributedInfo> {
+        self.metadata.as_ref().and_then(|m| m.distributed.as_ref()).or(self.header.as_ref().and_then(|h| h.distributed.as_ref()))
     }
 
     /// Unix time (ms) of trace time 0.

@@ -26,6 +26,8 @@
 //!   thread ids through tracing-chrome.
 //! - [`StartupInfo`] holds the startup figures, with the cold start itemised
 //!   ([`ColdStart`]; an absent figure is a [`Figure`] with its reason).
+//! - [`DistributedInfo`] places a file in a run of several ranks; it heads
+//!   the file as torch.profiler's `distributedInfo`.
 //! - [`device`] holds the device-side vocabulary (kernels, copies, launches,
 //!   streams, flows), shared with torch.profiler's Kineto traces.
 //!
@@ -35,12 +37,14 @@
 
 mod cold_start;
 pub mod device;
+mod distributed;
 mod manifest;
 mod metadata;
 pub mod names;
 pub mod tag;
 mod version;
 
+pub use distributed::{DistributedInfo, DISTRIBUTED_INFO};
 pub use cold_start::{AutotuneItems, CacheUse, ColdStart, CompileItems, Figure, StartupPhase};
 pub use manifest::{Manifest, ManifestError, StartupInfo};
 pub use metadata::{ClockInfo, MetadataError, ScheduleInfo, SegmentHeader, StepRange, Steptrace, TraceMetadata, WindowUs, WriterWaits};

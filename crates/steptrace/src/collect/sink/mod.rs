@@ -56,10 +56,10 @@ mod segment;
 pub(crate) use chrome::chrome_layer;
 pub(crate) use linger::{Linger, LINGER};
 pub use crate::format::names::COUNTER_TARGET;
-pub use names::DEFAULT_FILE_NAME;
+pub use names::{DEFAULT_FILE_NAME, RANK_FILE_NAME};
 pub(crate) use names::FileNames;
-pub(crate) use names::sanitize as sanitize_worker;
-pub(crate) use segment::{DeviceOutcome, SegmentInfo, SegmentWriter, SinkContext};
+pub(crate) use names::{sanitize as sanitize_worker, utc_stamp};
+pub(crate) use segment::{DeviceOutcome, RankContext, SegmentInfo, SegmentWriter, SinkContext};
 
 use std::path::PathBuf;
 

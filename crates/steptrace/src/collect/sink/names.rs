@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
+use crate::format::DistributedInfo;
 
 /// The default file-name template.
 ///
@@ -12,12 +13,23 @@ use crate::error::{Error, Result};
 /// the process id.
 pub const DEFAULT_FILE_NAME: &str = "{worker}.cycle{cycle}.{time}.trace.json";
 
+/// The default file-name template of a rank's files (see
+/// [`RankProfilers`](crate::collect::RankProfilers)): [`DEFAULT_FILE_NAME`]
+/// with `{rank}` (from 0) and `{world_size}`. A rank's files sit in one
+/// folder per cycle, `{worker}.{run time}.cycle{cycle}`, shared by every
+/// rank: Holistic Trace Analysis reads one folder per run, one file per
+/// rank.
+pub const RANK_FILE_NAME: &str = "{worker}.rank{rank}-of-{world_size}.cycle{cycle}.{time}.trace.json";
+
 /// Expands the file-name template for each cycle.
 #[derive(Clone, Debug)]
 pub(crate) struct FileNames {
     dir: PathBuf,
     template: String,
     worker: String,
+    /// For a rank's files: the rank, and the run's time stamp that names
+    /// the cycle folders.
+    rank: Option<(u32, u32, String)>,
 }
 
 impl FileNames {
@@ -32,7 +44,24 @@ impl FileNames {
         if !template.ends_with(".json") {
             return Err(bad("it must end with .json"));
         }
-        Ok(FileNames { dir, template: template.to_owned(), worker: sanitize(worker) })
+        Ok(FileNames { dir, template: template.to_owned(), worker: sanitize(worker), rank: None })
+    }
+
+    /// The same names for one rank of a run started at `run_stamp`: the
+    /// default template becomes [`RANK_FILE_NAME`]; another must hold
+    /// `{rank}`, or the ranks' files would take each other's names.
+    pub(crate) fn for_rank(mut self, info: &DistributedInfo, run_stamp: &str) -> Result<FileNames> {
+        if self.template == DEFAULT_FILE_NAME {
+            RANK_FILE_NAME.clone_into(&mut self.template);
+        }
+        if !self.template.contains("{rank}") {
+            return Err(Error::Template {
+                template: self.template,
+                reason: "a run of several ranks needs {rank} in the name, or the ranks would share one file",
+            });
+        }
+        self.rank = Some((info.rank, info.world_size, sanitize(run_stamp)));
+        Ok(self)
     }
 
     /// The final path for a cycle opened now.
@@ -43,7 +72,13 @@ impl FileNames {
             .replace("{cycle}", &cycle.to_string())
             .replace("{pid}", &std::process::id().to_string())
             .replace("{time}", &utc_stamp(SystemTime::now()));
-        self.dir.join(name)
+        match &self.rank {
+            Some((rank, world, run)) => {
+                let name = name.replace("{rank}", &rank.to_string()).replace("{world_size}", &world.to_string());
+                self.dir.join(format!("{}.{run}.cycle{cycle}", self.worker)).join(name)
+            }
+            None => self.dir.join(name),
+        }
     }
 
     /// Another name for the same cycle when `final_path`'s is taken by a
@@ -143,6 +178,20 @@ mod tests {
         assert_eq!(plain.variant(Path::new("t/w.x.json"), 1).unwrap(), Path::new("t/w.x-1.json"));
         let fixed = FileNames::new(PathBuf::from("t"), "{worker}.{cycle}.trace.json", "w", 0).unwrap();
         assert!(fixed.variant(Path::new("t/w.0.trace.json"), 1).is_none());
+    }
+
+    #[test]
+    fn a_ranks_files_sit_in_the_cycles_folder_and_need_the_rank() {
+        let info = DistributedInfo::new("threads", 1, 2);
+        let names = FileNames::new(PathBuf::from("t"), DEFAULT_FILE_NAME, "ddp", 0).unwrap().for_rank(&info, "R").unwrap();
+        let path = names.final_path(3);
+        assert_eq!(path.parent().unwrap(), Path::new("t/ddp.R.cycle3"));
+        let name = path.file_name().unwrap().to_str().unwrap();
+        assert!(name.starts_with("ddp.rank1-of-2.cycle3.") && name.ends_with(".trace.json"), "{name}");
+        let custom = FileNames::new(PathBuf::from("t"), "{worker}.{cycle}.json", "w", 0).unwrap();
+        assert!(matches!(custom.for_rank(&info, "R"), Err(Error::Template { .. })));
+        let ranked = FileNames::new(PathBuf::from("t"), "r{rank}.json", "w", 1).unwrap().for_rank(&info, "R").unwrap();
+        assert_eq!(ranked.final_path(0), PathBuf::from("t/w.R.cycle0/r1.json"));
     }
 
     #[test]

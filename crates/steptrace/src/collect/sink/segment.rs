@@ -19,6 +19,8 @@ use crate::schedule::Schedule;
 #[derive(Debug)]
 pub(crate) struct SinkContext {
     pub(crate) worker: String,
+    /// The rank whose files these are, in a run of several.
+    pub(crate) rank: Option<RankContext>,
     pub(crate) schedule: Schedule,
     pub(crate) targets: String,
     /// Unix time (ms) of trace time 0.
@@ -46,6 +48,26 @@ impl SinkContext {
 
     pub(crate) fn manifest(&self) -> Manifest {
         self.manifest.lock().map(|m| m.clone()).unwrap_or_default()
+    }
+}
+
+/// Where a rank's files sit in its run.
+#[derive(Debug)]
+pub(crate) struct RankContext {
+    /// Written as `distributedInfo` and in the metadata.
+    pub(crate) info: crate::format::DistributedInfo,
+    /// µs from the run's time 0 to this rank's trace time 0.
+    pub(crate) offset_us: f64,
+}
+
+impl SinkContext {
+    /// The name of the host process track: `steptrace: WORKER`, with the
+    /// rank in a run of several.
+    pub(crate) fn process_name(&self) -> String {
+        match &self.rank {
+            Some(rank) => format!("steptrace: {} ({})", self.worker, rank.info.describe()),
+            None => format!("steptrace: {}", self.worker),
+        }
     }
 }
 
@@ -156,7 +178,7 @@ impl SegmentWriter {
 fn header_lines(context: &SinkContext, cycle: u64) -> Vec<u8> {
     let process = json!({
         "ph": "M", "pid": 1, "tid": 0, "name": meta::PROCESS_NAME,
-        "args": { "name": format!("steptrace: {}", context.worker) },
+        "args": { "name": context.process_name() },
     });
     let header = SegmentHeader {
         format: Some(FormatVersion::CURRENT.to_string()),
@@ -164,6 +186,7 @@ fn header_lines(context: &SinkContext, cycle: u64) -> Vec<u8> {
         cycle,
         schedule: context.schedule.to_string(),
         epoch_unix_ms: context.epoch_unix_ms as u64,
+        distributed: context.rank.as_ref().map(|r| r.info.clone()),
         steptrace_version: env!("CARGO_PKG_VERSION").to_owned(),
         manifest: context.manifest(),
     };

@@ -67,7 +67,8 @@ pub(crate) fn finalise(
 
     // Only a name this process created is ever removed.
     let (tmp, file) = write::create_exclusive(&info.final_path).map_err(write_err)?;
-    let written = write::write_final(file, &out, &metadata, &device.properties).map_err(|e| {
+    let head = context.rank.as_ref().map(|r| r.info.file_head());
+    let written = write::write_final(file, head.as_deref(), &out, &metadata, &device.properties).map_err(|e| {
         let _ = fs::remove_file(&tmp);
         write_err(e)
     })?;
@@ -140,6 +141,7 @@ fn metadata(
         host_os: Some(std::env::consts::OS.to_owned()),
         host_arch: Some(std::env::consts::ARCH.to_owned()),
         worker: Some(context.worker.clone()),
+        distributed: context.rank.as_ref().map(|r| r.info.clone()),
         cycle: Some(info.cycle),
         schedule: Some(schedule),
         expected_steps: info.steps.first().map(|&first| StepRange::new(first, active)).unwrap_or_default(),
@@ -150,7 +152,10 @@ fn metadata(
         steps,
         partial,
         window_us: Some(WindowUs::new(window.start, window.end)),
-        clock: Some(ClockInfo::us_since(context.epoch_unix_ms as u64)),
+        clock: Some(ClockInfo {
+            offset_us: context.rank.as_ref().map(|r| r.offset_us),
+            ..ClockInfo::us_since(context.epoch_unix_ms as u64)
+        }),
         targets: Some(context.targets.clone()),
         clipped_spans: clipped as u64,
         dropped_lines: dropped_lines as u64,

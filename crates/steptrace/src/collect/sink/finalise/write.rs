@@ -33,15 +33,23 @@ pub(super) fn create_exclusive(final_path: &Path) -> io::Result<(PathBuf, File)>
     Err(last.unwrap_or_else(|| io::Error::new(io::ErrorKind::AlreadyExists, "no free temporary name")))
 }
 
-/// Writes the final file into `file` (created by [`create_exclusive`]).
+/// Writes the final file into `file` (created by [`create_exclusive`]),
+/// opened by `head` (a rank's `distributedInfo`) when given.
 pub(super) fn write_final(
     file: File,
+    head: Option<&str>,
     events: &[Cow<'_, [u8]>],
     metadata: &TraceMetadata,
     devices: &[DeviceProperties],
 ) -> io::Result<u64> {
     let mut out = io::BufWriter::with_capacity(1 << 16, file);
-    out.write_all(b"{\"traceEvents\":[\n")?;
+    match head {
+        Some(head) => {
+            out.write_all(head.as_bytes())?;
+            out.write_all(b"\"traceEvents\":[\n")?;
+        }
+        None => out.write_all(b"{\"traceEvents\":[\n")?,
+    }
     for (i, event) in events.iter().enumerate() {
         if i > 0 {
             out.write_all(b",\n")?;
