@@ -35,6 +35,10 @@ pub const OPTIMIZER: &str = "optimizer";
 pub const SYNC: &str = "sync";
 /// Reading the loss back to the host, which waits for the device.
 pub const LOSS_READ: &str = "loss.read";
+/// A rank inside a collective (the all-reduce of gradients): waiting for
+/// the other ranks, then exchanging. The report reads every name
+/// [`is_collective`] accepts the same way.
+pub const ALL_REDUCE: &str = "collective.all_reduce";
 /// Inference mode: loading the model and moving it to eval mode.
 pub const MODEL_LOAD: &str = "model.load";
 /// Inference mode: one request (a forward pass on one batch).
@@ -65,6 +69,7 @@ pub const SPANS: &[NameInfo] = &[
     NameInfo { name: OPTIMIZER, meaning: "the optimizer update" },
     NameInfo { name: SYNC, meaning: "the host waiting for the device to finish the work queued so far" },
     NameInfo { name: LOSS_READ, meaning: "reading the loss back to the host (waits for the device)" },
+    NameInfo { name: ALL_REDUCE, meaning: "a rank in the gradients' all-reduce: waiting for the other ranks, then exchanging" },
     NameInfo { name: MODEL_LOAD, meaning: "inference: loading the model (before step 0)" },
     NameInfo { name: INFER_REQUEST, meaning: "inference: one request" },
 ];
@@ -157,6 +162,20 @@ pub fn is_wait(name: &str) -> bool {
     name == SYNC || name == LOSS_READ || name.ends_with("Synchronize")
 }
 
+/// Names the report reads as a rank in a collective: steptrace's
+/// `collective.*`, NCCL's calls and kernels (`nccl…`, `ncclDevKernel_…`),
+/// torch's `c10d::…` and `record_param_comms`, and any name holding
+/// `all_reduce`, `allreduce` or `all-reduce` (any case).
+#[must_use]
+pub fn is_collective(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    lower.starts_with("collective")
+        || lower.starts_with("nccl")
+        || lower.starts_with("c10d::")
+        || lower == "record_param_comms"
+        || ["all_reduce", "allreduce", "all-reduce"].iter().any(|k| lower.contains(k))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -177,6 +196,8 @@ mod tests {
         assert_eq!(step_number("ProfilerStep#x"), None);
         assert_eq!(step_number("ProfilerStep3"), None);
         assert!(is_wait("cudaDeviceSynchronize") && is_wait(SYNC) && !is_wait(FORWARD));
+        assert!(is_collective(ALL_REDUCE) && is_collective("nccl:all_reduce") && is_collective("ncclDevKernel_AllReduce_Sum_f32_RING_LL"));
+        assert!(is_collective("c10d::allreduce_") && is_collective("record_param_comms") && !is_collective(BACKWARD));
         assert!(is_input(DATA_WAIT) && is_input("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"));
     }
 }

@@ -97,6 +97,12 @@ pub enum ReportError {
         /// The first file.
         first: String,
     },
+    /// Among files of several ranks, one says no rank.
+    #[error("{path} says no rank (no distributedInfo), unlike the other files: report the ranks of one run together")]
+    NoRank {
+        /// The file.
+        path: String,
+    },
     /// A file's steptrace metadata does not read.
     #[error("{path}: {source}")]
     Metadata {

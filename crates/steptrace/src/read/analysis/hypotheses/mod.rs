@@ -132,7 +132,7 @@ const CONFIRM: &str = "confirm any gain outside the profiler: `steptrace bench` 
                        then `steptrace compare A.json B.json --vary <what changed>`";
 
 /// A duration in ms, at a readable precision.
-fn ms(v: f64) -> String {
+pub(crate) fn ms(v: f64) -> String {
     if v >= 100.0 {
         format!("{v:.0} ms")
     } else if v >= 1.0 {

@@ -1,0 +1,383 @@
+//! A run of several ranks, read together: each rank's own [`Report`], and
+//! the ranks compared step by step.
+//!
+//! Each file says its rank in `distributedInfo` (steptrace's rank files
+//! and torch.profiler's distributed traces alike). For every step that
+//! all ranks recorded in their steady state, each rank's figures are:
+//!
+//! - **step**: its `ProfilerStep#N` wall time;
+//! - **collective**: the time its threads spent in collectives (spans
+//!   [`is_collective`](crate::format::names::is_collective) accepts) inside
+//!   the step: mostly waiting for the other ranks; "not observed" (never
+//!   zero) when the rank has no such span;
+//! - **work**: step less collective, what the rank itself needed. In a
+//!   synchronised step every rank's step time comes out alike, since the
+//!   fast ranks wait in the collective for the slow one: the step time
+//!   cannot tell the slow rank, its work can;
+//! - **device busy**: the union of its device's kernels and copies, when
+//!   the trace holds device activity.
+//!
+//! The slowest rank of a step is the one with the most work; its **lag**
+//! is its work less the median work of the other ranks. A rank that is
+//! the slowest in at least half the steps, by a lag of at least
+//! [`STRAGGLER_MIN_SHARE`] of the median step, is reported as a straggler,
+//! with a hypothesis and the next experiment.
+//!
+//! Per-rank traces show each rank's host and device and where the ranks
+//! wait for each other. They do not show the link between devices (NVLink,
+//! PCIe, the network between nodes): a collective's time is waiting and
+//! transfer together.
+
+mod straggler;
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::hypotheses::Hypothesis;
+use super::spans::{union_length, Spans};
+use super::stats::Stats;
+use super::{Report, ReportError, ReportOptions};
+use crate::format::names::{is_collective, is_input};
+use crate::format::DistributedInfo;
+use crate::reader::Trace;
+
+pub use straggler::{Straggler, STRAGGLER_MIN_SHARE};
+
+/// The ranks of one run, compared. See the [module docs](self).
+#[derive(Clone, Debug, Serialize)]
+pub struct RankReport {
+    /// How many ranks the run had (from `distributedInfo`).
+    pub world_size: u32,
+    /// What connected them, as the files say.
+    pub backend: Option<String>,
+    /// Each rank's figures, in rank order.
+    pub ranks: Vec<RankSummary>,
+    /// Each compared step, in order.
+    pub steps: Vec<RankStep>,
+    /// Whether the steps compared are steady ones (else every common step
+    /// is compared, startup included, and a note says so).
+    pub steady_only: bool,
+    /// Whether every rank's steps hold collective spans; if not, why the
+    /// waiting is not observed.
+    pub collective_not_observed: Option<String>,
+    /// The persistently slowest rank, when there is one.
+    pub straggler: Option<Straggler>,
+    /// Possibilities, each with evidence and a next experiment.
+    pub hypotheses: Vec<Hypothesis>,
+    /// What is wrong with the input.
+    pub warnings: Vec<String>,
+    /// Other remarks.
+    pub notes: Vec<String>,
+    /// Each rank's own report, in rank order.
+    pub reports: Vec<Report>,
+}
+
+/// One rank's figures over the compared steps.
+#[derive(Clone, Debug, Serialize)]
+pub struct RankSummary {
+    /// The rank.
+    pub rank: u32,
+    /// Its files.
+    pub files: Vec<String>,
+    /// Step time, ms.
+    pub step_ms: Option<Stats>,
+    /// Step less collective, ms.
+    pub work_ms: Option<Stats>,
+    /// In collectives, ms per step; `None`: not observed.
+    pub collective_ms: Option<Stats>,
+    /// The step thread reading input, ms per step; `None`: not observed.
+    pub input_ms: Option<Stats>,
+    /// Its device busy, ms per step; `None`: not observed.
+    pub device_busy_ms: Option<Stats>,
+    /// Why the device is not observed, when it is not.
+    pub device_not_observed: Option<String>,
+    /// Steps in which it was the slowest.
+    pub slowest_steps: usize,
+}
+
+/// One step, across the ranks.
+#[derive(Clone, Debug, Serialize)]
+pub struct RankStep {
+    /// `N` of `ProfilerStep#N`.
+    pub step: u64,
+    /// Each rank, in rank order.
+    pub ranks: Vec<RankCell>,
+    /// The rank with the most work.
+    pub slowest: u32,
+    /// Its work less the median work of the other ranks, ms.
+    pub lag_ms: f64,
+}
+
+/// One rank in one step.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RankCell {
+    /// The rank.
+    pub rank: u32,
+    /// Step wall time, ms.
+    pub step_ms: f64,
+    /// Step less collective, ms.
+    pub work_ms: f64,
+    /// In collectives, ms; `None`: not observed.
+    pub collective_ms: Option<f64>,
+    /// The step thread reading input, ms; `None`: not observed.
+    pub input_ms: Option<f64>,
+    /// Device busy, ms; `None`: not observed.
+    pub device_busy_ms: Option<f64>,
+}
+
+/// The rank a trace belongs to: its `distributedInfo`, else steptrace's
+/// metadata, else a `rank<N>` in its file name (world size unknown, 0).
+#[must_use]
+pub fn rank_of(path: &str, trace: &Trace) -> Option<DistributedInfo> {
+    DistributedInfo::from_top_level(&trace.metadata)
+        .or_else(|| trace.steptrace().ok().flatten().and_then(|s| s.distributed().cloned()))
+        .or_else(|| rank_in_name(path).map(|rank| DistributedInfo::new("", rank, 0)))
+}
+
+/// `N` of the first `rank<N>` (or `rank_<N>`, `rank-<N>`) in the file name.
+fn rank_in_name(path: &str) -> Option<u32> {
+    let name = path.rsplit(['/', '\\']).next()?.to_ascii_lowercase();
+    name.match_indices("rank").find_map(|(at, _)| {
+        let rest = name[at + 4..].trim_start_matches(['_', '-']);
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse().ok()
+    })
+}
+
+impl RankReport {
+    /// Whether `files` hold more than one rank: then they are reported
+    /// with [`RankReport::build`] rather than [`Report::build`].
+    #[must_use]
+    pub fn applies(files: &[(String, Trace)]) -> bool {
+        let mut ranks = files.iter().filter_map(|(p, t)| rank_of(p, t)).map(|i| i.rank);
+        ranks.next().is_some_and(|first| ranks.any(|r| r != first))
+    }
+
+    /// Reports each rank's files, then compares the ranks.
+    ///
+    /// # Errors
+    ///
+    /// When no file is given, a file says no rank while others do, or a
+    /// rank's files fail [`Report::build`] (different runs, unreadable
+    /// metadata).
+    pub fn build(files: &[(String, Trace)], options: &ReportOptions) -> Result<RankReport, ReportError> {
+        if files.is_empty() {
+            return Err(ReportError::NoTrace);
+        }
+        let mut by_rank: BTreeMap<u32, Vec<(String, Trace)>> = BTreeMap::new();
+        let mut world_sizes = Vec::new();
+        let mut backends = Vec::new();
+        for (path, trace) in files {
+            let info = rank_of(path, trace).ok_or_else(|| ReportError::NoRank { path: path.clone() })?;
+            world_sizes.push(info.world_size);
+            if !info.backend.is_empty() {
+                backends.push(info.backend.clone());
+            }
+            by_rank.entry(info.rank).or_default().push((path.clone(), trace.clone()));
+        }
+        let mut warnings = Vec::new();
+        let mut notes = Vec::new();
+        world_sizes.sort_unstable();
+        world_sizes.dedup();
+        if world_sizes.len() > 1 {
+            warnings.push(format!("the files disagree on the world size ({world_sizes:?}): they may come from different runs"));
+        }
+        let world_size = world_sizes.last().copied().unwrap_or(0).max(by_rank.len() as u32);
+        let missing: Vec<u32> = (0..world_size).filter(|r| !by_rank.contains_key(r)).collect();
+        if !missing.is_empty() {
+            warnings.push(format!(
+                "no file of rank(s) {missing:?} of {world_size}: the comparison covers the ranks given only"
+            ));
+        }
+        backends.sort();
+        backends.dedup();
+
+        let mut reports = Vec::new();
+        let mut lanes = Vec::new();
+        for (rank, rank_files) in &by_rank {
+            let report = Report::build(rank_files, options)?;
+            lanes.push(Lane::of(*rank, rank_files, &report));
+            reports.push(report);
+        }
+        let (keys, steady_only) = common_steps(&lanes);
+        if !steady_only && !keys.is_empty() {
+            notes.push(
+                "no step is steady on every rank: the comparison includes startup steps (compilation and autotune \
+                 differ between ranks)"
+                    .into(),
+            );
+        }
+        if keys.is_empty() {
+            notes.push("the ranks share no recorded step: nothing to compare step by step".into());
+        }
+        let steps: Vec<RankStep> = keys.iter().map(|&step| compare_step(step, &lanes)).collect();
+        let collective_not_observed = lanes
+            .iter()
+            .find(|l| !l.collective_seen)
+            .map(|l| format!("rank {}'s steps hold no collective span (all-reduce, NCCL): its waiting for the other ranks is not observed, and its work is its whole step", l.rank));
+        let ranks: Vec<RankSummary> = lanes
+            .iter()
+            .zip(&reports)
+            .map(|(lane, report)| summary(lane, report, &steps))
+            .collect();
+        let straggler = straggler::find(&ranks, &steps);
+        let hypotheses = straggler.iter().map(|s| straggler::hypothesis(s, &ranks)).collect();
+        if straggler.is_none() && steps.len() > 1 && ranks.len() > 1 {
+            notes.push(format!(
+                "no straggler: no rank is the slowest in at least half of the {} steps by {:.0}% of a step or more",
+                steps.len(),
+                STRAGGLER_MIN_SHARE * 100.0
+            ));
+        }
+        notes.push(
+            "per-rank traces show each rank's host and device and where ranks wait for each other; they do not show \
+             the link between devices or nodes: a collective's time is waiting and transfer together"
+                .into(),
+        );
+        Ok(RankReport {
+            world_size,
+            backend: (!backends.is_empty()).then(|| backends.join(", ")),
+            ranks,
+            steps,
+            steady_only,
+            collective_not_observed,
+            straggler,
+            hypotheses,
+            warnings,
+            notes,
+            reports,
+        })
+    }
+}
+
+/// What one rank's files give per step.
+struct Lane {
+    rank: u32,
+    files: Vec<String>,
+    /// Per step: (startup, step ms, collective ms, input ms, device busy ms).
+    steps: BTreeMap<u64, LaneStep>,
+    collective_seen: bool,
+    input_seen: bool,
+}
+
+#[derive(Clone, Copy)]
+struct LaneStep {
+    startup: bool,
+    step_ms: f64,
+    collective_ms: f64,
+    input_ms: f64,
+    device_busy_ms: Option<f64>,
+}
+
+impl Lane {
+    fn of(rank: u32, files: &[(String, Trace)], report: &Report) -> Lane {
+        let spans: Vec<Spans> = files.iter().map(|(_, t)| Spans::from_trace(t)).collect();
+        let device = report.device.devices.iter().max_by(|a, b| a.busy_ms.median.total_cmp(&b.busy_ms.median));
+        let mut collective_seen = false;
+        let mut input_seen = false;
+        let mut steps = BTreeMap::new();
+        for row in &report.timing.steps {
+            let Some(file) = spans.get(row.source) else { continue };
+            let within = |keep: &dyn Fn(&super::spans::Span) -> bool| {
+                let parts: Vec<(f64, f64)> = file
+                    .spans
+                    .iter()
+                    .filter(|s| keep(s) && s.end > row.start && s.start < row.end)
+                    .map(|s| (s.start.max(row.start), s.end.min(row.end)))
+                    .collect();
+                (!parts.is_empty(), union_length(parts) / 1000.0)
+            };
+            let (has_collective, collective_ms) = within(&|s| is_collective(&s.name));
+            let (has_input, input_ms) = within(&|s| s.thread == row.thread && is_input(&s.name));
+            collective_seen |= has_collective;
+            input_seen |= has_input;
+            let device_busy_ms = device.and_then(|d| d.steps.iter().find(|s| s.step == row.step)).map(|s| s.busy_ms);
+            steps.insert(row.step, LaneStep { startup: row.startup, step_ms: row.ms, collective_ms, input_ms, device_busy_ms });
+        }
+        Lane { rank, files: files.iter().map(|(p, _)| p.clone()).collect(), steps, collective_seen, input_seen }
+    }
+}
+
+/// The steps every rank recorded, steady on every rank when there are
+/// such steps (then `true`), else all common ones.
+fn common_steps(lanes: &[Lane]) -> (Vec<u64>, bool) {
+    let Some(first) = lanes.first() else { return (Vec::new(), true) };
+    let common: Vec<u64> =
+        first.steps.keys().copied().filter(|k| lanes.iter().all(|l| l.steps.contains_key(k))).collect();
+    let steady: Vec<u64> =
+        common.iter().copied().filter(|k| lanes.iter().all(|l| l.steps.get(k).is_some_and(|s| !s.startup))).collect();
+    if steady.is_empty() {
+        (common, false)
+    } else {
+        (steady, true)
+    }
+}
+
+fn compare_step(step: u64, lanes: &[Lane]) -> RankStep {
+    let cells: Vec<RankCell> = lanes
+        .iter()
+        .filter_map(|l| {
+            let s = l.steps.get(&step)?;
+            let collective = l.collective_seen.then_some(s.collective_ms);
+            Some(RankCell {
+                rank: l.rank,
+                step_ms: s.step_ms,
+                work_ms: s.step_ms - collective.unwrap_or(0.0),
+                collective_ms: collective,
+                input_ms: l.input_seen.then_some(s.input_ms),
+                device_busy_ms: s.device_busy_ms,
+            })
+        })
+        .collect();
+    let slowest = cells.iter().max_by(|a, b| a.work_ms.total_cmp(&b.work_ms)).map(|c| c.rank).unwrap_or(0);
+    let lag_ms = lag(&cells, slowest);
+    RankStep { step, ranks: cells, slowest, lag_ms }
+}
+
+/// `rank`'s work less the median work of the other ranks of the step (0
+/// for a rank alone).
+pub(crate) fn lag(cells: &[RankCell], rank: u32) -> f64 {
+    let Some(own) = cells.iter().find(|c| c.rank == rank) else { return 0.0 };
+    let others: Vec<f64> = cells.iter().filter(|c| c.rank != rank).map(|c| c.work_ms).collect();
+    super::stats::median(&others).map_or(0.0, |m| own.work_ms - m)
+}
+
+fn summary(lane: &Lane, report: &Report, steps: &[RankStep]) -> RankSummary {
+    let cells: Vec<&RankCell> = steps.iter().filter_map(|s| s.ranks.iter().find(|c| c.rank == lane.rank)).collect();
+    let of = |f: &dyn Fn(&RankCell) -> Option<f64>| -> Option<Stats> {
+        let values: Option<Vec<f64>> = cells.iter().map(|c| f(c)).collect();
+        values.and_then(|v| Stats::of(&v))
+    };
+    let device_busy_ms = of(&|c| c.device_busy_ms);
+    RankSummary {
+        rank: lane.rank,
+        files: lane.files.clone(),
+        step_ms: of(&|c| Some(c.step_ms)),
+        work_ms: of(&|c| Some(c.work_ms)),
+        collective_ms: of(&|c| c.collective_ms),
+        input_ms: of(&|c| c.input_ms),
+        device_not_observed: device_busy_ms.is_none().then(|| {
+            report
+                .device
+                .not_observed_reason
+                .clone()
+                .unwrap_or_else(|| "the trace holds no device events in these steps".into())
+        }),
+        device_busy_ms,
+        slowest_steps: steps.iter().filter(|s| s.slowest == lane.rank).count(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rank_in_name;
+
+    #[test]
+    fn ranks_read_from_file_names() {
+        assert_eq!(rank_in_name("run/ddp.rank3-of-4.cycle0.trace.json"), Some(3));
+        assert_eq!(rank_in_name("out/worker_rank_12.json"), Some(12));
+        assert_eq!(rank_in_name("rank/trace.json"), None);
+        assert_eq!(rank_in_name("ranking.json"), None);
+    }
+}
