@@ -14,7 +14,8 @@ get_idle_time_breakdown() and get_gpu_kernel_breakdown(), and checks that
   (TraceAnalysis.get_profiler_steps()),
 - HTA kept at least one GPU kernel (cat "kernel" on a stream >= 0),
 - HTA loaded as many ranks as the directory has trace files (files without a
-  `"rank": N` all become rank 0, and HTA then silently analyses only one).
+  `"rank": N` all become rank 0, and HTA then silently analyses only one), and
+  exactly the ranks the files declare.
 
 It prints a short summary per directory. The trace files are only read, never
 rewritten: a trace HTA cannot use is a finding about the writer.
@@ -196,6 +197,10 @@ def check_dir(TraceAnalysis, trace_dir, verbose):
             f'distinct "rank": N (HTA\'s regex "rank":\\s+(\\d+)) all become rank 0 and only one is '
             "analysed; put each file in its own directory"
         )
+
+    declared = sorted(fa["rank"] for fa in facts.values() if fa["rank"] is not None)
+    if len(declared) == len(files) and sorted(int(r) for r in ranks) != declared:
+        failures.append(f"the files declare ranks {declared} but HTA loaded ranks {sorted(ranks)}")
 
     # Steps.
     want = set().union(*(fa["steps"] for fa in facts.values()))

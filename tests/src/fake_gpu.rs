@@ -28,6 +28,8 @@ pub struct FakeGpu {
     pub orphan_every: u64,
     /// The stream.
     pub stream: u64,
+    /// The device ordinal (a rank's device in a run of several).
+    pub device: u32,
     opened: Option<Instant>,
     next_correlation: u64,
 }
@@ -41,6 +43,7 @@ impl Default for FakeGpu {
             copy_every: 4,
             orphan_every: 0,
             stream: 7,
+            device: 0,
             opened: None,
             next_correlation: 1,
         }
@@ -64,6 +67,7 @@ impl DeviceCollector for FakeGpu {
         window.source = "fake GPU (tests)".into();
         window.kinds = vec!["kernel".into(), "memcpy".into(), "launch".into()];
         let mut device = DeviceProperties::default();
+        device.id = self.device;
         device.name = "Fake GPU".into();
         device.num_sms = 4;
         window.devices.push(device);
@@ -76,7 +80,8 @@ impl DeviceCollector for FakeGpu {
             self.next_correlation += 1;
             n += 1;
             let mut args = KernelArgs::default();
-            (args.stream, args.correlation, args.grid, args.block) = (self.stream, correlation, [8, 1, 1], [128, 1, 1]);
+            (args.device, args.stream, args.correlation, args.grid, args.block) =
+                (self.device, self.stream, correlation, [8, 1, 1], [128, 1, 1]);
             window.kernels.push(KernelRecord { start_us: start, end_us: start + us(self.kernel), name: name.clone(), args });
             if self.orphan_every == 0 || n % self.orphan_every != 0 {
                 let launch_start = start - us(self.launch_lead);
@@ -92,7 +97,8 @@ impl DeviceCollector for FakeGpu {
             }
             if self.copy_every > 0 && n % self.copy_every == 0 {
                 let mut copy = MemcpyArgs::default();
-                (copy.stream, copy.correlation, copy.bytes, copy.kind) = (self.stream, correlation, 4096, "HtoD".into());
+                (copy.device, copy.stream, copy.correlation, copy.bytes, copy.kind) =
+                    (self.device, self.stream, correlation, 4096, "HtoD".into());
                 let c0 = start + us(self.kernel) + 1.0;
                 window.copies.push(CopyRecord { start_us: c0, end_us: c0 + 2.0, args: copy });
             }

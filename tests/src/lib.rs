@@ -4,6 +4,7 @@
 mod book;
 
 pub mod fake_gpu;
+pub mod ranks;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};

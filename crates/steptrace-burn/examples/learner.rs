@@ -30,7 +30,10 @@ use burn::train::renderer::{
     EvaluationName, EvaluationProgress, MetricState, MetricsRenderer, MetricsRendererEvaluation,
     MetricsRendererTraining, ProgressType, TrainingProgress,
 };
-use burn::train::{ClassificationOutput, InferenceStep, Learner, SupervisedTraining, TrainOutput, TrainStep};
+use burn::train::{
+    ClassificationOutput, ExecutionStrategy, InferenceStep, Learner, MultiDeviceOptim, SupervisedTraining, TrainOutput,
+    TrainStep,
+};
 use steptrace::format::names::{BACKWARD, FORWARD, LOSS, TARGET};
 use steptrace_burn::backend::{self, BackendChoice, CpuAutodiff};
 use steptrace_burn::learner::{self, LearnerProfiler, ProfiledRun};
@@ -59,6 +62,10 @@ pub struct Settings {
     pub batch_size: usize,
     /// Data loader threads.
     pub workers: usize,
+    /// Training devices: above 1, burn-train's `MultiDevice` strategy on the
+    /// CPU device listed that many times (the CPU backend has one device;
+    /// burn-train runs one worker per entry all the same).
+    pub devices: usize,
     /// A last change to the profiler builder (tests give it a synthetic
     /// device collector; the example leaves it as it is).
     pub customise: fn(steptrace::ProfilerBuilder) -> steptrace::ProfilerBuilder,
@@ -67,7 +74,7 @@ pub struct Settings {
 impl Settings {
     /// The example's defaults, writing into `traces` and `artifacts`.
     pub fn new(traces: PathBuf, artifacts: PathBuf) -> Self {
-        Self { traces, artifacts, schedule: SCHEDULE.into(), epochs: 2, batch_size: 64, workers: 2, customise: |b| b }
+        Self { traces, artifacts, schedule: SCHEDULE.into(), epochs: 2, batch_size: 64, workers: 2, devices: 1, customise: |b| b }
     }
 }
 
@@ -177,7 +184,8 @@ pub fn run(settings: &Settings) -> Result<Outcome, Box<dyn Error>> {
         .manifest("synthetic", info.synthetic)
         .manifest("batch_size", settings.batch_size)
         .manifest("prefetch_workers", settings.workers)
-        .manifest("seed", SEED);
+        .manifest("seed", SEED)
+        .manifest("devices", settings.devices);
     let profiler = LearnerProfiler::install((settings.customise)(learner::with_backend(builder, &selection)))?;
 
     let batcher = profiler.batcher(DigitsBatcher { features }); // steptrace: was `DigitsBatcher { features }`
@@ -191,12 +199,16 @@ pub fn run(settings: &Settings) -> Result<Outcome, Box<dyn Error>> {
         .num_workers(settings.workers)
         .build(InMemDataset::new(valid_items));
 
-    let training = SupervisedTraining::new(&settings.artifacts, dataloader_train, dataloader_valid)
+    let mut training = SupervisedTraining::new(&settings.artifacts, dataloader_train, dataloader_valid)
         .metrics((AccuracyMetric::new(), LossMetric::new()))
         .with_file_checkpointer(CompactRecorder::new())
         .with_application_logger(profiler.application_logger()) // steptrace: burn-train's logger off
         .renderer(Quiet)
         .num_epochs(settings.epochs);
+    if settings.devices > 1 {
+        let devices = vec![device.clone(); settings.devices];
+        training = training.with_training_strategy(ExecutionStrategy::multi(devices, MultiDeviceOptim::OptimMainDevice).into());
+    }
     let model = Classifier { mlp: MlpConfig::new(features, info.num_classes).init::<B>(&device) };
     let optimizer = profiler.optimizer(AdamConfig::new().init()); // steptrace: was `AdamConfig::new().init()`
     let _trained = training.launch(Learner::new(model, optimizer, 1e-3));

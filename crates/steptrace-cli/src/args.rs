@@ -41,7 +41,8 @@ pub enum Command {
 #[derive(Debug, Args)]
 pub struct ReportArgs {
     /// Trace files of one run (its cycles; gzip files too), or a directory:
-    /// then the most recent run's `*.trace.json` files in it, with the
+    /// then the most recent run's `*.trace.json` files in it and in its
+    /// folders one level down (a multi-rank run's cycle folders), with the
     /// `*.trace.json.partial` files a crash leaves (read as cut short).
     /// A file given twice, or a copy of one, is read once.
     #[arg(required = true)]
@@ -62,6 +63,10 @@ pub struct ReportArgs {
     /// Rows of the span table (the JSON output has all of them).
     #[arg(long, default_value_t = 20)]
     pub top: usize,
+    /// With the traces of several ranks (a multi-device run), report rank
+    /// N alone, in full; without it the ranks are compared step by step.
+    #[arg(long, value_name = "N")]
+    pub rank: Option<u32>,
 }
 
 #[derive(Debug, Args)]

@@ -161,6 +161,8 @@ fn bad_rank_requests_are_refused_with_reasons() {
     assert!(err.to_string().contains("{rank}"), "{err}");
     let (_layer, group) = builder().build_ranks::<tracing_subscriber::Registry>(2).unwrap();
     let err = group.take(2).unwrap_err();
+    let err2 = builder().rank_device_collectors(vec![]).build_ranks::<tracing_subscriber::Registry>(5000).unwrap_err();
+    assert!(err2.to_string().contains("1 to 4096"), "{err2}");
     assert!(err.to_string().contains("rank 2 of 2: there is no such rank"), "{err}");
     let first = group.take(1).unwrap();
     let err = group.take(1).unwrap_err();
@@ -173,4 +175,51 @@ fn bad_rank_requests_are_refused_with_reasons() {
         assert_eq!(ranks::current(), Some(0));
     }
     assert_eq!(ranks::current(), Some(1));
+}
+
+/// A collector that records nothing.
+struct Nothing;
+
+impl steptrace::collect::DeviceCollector for Nothing {
+    fn open(&mut self) -> Result<(), steptrace::collect::DeviceError> {
+        Ok(())
+    }
+    fn close(&mut self, _origin: std::time::Instant) -> Result<steptrace::collect::DeviceWindow, steptrace::collect::DeviceError> {
+        Ok(steptrace::collect::DeviceWindow::default())
+    }
+}
+
+#[test]
+fn one_collector_for_several_ranks_is_said_in_every_file_not_shared() {
+    let dir = tempfile::tempdir().unwrap();
+    let (layer, group) = Profiler::builder("active=2,repeat=1".parse().unwrap())
+        .out_dir(dir.path())
+        .device_collector(Box::new(Nothing))
+        .build_ranks(2)
+        .unwrap();
+    let dispatch = Dispatch::new(tracing_subscriber::registry().with(layer));
+    let saved: Vec<SavedTrace> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..2)
+            .map(|rank| {
+                let (dispatch, group) = (&dispatch, &group);
+                s.spawn(move || {
+                    tracing::dispatcher::with_default(dispatch, || {
+                        let mut p = group.take(rank).unwrap();
+                        p.start();
+                        p.step();
+                        p.step();
+                        p.finish().unwrap()
+                    })
+                })
+            })
+            .collect();
+        hs.into_iter().flat_map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(saved.len(), 2);
+    for t in &saved {
+        let trace = read_trace_file(&t.path).unwrap();
+        let activity = &trace.metadata["metadata"]["device_activity"];
+        assert_eq!(activity["status"], "not_observed", "{activity}");
+        assert!(activity["reason"].as_str().unwrap().contains("each rank needs its own"), "{activity}");
+    }
 }

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use burn::data::dataloader::batcher::Batcher;
-use burn::tensor::backend::Backend;
+use burn::tensor::backend::{Backend, DeviceOps};
 use burn::tensor::Device;
 use steptrace::format::names::{DATA_LOAD, TARGET};
 
@@ -61,6 +61,11 @@ where
             }
         }
         let split = if train { "train" } else { "valid" };
+        // With ranks, a loader thread records for the rank of the device it feeds.
+        let _rank = (self.driver.is_ranked() && steptrace::ranks::current().is_none())
+            .then(|| self.driver.rank_of(device.id()))
+            .flatten()
+            .map(steptrace::ranks::enter);
         let _load = tracing::info_span!(target: TARGET, DATA_LOAD, items = items.len(), split = %split).entered();
         self.inner.batch(items, device)
     }

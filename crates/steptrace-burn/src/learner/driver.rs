@@ -16,11 +16,43 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, ThreadId};
 
-use steptrace::Profiler;
+use burn::tensor::backend::DeviceId;
+use steptrace::{Profiler, RankProfilers, SavedTrace};
 
 thread_local! {
     /// The profilers this thread drives, by driver id.
-    static BOUND: RefCell<Vec<(u64, Profiler)>> = const { RefCell::new(Vec::new()) };
+    static BOUND: RefCell<Vec<Bound>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A rank's outcomes: its files, or why one could not be written.
+pub(crate) type Outcomes = Vec<Result<SavedTrace, steptrace::Error>>;
+
+/// A profiler in a thread's slot; a rank's hands its outcomes back when
+/// the thread ends.
+struct Bound {
+    id: u64,
+    profiler: Option<Profiler>,
+    /// Where a rank's outcomes go: `(rank, outcomes)`.
+    hand_back: Option<(u32, Arc<Mutex<Vec<(u32, Outcomes)>>>)>,
+}
+
+impl Drop for Bound {
+    fn drop(&mut self) {
+        if let (Some(profiler), Some((rank, back))) = (self.profiler.take(), &self.hand_back) {
+            let outcomes = profiler.finish_all();
+            back.lock().unwrap_or_else(|e| e.into_inner()).push((*rank, outcomes));
+        }
+    }
+}
+
+/// The ranks of a run of several, for [`Driver::bind_ranks`].
+#[derive(Debug)]
+struct Ranks {
+    group: RankProfilers,
+    /// Each rank's device, in rank order.
+    devices: Vec<DeviceId>,
+    taken: Mutex<Vec<bool>>,
+    outcomes: Arc<Mutex<Vec<(u32, Outcomes)>>>,
 }
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -44,41 +76,124 @@ pub(crate) struct Driver {
     described: AtomicBool,
     /// Steps during which a validation batch was built, in order.
     boundaries: Mutex<Vec<u64>>,
+    /// One profiler per rank, when the run has several.
+    ranks: Option<Ranks>,
 }
 
 impl Driver {
-    /// Binds `profiler` to the current thread.
-    pub(crate) fn bind(profiler: Profiler) -> Arc<Driver> {
-        let driver = Arc::new(Driver {
+    fn new(step: u64, ranks: Option<Ranks>) -> Driver {
+        Driver {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             owner: thread::current().id(),
-            step: AtomicU64::new(profiler.step_num()),
+            step: AtomicU64::new(step),
             started: AtomicBool::new(false),
             finished: AtomicBool::new(false),
             updates: AtomicU64::new(0),
             missed: AtomicU64::new(0),
             described: AtomicBool::new(false),
             boundaries: Mutex::new(Vec::new()),
-        });
+            ranks,
+        }
+    }
+
+    /// Binds `profiler` to the current thread.
+    pub(crate) fn bind(profiler: Profiler) -> Arc<Driver> {
+        let driver = Arc::new(Driver::new(profiler.step_num(), None));
         // At thread exit the slot is dropped, and the profiler saves what it holds.
-        let _ = BOUND.try_with(|bound| bound.borrow_mut().push((driver.id, profiler)));
+        let _ = BOUND.try_with(|bound| {
+            bound.borrow_mut().push(Bound { id: driver.id, profiler: Some(profiler), hand_back: None })
+        });
         driver
     }
 
-    /// Runs `f` on the profiler: `None` off the installing thread, after
+    /// A driver for one profiler per rank: rank `r` runs on `devices[r]`.
+    pub(crate) fn bind_ranks(group: RankProfilers, devices: Vec<DeviceId>) -> Arc<Driver> {
+        let taken = Mutex::new(vec![false; devices.len()]);
+        let ranks = Ranks { group, devices, taken, outcomes: Arc::new(Mutex::new(Vec::new())) };
+        Arc::new(Driver::new(0, Some(ranks)))
+    }
+
+    /// How many ranks, with one profiler per rank.
+    pub(crate) fn world_size(&self) -> Option<u32> {
+        self.ranks.as_ref().map(|r| r.group.world_size())
+    }
+
+    /// Whether the run has one profiler per rank.
+    pub(crate) fn is_ranked(&self) -> bool {
+        self.ranks.is_some()
+    }
+
+    /// The rank of `device` (the first free one, for a device listed
+    /// twice), for a batch built on a thread of no rank.
+    pub(crate) fn rank_of(&self, device: DeviceId) -> Option<u32> {
+        let ranks = self.ranks.as_ref()?;
+        ranks.devices.iter().position(|d| *d == device).map(|r| r as u32)
+    }
+
+    /// Gives the calling thread the profiler of the rank whose device is
+    /// `device`, unless it has one: the first rank on that device whose
+    /// profiler no thread took. False when every such rank is taken.
+    pub(crate) fn attach(&self, device: DeviceId) -> bool {
+        let Some(ranks) = &self.ranks else { return true };
+        if self.with(|_| ()).is_some() {
+            return true;
+        }
+        let rank = {
+            let mut taken = ranks.taken.lock().unwrap_or_else(|e| e.into_inner());
+            let Some(rank) = (0..ranks.devices.len()).find(|&r| ranks.devices[r] == device && !taken[r]) else {
+                return false;
+            };
+            taken[rank] = true;
+            rank as u32
+        };
+        let Ok(profiler) = ranks.group.take(rank) else { return false };
+        let hand_back = Some((rank, ranks.outcomes.clone()));
+        BOUND
+            .try_with(|bound| bound.borrow_mut().push(Bound { id: self.id, profiler: Some(profiler), hand_back }))
+            .is_ok()
+    }
+
+    /// Runs `f` on the profiler this thread drives: `None` off the
+    /// installing thread (or, with ranks, on a thread of no rank), after
     /// [`take`](Driver::take), or when re-entered.
     pub(crate) fn with<R>(&self, f: impl FnOnce(&mut Profiler) -> R) -> Option<R> {
-        if thread::current().id() != self.owner {
+        if self.ranks.is_none() && thread::current().id() != self.owner {
             return None;
         }
         BOUND
             .try_with(|bound| {
                 let mut bound = bound.try_borrow_mut().ok()?;
-                let (_, profiler) = bound.iter_mut().find(|(id, _)| *id == self.id)?;
+                let profiler = bound.iter_mut().find(|b| b.id == self.id)?.profiler.as_mut()?;
                 Some(f(profiler))
             })
             .ok()
             .flatten()
+    }
+
+    /// Ends every rank's profiling: the calling thread's rank (if any)
+    /// and the ranks no thread took are finished now; the others were
+    /// when their threads ended. Returns each rank's outcomes in rank
+    /// order, and the ranks whose threads still run (their files are saved
+    /// when those threads end).
+    pub(crate) fn finish_ranks(&self) -> (Vec<(u32, Outcomes)>, Vec<u32>) {
+        let Some(ranks) = &self.ranks else { return (Vec::new(), Vec::new()) };
+        // Dropping this thread's slot hands its rank's outcomes back.
+        let _ = BOUND.try_with(|bound| {
+            let mut bound = bound.borrow_mut();
+            let mine: Vec<usize> = (0..bound.len()).filter(|&i| bound[i].id == self.id).collect();
+            for i in mine.into_iter().rev() {
+                drop(bound.remove(i));
+            }
+        });
+        self.finished.store(true, Ordering::Release);
+        let untaken = ranks.group.untaken();
+        let mut outcomes = std::mem::take(&mut *ranks.outcomes.lock().unwrap_or_else(|e| e.into_inner()));
+        outcomes.sort_by_key(|(rank, _)| *rank);
+        let taken = ranks.taken.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let running = (0..taken.len() as u32)
+            .filter(|r| taken[*r as usize] && !untaken.contains(r) && !outcomes.iter().any(|(o, _)| o == r))
+            .collect();
+        (outcomes, running)
     }
 
     /// Opens `ProfilerStep#0` unless it is open. False when the profiler is
@@ -101,7 +216,12 @@ impl Driver {
     /// saved.
     pub(crate) fn after_update(&self, describe: impl FnOnce(&mut Profiler)) {
         let stepped = self.with(|profiler| {
-            if !self.described.swap(true, Ordering::AcqRel) {
+            // With ranks, each rank's first update describes its own files.
+            let first = match self.ranks {
+                Some(_) => profiler.step_num() == 0,
+                None => !self.described.swap(true, Ordering::AcqRel),
+            };
+            if first {
                 describe(profiler);
             }
             profiler.step();
@@ -136,14 +256,14 @@ impl Driver {
     /// Removes the profiler from the thread's slot, ending the wrappers'
     /// access to it; `None` off the installing thread or if already taken.
     pub(crate) fn take(&self) -> Option<Profiler> {
-        if thread::current().id() != self.owner {
+        if self.ranks.is_some() || thread::current().id() != self.owner {
             return None;
         }
         let profiler = BOUND
             .try_with(|bound| {
                 let mut bound = bound.try_borrow_mut().ok()?;
-                let at = bound.iter().position(|(id, _)| *id == self.id)?;
-                Some(bound.remove(at).1)
+                let at = bound.iter().position(|b| b.id == self.id)?;
+                bound.remove(at).profiler.take()
             })
             .ok()
             .flatten()?;

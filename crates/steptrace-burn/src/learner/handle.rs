@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use burn::tensor::backend::DeviceId;
 use burn::train::ApplicationLoggerInstaller;
 use steptrace::{Profiler, ProfilerBuilder, SavedTrace};
 
@@ -40,6 +41,12 @@ pub struct ProfiledRun {
     /// Updates that could not end a step: made on another thread than the
     /// profiler's, or after it finished. Zero in a single-device run.
     pub missed_updates: u64,
+    /// With one profiler per rank ([`LearnerProfiler::install_ranks`]):
+    /// the ranks, whose files `saved` lists in rank order.
+    pub world_size: Option<u32>,
+    /// Ranks whose threads still ran at [`LearnerProfiler::finish`]:
+    /// their files are saved when those threads end.
+    pub running_ranks: Vec<u32>,
 }
 
 impl LearnerProfiler {
@@ -62,30 +69,63 @@ impl LearnerProfiler {
     /// another layer beside steptrace's. Call it on the thread that will
     /// call `launch`, before the first step.
     pub fn from_profiler(profiler: Profiler) -> Self {
-        profiler.update_manifest(|m| {
-            m.mode.get_or_insert_with(|| "train".into());
-            if m.sync_policy.is_none() {
-                m.sync_policy = Some(SyncPolicy::None.to_string());
-                m.sync_meaning = Some(SyncPolicy::None.meaning().into());
-            }
-            let known = [
-                ("trainer", "burn-train 0.21 Learner".to_owned()),
-                ("step_unit", "one optimizer update: ProfilerStep#N holds update N".to_owned()),
-                (
-                    "data_load",
-                    "the user's Batcher::batch, on the data loader's threads; it includes the host-to-device \
-                     copy, so there is no transfer.h2d span"
-                        .to_owned(),
-                ),
-                ("epoch_boundaries", format!("steps that also hold validation and checkpointing carry the instant `{EPOCH_BOUNDARY}`")),
-            ];
-            for (key, value) in known {
-                m.extra.entry(key).or_insert_with(|| value.into());
-            }
-        });
+        profiler.update_manifest(|m| describe_trainer(m, "burn-train 0.21 Learner"));
         Self { driver: Driver::bind(profiler) }
     }
 
+    /// One profiler per rank, for a data-parallel run whose ranks each run
+    /// their own training loop on a thread of their own (burn-train's
+    /// `DistributedDataParallel` strategy): rank `r` trains on
+    /// `devices[r]` (`DeviceOps::id()` of the device list given to the
+    /// strategy, in its order). Each rank's files go to one folder per
+    /// cycle (see [`steptrace::ranks`]), and `steptrace report` compares
+    /// the ranks.
+    ///
+    /// A rank's thread takes its profiler at its first optimizer update,
+    /// by the module's device (a device listed twice is taken by the first
+    /// thread that updates on it), and `ProfilerStep#0` opens there;
+    /// batches built on a thread of no rank are recorded for the rank of
+    /// their device. burn-train's `MultiDevice` strategy is not that: one
+    /// optimizer on the launching thread and one short-lived worker per
+    /// device and epoch; profile it with [`install`](Self::install), as
+    /// one process (see the book's multi-GPU chapter).
+    ///
+    /// # Errors
+    ///
+    /// As [`install`](Self::install), and [`LearnerError::Profiler`] when
+    /// `devices` is empty or longer than [`steptrace::ranks::MAX_RANKS`].
+    pub fn install_ranks(builder: ProfilerBuilder, devices: Vec<DeviceId>) -> Result<Self, LearnerError> {
+        let world = u32::try_from(devices.len()).unwrap_or(u32::MAX);
+        let group = builder.rank_backend("burn-train DistributedDataParallel").try_install_ranks(world)?;
+        group.update_manifest(|m| describe_trainer(m, "burn-train 0.21 Learner, one profiler per rank"));
+        Ok(Self { driver: Driver::bind_ranks(group, devices) })
+    }
+}
+
+/// The manifest fields this integration knows.
+fn describe_trainer(m: &mut steptrace::format::Manifest, trainer: &str) {
+    m.mode.get_or_insert_with(|| "train".into());
+    if m.sync_policy.is_none() {
+        m.sync_policy = Some(SyncPolicy::None.to_string());
+        m.sync_meaning = Some(SyncPolicy::None.meaning().into());
+    }
+    let known = [
+        ("trainer", trainer.to_owned()),
+        ("step_unit", "one optimizer update: ProfilerStep#N holds update N".to_owned()),
+        (
+            "data_load",
+            "the user's Batcher::batch, on the data loader's threads; it includes the host-to-device \
+             copy, so there is no transfer.h2d span"
+                .to_owned(),
+        ),
+        ("epoch_boundaries", format!("steps that also hold validation and checkpointing carry the instant `{EPOCH_BOUNDARY}`")),
+    ];
+    for (key, value) in known {
+        m.extra.entry(key).or_insert_with(|| value.into());
+    }
+}
+
+impl LearnerProfiler {
     /// Wraps burn-train's optimizer: each update ends a step.
     pub fn optimizer<O>(&self, optimizer: O) -> Profiled<O> {
         Profiled::new(optimizer, self.driver.clone())
@@ -138,16 +178,29 @@ impl LearnerProfiler {
     /// handle; [`LearnerError::Profiler`] with the first cycle that could
     /// not be written (the others are on disk).
     pub fn finish(self) -> Result<ProfiledRun, LearnerError> {
-        let profiler = self.driver.take().ok_or(LearnerError::WrongThread)?;
         let mut saved = Vec::new();
-        for result in profiler.finish_all() {
-            saved.push(result?);
-        }
+        let (world_size, running_ranks) = if self.driver.is_ranked() {
+            let (outcomes, running) = self.driver.finish_ranks();
+            for (_, results) in outcomes {
+                for result in results {
+                    saved.push(result?);
+                }
+            }
+            (self.driver.world_size(), running)
+        } else {
+            let profiler = self.driver.take().ok_or(LearnerError::WrongThread)?;
+            for result in profiler.finish_all() {
+                saved.push(result?);
+            }
+            (None, Vec::new())
+        };
         Ok(ProfiledRun {
             saved,
             updates: self.driver.updates(),
             epoch_boundary_steps: self.driver.boundaries(),
             missed_updates: self.driver.missed(),
+            world_size,
+            running_ranks,
         })
     }
 }

@@ -175,6 +175,15 @@
 //! and `launch` must run there, as burn-train's default single-device
 //! strategy does. Updates made on another thread end no step and are
 //! counted in [`ProfiledRun::missed_updates`]; nothing panics.
+//!
+//! burn-train's `MultiDevice` strategy keeps that shape (one optimizer, on
+//! the launching thread; one worker thread per device, started anew each
+//! epoch, runs the forward and backward passes): [`LearnerProfiler::install`]
+//! profiles it as one process, the workers' spans on tracks of their own.
+//! `DistributedDataParallel` runs each rank's whole loop, optimizer
+//! included, on a thread of its own:
+//! [`LearnerProfiler::install_ranks`] gives each rank its own profiler and
+//! files (see [`steptrace::ranks`]).
 
 mod batcher;
 mod driver;

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use burn::module::AutodiffModule;
 use burn::optim::{GradientsParams, MultiGradientsParams, Optimizer};
-use burn::tensor::backend::AutodiffBackend;
+use burn::tensor::backend::{AutodiffBackend, DeviceOps};
 use steptrace::format::names::{OPTIMIZER, TARGET};
 use steptrace::Profiler;
 
@@ -51,8 +51,15 @@ impl<O> Profiled<O> {
         B: AutodiffBackend,
         M: AutodiffModule<B>,
     {
-        // Without the launch hook, step 0 opens here and holds only this update.
-        if !self.driver.is_started() {
+        if self.driver.is_ranked() {
+            // Each rank's thread takes its rank's profiler at its first
+            // update, by the module's device; step 0 opens here.
+            if let Some(device) = module.devices().first() {
+                self.driver.attach(device.id());
+            }
+            self.driver.start();
+        } else if !self.driver.is_started() {
+            // Without the launch hook, step 0 opens here and holds only this update.
             self.driver.start();
         }
         let module = {

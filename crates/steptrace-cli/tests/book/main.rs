@@ -10,8 +10,9 @@
 //!
 //! The test lives in the CLI crate because cargo gives its tests the path of the binary it
 //! has just built (`CARGO_BIN_EXE_steptrace`): the book is never run against a stale one.
-//! The four-step chapter's program is the `four_step` example of steptrace-burn; cargo builds
-//! it in `cargo test --workspace`, next to this binary (`target/debug/examples`).
+//! The four-step chapter's program is the `four_step` example of steptrace-burn, and the
+//! multi-GPU chapter runs the tests' `fake_ranks_workload`; cargo builds both in `cargo test
+//! --workspace`, next to this binary (`target/debug/examples`, `target/debug`).
 
 mod cargo_lines;
 mod compare;
@@ -22,9 +23,17 @@ mod unit;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-/// The book's example programs a chapter runs by name, and the source each is built from.
-const EXAMPLES: &[(&str, &str, &str)] =
-    &[("four_step", "crates/steptrace-burn/examples/four_step.rs", "cargo build -p steptrace-burn --example four_step")];
+/// The book's example programs a chapter runs by name, where cargo puts each (beside
+/// `steptrace`), the source each is built from, and the command that builds it.
+const EXAMPLES: &[(&str, &str, &str, &str)] = &[
+    ("four_step", "examples/four_step", "crates/steptrace-burn/examples/four_step.rs", "cargo build -p steptrace-burn --example four_step"),
+    (
+        "fake_ranks_workload",
+        "fake_ranks_workload",
+        "tests/src/bin/fake_ranks_workload.rs",
+        "cargo build -p steptrace-tests --bin fake_ranks_workload",
+    ),
+];
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -56,9 +65,8 @@ fn bin_dir(at: &Path, needed: &[&str]) -> PathBuf {
     std::fs::create_dir_all(&bin).unwrap();
     let steptrace = PathBuf::from(env!("CARGO_BIN_EXE_steptrace"));
     std::os::unix::fs::symlink(&steptrace, bin.join("steptrace")).unwrap();
-    let examples = steptrace.parent().unwrap().join("examples");
-    for (name, source, build) in EXAMPLES.iter().filter(|(n, ..)| needed.contains(n)) {
-        let exe = examples.join(name);
+    for (name, exe, source, build) in EXAMPLES.iter().filter(|(n, ..)| needed.contains(n)) {
+        let exe = steptrace.parent().unwrap().join(exe);
         let built = std::fs::metadata(&exe).and_then(|m| m.modified());
         let written = std::fs::metadata(root().join(source)).and_then(|m| m.modified()).expect("example source");
         match built {

@@ -67,7 +67,7 @@ pub struct ProfilerBuilder {
     manifest_error: Option<ManifestError>,
     limit: Option<u64>,
     pub(crate) device: Option<SharedCollector>,
-    device_reason: Option<String>,
+    pub(crate) device_reason: Option<String>,
     /// One collector per rank, for [`build_ranks`](Self::build_ranks).
     pub(crate) rank_devices: Vec<SharedCollector>,
     /// `distributedInfo.backend` of a run of several ranks.
@@ -381,6 +381,13 @@ impl Core {
         self.shared.clone()
     }
 
+    /// Changes the manifest of the traces saved from now on.
+    pub(crate) fn update_manifest(&self, change: impl FnOnce(&mut Manifest)) {
+        if let Ok(mut manifest) = self.context.manifest.lock() {
+            change(&mut manifest);
+        }
+    }
+
     /// The profiler that steps this core on the calling thread.
     pub(crate) fn into_profiler(self) -> Profiler {
         Profiler { core: self, current: None }
@@ -481,9 +488,7 @@ impl Profiler {
     /// Changes the manifest in place; the change appears in traces saved
     /// from now on.
     pub fn update_manifest(&self, change: impl FnOnce(&mut Manifest)) {
-        if let Ok(mut manifest) = self.core.context.manifest.lock() {
-            change(&mut manifest);
-        }
+        self.core.update_manifest(change);
     }
 
     /// Warnings about the configuration (for example a schedule without

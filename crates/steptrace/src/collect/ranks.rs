@@ -86,6 +86,11 @@ pub const DEFAULT_RANK_BACKEND: &str = "threads";
 
 const NO_RANK: u32 = u32::MAX;
 
+/// Why a rank's device is not observed when the builder had one collector
+/// for the whole process.
+pub const ONE_COLLECTOR: &str = "one device collector was given for several ranks; each rank needs its own \
+     (ProfilerBuilder::rank_device_collectors): a process-wide tracer such as CUPTI is not yet split by rank";
+
 thread_local! {
     /// The rank this thread records for.
     static THREAD_RANK: Cell<u32> = const { Cell::new(NO_RANK) };
@@ -176,6 +181,17 @@ impl RankProfilers {
         self.unattributed.load(Ordering::Relaxed)
     }
 
+    /// Changes the manifest of every rank whose profiler is not taken yet
+    /// (taken ones change their own, with
+    /// [`Profiler::update_manifest`]).
+    pub fn update_manifest(&self, change: impl Fn(&mut crate::format::Manifest)) {
+        if let Ok(slots) = self.slots.lock() {
+            for core in slots.iter().flatten() {
+                core.update_manifest(&change);
+            }
+        }
+    }
+
     /// Finishes the profilers no thread took (saving nothing: they never
     /// started), and returns their ranks.
     pub fn untaken(&self) -> Vec<u32> {
@@ -203,7 +219,8 @@ impl ProfilerBuilder {
     /// layer. Device collectors are given per rank
     /// ([`rank_device_collectors`](Self::rank_device_collectors)); a
     /// single [`device_collector`](Self::device_collector) cannot serve
-    /// several ranks and is refused.
+    /// several ranks: it is left unused, and every file says why the
+    /// device is not observed ([`ONE_COLLECTOR`]).
     ///
     /// # Errors
     ///
@@ -218,8 +235,10 @@ impl ProfilerBuilder {
         if world_size == 0 || world_size > MAX_RANKS {
             return Err(refuse(&format!("a run has 1 to {MAX_RANKS} ranks")));
         }
-        if self.device.is_some() {
-            return Err(refuse("one device collector cannot serve several ranks: give one per rank"));
+        if self.device.take().is_some() && self.rank_devices.is_empty() {
+            // A tracer of the whole process (CUPTI) cannot be opened and closed by each
+            // rank on its own: say so in every file rather than fail the run.
+            self.device_reason = Some(ONE_COLLECTOR.to_owned());
         }
         let mut collectors = std::mem::take(&mut self.rank_devices);
         if !collectors.is_empty() && collectors.len() != world_size as usize {

@@ -6,7 +6,8 @@
 //! its steps would weigh double in every figure. A folder stands for its
 //! most recent run: its `*.trace.json` files (also `.gz`) and the
 //! `*.trace.json.partial` files a crash or Ctrl-C leaves, which are read
-//! as cut short.
+//! as cut short, in it and in its folders one level down (each cycle of a
+//! run of several ranks has its own folder).
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeSet, HashMap};
@@ -100,12 +101,33 @@ fn run_key(trace: &Trace) -> (u64, String) {
     (epoch, worker)
 }
 
+/// The paths in `dir` and in its folders one level down (where a run of
+/// several ranks keeps each cycle's files), in no particular order.
+fn candidates(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let list = |d: &Path| -> anyhow::Result<Vec<PathBuf>> {
+        let mut paths = Vec::new();
+        for entry in std::fs::read_dir(d).with_context(|| format!("cannot list {}", d.display()))? {
+            paths.push(entry.with_context(|| format!("cannot list {}", d.display()))?.path());
+        }
+        Ok(paths)
+    };
+    let mut out = Vec::new();
+    for path in list(dir)? {
+        if path.is_dir() {
+            // A folder that cannot be listed holds nothing of ours.
+            out.extend(list(&path).unwrap_or_default().into_iter().filter(|p| p.is_file()));
+        } else {
+            out.push(path);
+        }
+    }
+    Ok(out)
+}
+
 /// The files of the most recent run in `dir`, as `(name, bytes)`.
 fn latest_run(dir: &Path, seen: &mut Seen) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
     let mut all = Vec::new();
     let mut partial_count = 0;
-    for entry in std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))? {
-        let path = entry.with_context(|| format!("cannot list {}", dir.display()))?.path();
+    for path in candidates(dir)? {
         let Some(partial) = path.file_name().and_then(|n| n.to_str()).and_then(kind_of) else { continue };
         let bytes = std::fs::read(&path).map_err(|source| ReadError::io(&path, source))?;
         let trace = match parse_trace(&bytes) {
@@ -121,7 +143,10 @@ fn latest_run(dir: &Path, seen: &mut Seen) -> anyhow::Result<Vec<(String, Vec<u8
         all.push((run_key(&trace), path, bytes, partial));
     }
     if all.is_empty() {
-        bail!("{} holds no *.trace.json file (nor a readable *.trace.json.partial)", dir.display());
+        bail!(
+            "{} holds no *.trace.json file, in it or one folder down (nor a readable *.trace.json.partial)",
+            dir.display()
+        );
     }
     let runs: BTreeSet<_> = all.iter().map(|(k, ..)| k.clone()).collect();
     let latest = runs.iter().next_back().cloned().unwrap_or_default();

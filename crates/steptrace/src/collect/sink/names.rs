@@ -60,7 +60,7 @@ impl FileNames {
                 reason: "a run of several ranks needs {rank} in the name, or the ranks would share one file",
             });
         }
-        self.rank = Some((info.rank, info.world_size, sanitize(run_stamp)));
+        self.rank = Some((info.rank, info.world_size, run_stamp.to_owned()));
         Ok(self)
     }
 
