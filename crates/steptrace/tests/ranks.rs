@@ -223,3 +223,31 @@ fn one_collector_for_several_ranks_is_said_in_every_file_not_shared() {
         assert!(activity["reason"].as_str().unwrap().contains("each rank needs its own"), "{activity}");
     }
 }
+
+#[test]
+fn the_building_thread_can_be_rank_0() {
+    let dir = tempfile::tempdir().unwrap();
+    let (layer, group) = Profiler::builder("active=2,repeat=1".parse().unwrap()).out_dir(dir.path()).build_ranks(2).unwrap();
+    let dispatch = Dispatch::new(tracing_subscriber::registry().with(layer));
+    let step = |group: &steptrace::RankProfilers, rank: u32| {
+        let mut p = group.take(rank).unwrap();
+        p.start();
+        for _ in 0..2 {
+            let _f = tracing::info_span!(target: "steptrace", "forward").entered();
+            drop(_f);
+            p.step();
+        }
+        p.finish().unwrap()
+    };
+    let (mine, other) = std::thread::scope(|s| {
+        let other = s.spawn(|| tracing::dispatcher::with_default(&dispatch, || step(&group, 1)));
+        let mine = tracing::dispatcher::with_default(&dispatch, || step(&group, 0));
+        (mine, other.join().unwrap())
+    });
+    for saved in [&mine[0], &other[0]] {
+        let trace = read_trace_file(&saved.path).unwrap();
+        let meta = trace.steptrace().unwrap().unwrap().metadata.unwrap();
+        assert_eq!(meta.lost_events_other_sink, 0, "{}", saved.path.display());
+        assert_eq!(names(&saved.path).iter().filter(|n| *n == "forward").count(), 2, "{}", saved.path.display());
+    }
+}

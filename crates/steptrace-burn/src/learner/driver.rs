@@ -123,7 +123,7 @@ impl Driver {
         self.ranks.is_some()
     }
 
-    /// The rank of `device` (the first free one, for a device listed
+    /// The rank of `device` (the first rank on it, for a device listed
     /// twice), for a batch built on a thread of no rank.
     pub(crate) fn rank_of(&self, device: DeviceId) -> Option<u32> {
         let ranks = self.ranks.as_ref()?;

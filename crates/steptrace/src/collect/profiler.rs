@@ -145,7 +145,8 @@ impl ProfilerBuilder {
 
     /// Records device activity for a run of several ranks
     /// ([`build_ranks`](Self::build_ranks)): one collector per rank, in
-    /// rank order, each recording its rank's device.
+    /// rank order, each recording its rank's device. [`build`](Self::build)
+    /// and [`build_global`](Self::build_global) do not use them.
     pub fn rank_device_collectors(mut self, collectors: Vec<Box<dyn DeviceCollector>>) -> Self {
         self.rank_devices = collectors.into_iter().map(|c| Arc::new(Mutex::new(c))).collect();
         self
@@ -373,6 +374,12 @@ pub(crate) struct Core {
     origin: Instant,
     /// The cycle whose file could not be created.
     failed_cycle: Option<u64>,
+}
+
+impl std::fmt::Debug for Core {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Core").field("schedule", &self.schedule).field("step", &self.step).finish_non_exhaustive()
+    }
 }
 
 impl Core {

@@ -28,7 +28,9 @@
 //! [`RankProfilers::unattributed`] counts the spans they tried to open
 //! while a window was open. tracing-chrome binds each thread to one
 //! writer for life: a thread that records for two ranks loses the second
-//! rank's events, counted in each file's `lost_events_other_sink`.
+//! rank's events, counted in each file's `lost_events_other_sink`. The
+//! thread that builds the ranks is bound to rank 0's writer: it may take
+//! rank 0, and no other.
 //!
 //! # Examples
 //!
@@ -145,12 +147,6 @@ pub struct RankProfilers {
     unattributed: Arc<AtomicU64>,
 }
 
-impl std::fmt::Debug for Core {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Core").finish_non_exhaustive()
-    }
-}
-
 impl RankProfilers {
     /// Takes rank `rank`'s profiler on the calling thread, which then
     /// records for that rank. Step it on this thread.
@@ -252,8 +248,9 @@ impl ProfilerBuilder {
         let mut layers = Vec::with_capacity(world_size as usize);
         let mut cores = Vec::with_capacity(world_size as usize);
         let mut targets = None;
-        collectors.reverse();
-        for rank in 0..world_size {
+        // Building a Chrome layer binds the building thread to its writer: build rank 0's
+        // last, so that this thread can be rank 0's.
+        for rank in (0..world_size).rev() {
             let spec = RankSpec {
                 info: DistributedInfo::new(backend.clone(), rank, world_size),
                 run_stamp: run_stamp.clone(),
@@ -267,6 +264,8 @@ impl ProfilerBuilder {
             targets.get_or_insert(rank_targets);
             cores.push(Some(core));
         }
+        layers.reverse();
+        cores.reverse();
         let unattributed = Arc::new(AtomicU64::new(0));
         let layer = RankLayer {
             ranks: layers,

@@ -82,15 +82,7 @@ pub(super) fn render(r: &RankReport) -> String {
         }
     }
 
-    let _ = writeln!(o, "\n== Hypotheses (possibilities to test, not verdicts)");
-    if r.hypotheses.is_empty() {
-        let _ = writeln!(o, "none of the checks fired on these traces");
-    }
-    for (i, h) in r.hypotheses.iter().enumerate() {
-        let _ = writeln!(o, "{}. [{}] {}", i + 1, h.id, h.hypothesis);
-        let _ = writeln!(o, "   evidence: {}", h.evidence);
-        let _ = writeln!(o, "   next:     {}", h.next);
-    }
+    super::render::hypothesis_list(&mut o, &r.hypotheses);
     for note in &r.notes {
         let _ = writeln!(o, "note: {note}");
     }

@@ -8,7 +8,7 @@
 use std::fmt::Write as _;
 
 use comfy_table::CellAlignment;
-use steptrace::analysis::{Report, Stats, Timing};
+use steptrace::analysis::{Hypothesis, Report, Stats, Timing};
 use steptrace::format::Figure;
 use steptrace::read::display::{block, escape, label, LABEL_CHARS};
 
@@ -216,18 +216,7 @@ fn render_spans(o: &mut String, r: &Report, top: usize) {
 
 /// Hypotheses, checks not examined, anomalies and notes.
 fn render_hypotheses(o: &mut String, r: &Report) {
-    let _ = writeln!(o, "\n== Hypotheses (possibilities to test, not verdicts)");
-    if r.hypotheses.is_empty() {
-        let _ = writeln!(o, "none of the checks fired on these traces");
-    }
-    for (i, h) in r.hypotheses.iter().enumerate() {
-        let _ = writeln!(o, "{}. [{}] {}", i + 1, h.id, h.hypothesis);
-        let _ = writeln!(o, "   evidence: {}", h.evidence);
-        let _ = writeln!(o, "   next:     {}", h.next);
-        if let Some(cmd) = &h.command {
-            let _ = writeln!(o, "   run:      {cmd}");
-        }
-    }
+    hypothesis_list(o, &r.hypotheses);
     for n in &r.not_examined {
         let hint = n.enable.as_ref().map(|c| format!(" ({})", enable_hint(c))).unwrap_or_default();
         let _ = writeln!(o, "not examined: {}: {}{hint}", n.check, n.why);
@@ -241,6 +230,22 @@ fn render_hypotheses(o: &mut String, r: &Report) {
     }
     for note in &r.notes {
         let _ = writeln!(o, "note: {note}");
+    }
+}
+
+/// The hypotheses section's heading and its numbered items.
+pub(super) fn hypothesis_list(o: &mut String, hypotheses: &[Hypothesis]) {
+    let _ = writeln!(o, "\n== Hypotheses (possibilities to test, not verdicts)");
+    if hypotheses.is_empty() {
+        let _ = writeln!(o, "none of the checks fired on these traces");
+    }
+    for (i, h) in hypotheses.iter().enumerate() {
+        let _ = writeln!(o, "{}. [{}] {}", i + 1, h.id, h.hypothesis);
+        let _ = writeln!(o, "   evidence: {}", h.evidence);
+        let _ = writeln!(o, "   next:     {}", h.next);
+        if let Some(cmd) = &h.command {
+            let _ = writeln!(o, "   run:      {cmd}");
+        }
     }
 }
 

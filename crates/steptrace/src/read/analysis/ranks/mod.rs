@@ -255,7 +255,7 @@ impl RankReport {
 struct Lane {
     rank: u32,
     files: Vec<String>,
-    /// Per step: (startup, step ms, collective ms, input ms, device busy ms).
+    /// Each recorded step's figures, by step number.
     steps: BTreeMap<u64, LaneStep>,
     collective_seen: bool,
     input_seen: bool,
