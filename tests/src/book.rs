@@ -56,5 +56,8 @@ mod confirming {}
 mod own_program {}
 
 #[cfg(doctest)]
+#[doc = include_str!("../../book/src/multi-gpu.md")]
+mod multi_gpu {}
+#[cfg(doctest)]
 #[doc = include_str!("../../book/src/learner.md")]
 mod learner {}
