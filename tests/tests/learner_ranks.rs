@@ -45,7 +45,7 @@ fn each_rank_thread_writes_its_own_files_and_the_ranks_compare() {
     std::thread::scope(|s| {
         let mut ranks = Vec::new();
         for rank in 0..2u64 {
-            let (mut optimizer, device) = (optimizer.clone(), device.clone());
+            let (mut optimizer, device) = (optimizer.clone(), device);
             let handle = std::thread::Builder::new()
                 .name(format!("ddp-rank-{rank}"))
                 .spawn_scoped(s, move || {

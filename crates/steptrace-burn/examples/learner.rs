@@ -206,7 +206,7 @@ pub fn run(settings: &Settings) -> Result<Outcome, Box<dyn Error>> {
         .renderer(Quiet)
         .num_epochs(settings.epochs);
     if settings.devices > 1 {
-        let devices = vec![device.clone(); settings.devices];
+        let devices = vec![device; settings.devices];
         training = training.with_training_strategy(ExecutionStrategy::multi(devices, MultiDeviceOptim::OptimMainDevice).into());
     }
     let model = Classifier { mlp: MlpConfig::new(features, info.num_classes).init::<B>(&device) };

@@ -115,9 +115,9 @@ fn each_rank_writes_its_own_file_per_cycle_in_the_cycles_folder() {
         }
     }
     // Both ranks' files of a cycle share its folder, and nothing else is in it.
-    for cycle in 0..2 {
-        let a: PathBuf = saved[0][cycle].path.parent().unwrap().into();
-        assert_eq!(a, saved[1][cycle].path.parent().unwrap());
+    for (zero, one) in saved[0].iter().zip(&saved[1]) {
+        let a: PathBuf = zero.path.parent().unwrap().into();
+        assert_eq!(a, one.path.parent().unwrap());
         assert_eq!(std::fs::read_dir(&a).unwrap().count(), 2);
     }
 

@@ -27,13 +27,16 @@ thread_local! {
 /// A rank's outcomes: its files, or why one could not be written.
 pub(crate) type Outcomes = Vec<Result<SavedTrace, steptrace::Error>>;
 
+/// Where ranks hand their outcomes back: `(rank, outcomes)`.
+type HandBack = Arc<Mutex<Vec<(u32, Outcomes)>>>;
+
 /// A profiler in a thread's slot; a rank's hands its outcomes back when
 /// the thread ends.
 struct Bound {
     id: u64,
     profiler: Option<Profiler>,
     /// Where a rank's outcomes go: `(rank, outcomes)`.
-    hand_back: Option<(u32, Arc<Mutex<Vec<(u32, Outcomes)>>>)>,
+    hand_back: Option<(u32, HandBack)>,
 }
 
 impl Drop for Bound {
@@ -52,7 +55,7 @@ struct Ranks {
     /// Each rank's device, in rank order.
     devices: Vec<DeviceId>,
     taken: Mutex<Vec<bool>>,
-    outcomes: Arc<Mutex<Vec<(u32, Outcomes)>>>,
+    outcomes: HandBack,
 }
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);

@@ -35,7 +35,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::hypotheses::Hypothesis;
-use super::spans::{union_length, Spans};
+use super::spans::{union_length, Span, Spans};
 use super::stats::Stats;
 use super::{Report, ReportError, ReportOptions};
 use crate::format::names::{is_collective, is_input};
@@ -272,24 +272,30 @@ struct LaneStep {
 
 impl Lane {
     fn of(rank: u32, files: &[(String, Trace)], report: &Report) -> Lane {
-        let spans: Vec<Spans> = files.iter().map(|(_, t)| Spans::from_trace(t)).collect();
+        // Only the spans the figures read, once per file: collectives, and input spans.
+        let picked: Vec<(Vec<Span>, Vec<Span>)> = files
+            .iter()
+            .map(|(_, t)| {
+                let spans = Spans::from_trace(t).spans;
+                spans.into_iter().filter(|s| is_collective(&s.name) || is_input(&s.name)).partition(|s| is_collective(&s.name))
+            })
+            .collect();
         let device = report.device.devices.iter().max_by(|a, b| a.busy_ms.median.total_cmp(&b.busy_ms.median));
         let mut collective_seen = false;
         let mut input_seen = false;
         let mut steps = BTreeMap::new();
         for row in &report.timing.steps {
-            let Some(file) = spans.get(row.source) else { continue };
-            let within = |keep: &dyn Fn(&super::spans::Span) -> bool| {
-                let parts: Vec<(f64, f64)> = file
-                    .spans
-                    .iter()
-                    .filter(|s| keep(s) && s.end > row.start && s.start < row.end)
+            let Some((collectives, inputs)) = picked.get(row.source) else { continue };
+            // The union of `spans` within the step, ms; whether any was there.
+            let within = |spans: &mut dyn Iterator<Item = &Span>| {
+                let parts: Vec<(f64, f64)> = spans
+                    .filter(|s| s.end > row.start && s.start < row.end)
                     .map(|s| (s.start.max(row.start), s.end.min(row.end)))
                     .collect();
                 (!parts.is_empty(), union_length(parts) / 1000.0)
             };
-            let (has_collective, collective_ms) = within(&|s| is_collective(&s.name));
-            let (has_input, input_ms) = within(&|s| s.thread == row.thread && is_input(&s.name));
+            let (has_collective, collective_ms) = within(&mut collectives.iter());
+            let (has_input, input_ms) = within(&mut inputs.iter().filter(|s| s.thread == row.thread));
             collective_seen |= has_collective;
             input_seen |= has_input;
             let device_busy_ms = device.and_then(|d| d.steps.iter().find(|s| s.step == row.step)).map(|s| s.busy_ms);
