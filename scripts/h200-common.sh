@@ -3,18 +3,24 @@
 # The caller sets R (the results folder) and BUDGET (seconds), and uses bash's
 # SECONDS as the budget's clock.
 
-# DIR: unpacks every .devbin/*.gz into DIR (or takes $STEPTRACE, a local
-# binary, for a dry run) and sets B to the steptrace binary.
+# DIR: unpacks every .devbin/*.gz and .devbin/*.xz into DIR (or takes
+# $STEPTRACE, a local binary, for a dry run) and sets B to the steptrace binary.
+# (A burn 0.22 binary with CUDA links LLVM: about 150 MB, carried as xz.)
 st_binaries() {
-  local dir=$1 gz
+  local dir=$1 packed name
   mkdir -p "$dir"
   if [ -n "${STEPTRACE:-}" ]; then
     B=$(readlink -f "$STEPTRACE")
     return 0
   fi
-  for gz in .devbin/*.gz; do
-    gzip -dc "$gz" > "$dir/$(basename "$gz" .gz)"
-    chmod +x "$dir/$(basename "$gz" .gz)"
+  for packed in .devbin/*.gz .devbin/*.xz; do
+    [ -e "$packed" ] || continue
+    name=$(basename "${packed%.*}")
+    case $packed in
+      *.gz) gzip -dc "$packed" > "$dir/$name" ;;
+      *.xz) xz -dc "$packed" > "$dir/$name" ;;
+    esac
+    chmod +x "$dir/$name"
   done
   B=$dir/steptrace
 }

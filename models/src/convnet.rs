@@ -66,7 +66,7 @@ impl ConvNetConfig {
     ///
     /// If `height` or `width` is smaller than 4 (the two poolings would leave
     /// no spatial extent), or if any channel count or `kernel_size` is zero.
-    pub fn init<B: Backend>(&self, device: &B::Device) -> ConvNet<B> {
+    pub fn init(&self, device: &Device) -> ConvNet {
         assert!(
             self.height >= DOWNSAMPLE && self.width >= DOWNSAMPLE,
             "ConvNet needs images of at least {DOWNSAMPLE}x{DOWNSAMPLE} pixels, got {}x{}",
@@ -102,20 +102,20 @@ impl ConvNetConfig {
 ///
 /// Build it with [`ConvNetConfig::init`]; the input shape is fixed by the config.
 #[derive(Module, Debug)]
-pub struct ConvNet<B: Backend> {
-    conv1: Conv2d<B>,
-    conv2: Conv2d<B>,
+pub struct ConvNet {
+    conv1: Conv2d,
+    conv2: Conv2d,
     pool: MaxPool2d,
     activation: Relu,
     dropout: Dropout,
-    head: Linear<B>,
+    head: Linear,
     in_channels: usize,
     height: usize,
     width: usize,
     n_classes: usize,
 }
 
-impl<B: Backend> ConvNet<B> {
+impl ConvNet {
     /// Computes class logits.
     ///
     /// # Shapes
@@ -127,7 +127,7 @@ impl<B: Backend> ConvNet<B> {
     ///
     /// If the channel/height/width axes of `images` differ from the config the
     /// model was built with.
-    pub fn forward(&self, images: Tensor<B, 4>) -> Tensor<B, 2> {
+    pub fn forward(&self, images: Tensor<4>) -> Tensor<2> {
         let [batch, channels, height, width] = images.dims();
         assert_eq!(
             [channels, height, width],
@@ -139,7 +139,7 @@ impl<B: Backend> ConvNet<B> {
         );
         let x = self.pool.forward(self.activation.forward(self.conv1.forward(images)));
         let x = self.pool.forward(self.activation.forward(self.conv2.forward(x)));
-        let x: Tensor<B, 2> = x.flatten(1, 3);
+        let x: Tensor<2> = x.flatten(1, 3);
         debug_assert_eq!(x.dims()[0], batch);
         self.head.forward(self.dropout.forward(x))
     }
@@ -159,9 +159,12 @@ impl<B: Backend> ConvNet<B> {
 mod tests {
     use super::*;
     use crate::classification_loss;
-    use burn::optim::{AdamConfig, GradientsParams, Optimizer};
+    use burn::optim::{AdamConfig, GradientsParams};
 
-    type TestBackend = burn::backend::Autodiff<burn::backend::NdArray>;
+    /// The CPU (burn-flex) device with autodiff that the unit tests run on.
+    fn test_device() -> Device {
+        Device::flex().autodiff()
+    }
 
     #[test]
     fn flattened_sizes() {
@@ -172,14 +175,14 @@ mod tests {
 
     #[test]
     fn output_shapes() {
-        let device = Default::default();
+        let device = test_device();
         for (config, batch) in [
             (ConvNetConfig::uci_digits(), 3),
             (ConvNetConfig::fashion_mnist(), 2),
             (ConvNetConfig::new(3, 9, 13, 5).with_dropout(0.2), 4),
         ] {
-            let model = config.init::<TestBackend>(&device);
-            let input = Tensor::<TestBackend, 4>::zeros(
+            let model = config.init(&device);
+            let input = Tensor::<4>::zeros(
                 [batch, config.in_channels, config.height, config.width],
                 &device,
             );
@@ -190,8 +193,8 @@ mod tests {
 
     #[test]
     fn param_count() {
-        let device = Default::default();
-        let model = ConvNetConfig::uci_digits().init::<TestBackend>(&device);
+        let device = test_device();
+        let model = ConvNetConfig::uci_digits().init(&device);
         // conv1: 1*16*3*3+16, conv2: 16*32*3*3+32, head: 128*10+10
         assert_eq!(model.num_params(), 160 + 4640 + 1290);
     }
@@ -199,22 +202,22 @@ mod tests {
     #[test]
     #[should_panic(expected = "ConvNet input must be")]
     fn wrong_input_shape_panics_clearly() {
-        let device = Default::default();
-        let model = ConvNetConfig::uci_digits().init::<TestBackend>(&device);
+        let device = test_device();
+        let model = ConvNetConfig::uci_digits().init(&device);
         let _ = model.forward(Tensor::zeros([1, 1, 28, 28], &device));
     }
 
     #[test]
     #[should_panic(expected = "at least 4x4")]
     fn too_small_images_rejected() {
-        let device = Default::default();
-        let _ = ConvNetConfig::new(1, 3, 8, 10).init::<TestBackend>(&device);
+        let device = test_device();
+        let _ = ConvNetConfig::new(1, 3, 8, 10).init(&device);
     }
 
     #[test]
     fn learns_tiny_batch() {
-        let device = Default::default();
-        TestBackend::seed(&device, 0);
+        let device = test_device();
+        device.seed(0);
         let (n, classes, side) = (16, 4, 8);
         // Each class is a bright bar at a class-specific position (rows for even
         // classes, columns for odd ones) on a faint deterministic background.
@@ -232,22 +235,19 @@ mod tests {
             }
             ys.push(class as i64);
         }
-        let x = Tensor::<TestBackend, 4>::from_data(TensorData::new(xs, [n, 1, side, side]), &device);
-        let y = Tensor::<TestBackend, 1, Int>::from_data(TensorData::new(ys, [n]), &device);
+        let x = Tensor::<4>::from_data(TensorData::new(xs, [n, 1, side, side]), &device);
+        let y = Tensor::<1, Int>::from_data(TensorData::new(ys, [n]), &device);
 
-        let mut model = ConvNetConfig::new(1, side, side, classes).init::<TestBackend>(&device);
-        let mut optim = AdamConfig::new().init::<TestBackend, ConvNet<TestBackend>>();
-        let initial = classification_loss(model.forward(x.clone()), y.clone()).into_scalar();
+        let mut model = ConvNetConfig::new(1, side, side, classes).init(&device);
+        let mut optim = AdamConfig::new().init();
+        let initial: f32 = classification_loss(model.forward(x.clone()), y.clone()).into_scalar();
         for _ in 0..20 {
             let loss = classification_loss(model.forward(x.clone()), y.clone());
             let grads = GradientsParams::from_grads(loss.backward(), &model);
             model = optim.step(3e-3, model, grads);
         }
-        let last = classification_loss(model.forward(x), y).into_scalar();
+        let last: f32 = classification_loss(model.forward(x), y).into_scalar();
         eprintln!("convnet tiny-batch loss: {initial} -> {last}");
-        assert!(
-            last < 0.7 * initial,
-            "loss did not decrease enough: {initial} -> {last}"
-        );
+        assert!(last < 0.7 * initial, "loss did not decrease enough: {initial} -> {last}");
     }
 }

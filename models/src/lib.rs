@@ -1,8 +1,9 @@
 //! Small burn models used by steptrace's examples, benchmarks and tests.
 //!
-//! Three models, each generic over the burn [`Backend`], each built from a
-//! `#[derive(Config)]` configuration with `init(&device)`, and each with a
-//! `forward` that returns unnormalised logits:
+//! Three models, each usable on any burn [`Device`] (the backend is chosen at
+//! run time by the device, e.g. `Device::flex()` or `Device::default().autodiff()`),
+//! each built from a `#[derive(Config)]` configuration with `init(&device)`, and
+//! each with a `forward` that returns unnormalised logits:
 //!
 //! | kind | model | input | logits | loss helper |
 //! |------|-------|-------|--------|-------------|
@@ -73,9 +74,7 @@ impl FromStr for ModelKind {
         ModelKind::ALL
             .into_iter()
             .find(|kind| kind.name().eq_ignore_ascii_case(wanted))
-            .ok_or_else(|| ParseModelKindError {
-                input: s.to_owned(),
-            })
+            .ok_or_else(|| ParseModelKindError { input: s.to_owned() })
     }
 }
 
@@ -120,19 +119,14 @@ impl std::error::Error for ParseModelKindError {}
 /// # Panics
 ///
 /// If the batch sizes of `logits` and `targets` differ.
-pub fn classification_loss<B: Backend>(
-    logits: Tensor<B, 2>,
-    targets: Tensor<B, 1, Int>,
-) -> Tensor<B, 1> {
+pub fn classification_loss(logits: Tensor<2>, targets: Tensor<1, Int>) -> Tensor<1> {
     let [batch, _] = logits.dims();
     let [target_batch] = targets.dims();
     assert_eq!(
         batch, target_batch,
         "classification_loss: logits have batch {batch} but targets have batch {target_batch}"
     );
-    CrossEntropyLossConfig::new()
-        .init(&logits.device())
-        .forward(logits, targets)
+    CrossEntropyLossConfig::new().init(&logits.device()).forward(logits, targets)
 }
 
 /// Mean next-token cross-entropy loss of a language model, over every position
@@ -148,7 +142,7 @@ pub fn classification_loss<B: Backend>(
 /// # Panics
 ///
 /// If the `[batch, seq]` axes of `logits` and `targets` differ.
-pub fn lm_loss<B: Backend>(logits: Tensor<B, 3>, targets: Tensor<B, 2, Int>) -> Tensor<B, 1> {
+pub fn lm_loss(logits: Tensor<3>, targets: Tensor<2, Int>) -> Tensor<1> {
     let [batch, seq, vocab] = logits.dims();
     let target_dims = targets.dims();
     assert_eq!(
@@ -157,17 +151,17 @@ pub fn lm_loss<B: Backend>(logits: Tensor<B, 3>, targets: Tensor<B, 2, Int>) -> 
         "lm_loss: logits are [batch, seq, vocab] = {:?} but targets are {target_dims:?}",
         [batch, seq, vocab]
     );
-    classification_loss(
-        logits.reshape([batch * seq, vocab]),
-        targets.reshape([batch * seq]),
-    )
+    classification_loss(logits.reshape([batch * seq, vocab]), targets.reshape([batch * seq]))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    type TestBackend = burn::backend::NdArray;
+    /// The CPU (burn-flex) device the unit tests run on, without autodiff.
+    fn test_device() -> Device {
+        Device::flex()
+    }
 
     #[test]
     fn model_kind_round_trips() {
@@ -202,21 +196,19 @@ mod tests {
 
     #[test]
     fn classification_loss_matches_uniform_logits() {
-        let device = Default::default();
-        let logits = Tensor::<TestBackend, 2>::zeros([4, 10], &device);
-        let targets = Tensor::<TestBackend, 1, Int>::from_data([0i64, 3, 5, 9], &device);
+        let device = test_device();
+        let logits = Tensor::<2>::zeros([4, 10], &device);
+        let targets = Tensor::<1, Int>::from_data([0i64, 3, 5, 9], &device);
         let loss: f32 = classification_loss(logits, targets).into_scalar();
         assert!((loss - 10f32.ln()).abs() < 1e-5, "{loss}");
     }
 
     #[test]
     fn lm_loss_equals_flattened_classification_loss() {
-        let device = Default::default();
+        let device = test_device();
         let values: Vec<f32> = (0..2 * 3 * 5).map(|i| ((i * 7) % 11) as f32 / 5.0).collect();
-        let logits =
-            Tensor::<TestBackend, 3>::from_data(TensorData::new(values, [2, 3, 5]), &device);
-        let targets =
-            Tensor::<TestBackend, 2, Int>::from_data([[0i64, 1, 2], [3, 4, 0]], &device);
+        let logits = Tensor::<3>::from_data(TensorData::new(values, [2, 3, 5]), &device);
+        let targets = Tensor::<2, Int>::from_data([[0i64, 1, 2], [3, 4, 0]], &device);
         let lm: f32 = lm_loss(logits.clone(), targets.clone()).into_scalar();
         let flat: f32 =
             classification_loss(logits.reshape([6, 5]), targets.reshape([6])).into_scalar();
@@ -227,9 +219,9 @@ mod tests {
     #[test]
     #[should_panic(expected = "lm_loss: logits are")]
     fn lm_loss_rejects_mismatched_targets() {
-        let device = Default::default();
-        let logits = Tensor::<TestBackend, 3>::zeros([2, 3, 5], &device);
-        let targets = Tensor::<TestBackend, 2, Int>::zeros([3, 2], &device);
+        let device = test_device();
+        let logits = Tensor::<3>::zeros([2, 3, 5], &device);
+        let targets = Tensor::<2, Int>::zeros([3, 2], &device);
         let _ = lm_loss(logits, targets);
     }
 }

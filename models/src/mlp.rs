@@ -23,8 +23,8 @@ pub struct MlpConfig {
     #[config(default = "vec![128, 128]")]
     pub hidden: Vec<usize>,
     /// Dropout probability applied after every hidden activation during training.
-    /// `0.0` disables dropout. Dropout is inactive on non-autodiff backends
-    /// (e.g. after [`AutodiffModule::valid`](burn::module::AutodiffModule::valid)).
+    /// `0.0` disables dropout. Dropout is inactive on devices without autodiff and
+    /// in validation mode (e.g. after [`Module::valid`](burn::module::Module::valid)).
     #[config(default = 0.0)]
     pub dropout: f64,
 }
@@ -36,7 +36,7 @@ impl MlpConfig {
     }
 
     /// Initialises an [`Mlp`] with freshly initialised parameters on `device`.
-    pub fn init<B: Backend>(&self, device: &B::Device) -> Mlp<B> {
+    pub fn init(&self, device: &Device) -> Mlp {
         let mut hidden = Vec::with_capacity(self.hidden.len());
         let mut d_in = self.d_input;
         for &d_out in &self.hidden {
@@ -59,23 +59,23 @@ impl MlpConfig {
 ///
 /// Build it with [`MlpConfig::init`].
 #[derive(Module, Debug)]
-pub struct Mlp<B: Backend> {
-    hidden: Vec<Linear<B>>,
-    output: Linear<B>,
+pub struct Mlp {
+    hidden: Vec<Linear>,
+    output: Linear,
     activation: Relu,
     dropout: Dropout,
     d_input: usize,
     n_classes: usize,
 }
 
-impl<B: Backend> Mlp<B> {
+impl Mlp {
     /// Computes class logits.
     ///
     /// # Shapes
     ///
     /// - `input`: `[batch, d_input]`, float
     /// - output: `[batch, n_classes]`, unnormalised logits
-    pub fn forward(&self, input: Tensor<B, 2>) -> Tensor<B, 2> {
+    pub fn forward(&self, input: Tensor<2>) -> Tensor<2> {
         let mut x = input;
         for layer in &self.hidden {
             x = self.dropout.forward(self.activation.forward(layer.forward(x)));
@@ -98,10 +98,12 @@ impl<B: Backend> Mlp<B> {
 mod tests {
     use super::*;
     use crate::classification_loss;
-    use burn::module::AutodiffModule;
-    use burn::optim::{AdamConfig, GradientsParams, Optimizer};
+    use burn::optim::{AdamConfig, GradientsParams};
 
-    type TestBackend = burn::backend::Autodiff<burn::backend::NdArray>;
+    /// The CPU (burn-flex) device with autodiff that the unit tests run on.
+    fn test_device() -> Device {
+        Device::flex().autodiff()
+    }
 
     /// A tiny deterministic dataset: `n` examples of `d` features, labels `i % classes`,
     /// each class having a distinct pattern plus a small per-example perturbation.
@@ -109,8 +111,8 @@ mod tests {
         n: usize,
         d: usize,
         classes: usize,
-        device: &Device<TestBackend>,
-    ) -> (Tensor<TestBackend, 2>, Tensor<TestBackend, 1, Int>) {
+        device: &Device,
+    ) -> (Tensor<2>, Tensor<1, Int>) {
         let mut xs = Vec::with_capacity(n * d);
         let mut ys = Vec::with_capacity(n);
         for i in 0..n {
@@ -138,18 +140,16 @@ mod tests {
 
     #[test]
     fn output_shape_and_param_count() {
-        let device = Default::default();
-        let model = MlpConfig::uci_digits().init::<TestBackend>(&device);
-        let input = Tensor::<TestBackend, 2>::zeros([5, 64], &device);
+        let device = test_device();
+        let model = MlpConfig::uci_digits().init(&device);
+        let input = Tensor::<2>::zeros([5, 64], &device);
         assert_eq!(model.forward(input).dims(), [5, 10]);
         assert_eq!(model.d_input(), 64);
         assert_eq!(model.n_classes(), 10);
         // 64*128+128 + 128*128+128 + 128*10+10
         assert_eq!(model.num_params(), 8320 + 16512 + 1290);
 
-        let linear = MlpConfig::new(3, 2)
-            .with_hidden(vec![])
-            .init::<TestBackend>(&device);
+        let linear = MlpConfig::new(3, 2).with_hidden(vec![]).init(&device);
         assert_eq!(linear.num_params(), 3 * 2 + 2);
         assert_eq!(linear.d_input(), 3);
         let out = linear.forward(Tensor::zeros([4, 3], &device));
@@ -158,12 +158,9 @@ mod tests {
 
     #[test]
     fn dropout_model_runs_in_train_and_valid_mode() {
-        let device = Default::default();
-        let model = MlpConfig::new(8, 3)
-            .with_hidden(vec![16])
-            .with_dropout(0.5)
-            .init::<TestBackend>(&device);
-        let input = Tensor::<TestBackend, 2>::ones([2, 8], &device);
+        let device = test_device();
+        let model = MlpConfig::new(8, 3).with_hidden(vec![16]).with_dropout(0.5).init(&device);
+        let input = Tensor::<2>::ones([2, 8], &device);
         assert_eq!(model.forward(input.clone()).dims(), [2, 3]);
         let valid = model.valid();
         assert_eq!(valid.forward(input.inner()).dims(), [2, 3]);
@@ -171,13 +168,13 @@ mod tests {
 
     #[test]
     fn learns_tiny_batch() {
-        let device = Default::default();
-        TestBackend::seed(&device, 0);
-        let mut model = MlpConfig::uci_digits().init::<TestBackend>(&device);
-        let mut optim = AdamConfig::new().init::<TestBackend, Mlp<TestBackend>>();
+        let device = test_device();
+        device.seed(0);
+        let mut model = MlpConfig::uci_digits().init(&device);
+        let mut optim = AdamConfig::new().init();
         let (x, y) = tiny_batch(40, 64, 10, &device);
 
-        let loss_of = |model: &Mlp<TestBackend>| {
+        let loss_of = |model: &Mlp| -> f32 {
             classification_loss(model.forward(x.clone()), y.clone()).into_scalar()
         };
         let initial = loss_of(&model);
@@ -188,9 +185,6 @@ mod tests {
         }
         let last = loss_of(&model);
         eprintln!("mlp tiny-batch loss: {initial} -> {last}");
-        assert!(
-            last < 0.7 * initial,
-            "loss did not decrease enough: {initial} -> {last}"
-        );
+        assert!(last < 0.7 * initial, "loss did not decrease enough: {initial} -> {last}");
     }
 }

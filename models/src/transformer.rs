@@ -10,7 +10,9 @@
 
 use burn::module::Initializer;
 use burn::nn::attention::generate_autoregressive_mask;
-use burn::nn::transformer::{TransformerEncoder, TransformerEncoderConfig, TransformerEncoderInput};
+use burn::nn::transformer::{
+    TransformerEncoder, TransformerEncoderConfig, TransformerEncoderInput,
+};
 use burn::nn::{Embedding, EmbeddingConfig, LayerNorm, LayerNormConfig, Linear, LinearConfig};
 use burn::prelude::*;
 
@@ -53,7 +55,7 @@ impl CharTransformerConfig {
     ///
     /// If `d_model` is not a positive multiple of `n_heads`, or if `vocab_size`,
     /// `n_heads` or `max_seq_len` is zero.
-    pub fn init<B: Backend>(&self, device: &B::Device) -> CharTransformer<B> {
+    pub fn init(&self, device: &Device) -> CharTransformer {
         assert!(
             self.vocab_size > 0 && self.max_seq_len > 0 && self.n_heads > 0,
             "CharTransformer needs non-zero vocab_size, max_seq_len and n_heads: {self}"
@@ -64,10 +66,7 @@ impl CharTransformerConfig {
             self.d_model,
             self.n_heads
         );
-        let embedding_init = Initializer::Normal {
-            mean: 0.0,
-            std: EMBEDDING_INIT_STD,
-        };
+        let embedding_init = Initializer::Normal { mean: 0.0, std: EMBEDDING_INIT_STD };
         CharTransformer {
             token_embedding: EmbeddingConfig::new(self.vocab_size, self.d_model)
                 .with_initializer(embedding_init.clone())
@@ -99,17 +98,17 @@ impl CharTransformerConfig {
 /// [`CharTransformerConfig::init`]; train it with [`crate::lm_loss`] on
 /// `(tokens[.., ..t], tokens[.., 1..=t])` pairs.
 #[derive(Module, Debug)]
-pub struct CharTransformer<B: Backend> {
-    token_embedding: Embedding<B>,
-    position_embedding: Embedding<B>,
-    encoder: TransformerEncoder<B>,
-    final_norm: LayerNorm<B>,
-    head: Linear<B>,
+pub struct CharTransformer {
+    token_embedding: Embedding,
+    position_embedding: Embedding,
+    encoder: TransformerEncoder,
+    final_norm: LayerNorm,
+    head: Linear,
     vocab_size: usize,
     max_seq_len: usize,
 }
 
-impl<B: Backend> CharTransformer<B> {
+impl CharTransformer {
     /// Computes next-token logits for every position.
     ///
     /// # Shapes
@@ -121,7 +120,7 @@ impl<B: Backend> CharTransformer<B> {
     ///
     /// If `seq` is zero or longer than `max_seq_len`. (Out-of-range token ids
     /// are not checked here; what happens then depends on the backend.)
-    pub fn forward(&self, tokens: Tensor<B, 2, Int>) -> Tensor<B, 3> {
+    pub fn forward(&self, tokens: Tensor<2, Int>) -> Tensor<3> {
         let [batch, seq] = tokens.dims();
         assert!(
             (1..=self.max_seq_len).contains(&seq),
@@ -129,13 +128,11 @@ impl<B: Backend> CharTransformer<B> {
             self.max_seq_len
         );
         let device = tokens.device();
-        let positions = Tensor::<B, 1, Int>::arange(0..seq as i64, &device).reshape([1, seq]);
+        let positions = Tensor::<1, Int>::arange(0..seq as i64, &device).reshape([1, seq]);
         // [batch, seq, d_model] + [1, seq, d_model] (broadcast over the batch).
         let x = self.token_embedding.forward(tokens) + self.position_embedding.forward(positions);
-        let mask = generate_autoregressive_mask::<B>(batch, seq, &device);
-        let x = self
-            .encoder
-            .forward(TransformerEncoderInput::new(x).mask_attn(mask));
+        let mask = generate_autoregressive_mask(batch, seq, &device);
+        let x = self.encoder.forward(TransformerEncoderInput::new(x).mask_attn(mask));
         self.head.forward(self.final_norm.forward(x))
     }
 
@@ -154,15 +151,14 @@ impl<B: Backend> CharTransformer<B> {
 mod tests {
     use super::*;
     use crate::lm_loss;
-    use burn::module::AutodiffModule;
-    use burn::optim::{AdamConfig, GradientsParams, Optimizer};
+    use burn::optim::{AdamConfig, GradientsParams};
 
-    type TestBackend = burn::backend::Autodiff<burn::backend::NdArray>;
+    /// The CPU (burn-flex) device with autodiff that the unit tests run on.
+    fn test_device() -> Device {
+        Device::flex().autodiff()
+    }
 
-    fn tokens(
-        rows: Vec<Vec<i64>>,
-        device: &Device<TestBackend>,
-    ) -> Tensor<TestBackend, 2, Int> {
+    fn tokens(rows: Vec<Vec<i64>>, device: &Device) -> Tensor<2, Int> {
         let (b, t) = (rows.len(), rows[0].len());
         let flat: Vec<i64> = rows.into_iter().flatten().collect();
         Tensor::from_data(TensorData::new(flat, [b, t]), device)
@@ -170,16 +166,16 @@ mod tests {
 
     #[test]
     fn output_shape_and_defaults() {
-        let device = Default::default();
+        let device = test_device();
         let config = CharTransformerConfig::new(30);
         assert_eq!(
             (config.d_model, config.n_layers, config.n_heads, config.d_ff, config.max_seq_len),
             (64, 2, 4, 256, 64)
         );
-        let model = config.init::<TestBackend>(&device);
-        let input = Tensor::<TestBackend, 2, Int>::zeros([3, 64], &device);
+        let model = config.init(&device);
+        let input = Tensor::<2, Int>::zeros([3, 64], &device);
         assert_eq!(model.forward(input).dims(), [3, 64, 30]);
-        let short = Tensor::<TestBackend, 2, Int>::zeros([2, 5], &device);
+        let short = Tensor::<2, Int>::zeros([2, 5], &device);
         assert_eq!(model.forward(short).dims(), [2, 5, 30]);
         assert_eq!(model.vocab_size(), 30);
         assert_eq!(model.max_seq_len(), 64);
@@ -189,20 +185,17 @@ mod tests {
     #[test]
     #[should_panic(expected = "sequence length must be in 1..=8")]
     fn too_long_sequence_panics_clearly() {
-        let device = Default::default();
-        let model = CharTransformerConfig::new(5)
-            .with_max_seq_len(8)
-            .init::<TestBackend>(&device);
+        let device = test_device();
+        let model = CharTransformerConfig::new(5).with_max_seq_len(8).init(&device);
         let _ = model.forward(Tensor::zeros([1, 9], &device));
     }
 
     #[test]
     fn is_causal() {
-        let device = Default::default();
-        let model = CharTransformerConfig::new(10)
-            .with_max_seq_len(8)
-            .init::<TestBackend>(&device)
-            .valid();
+        let device = test_device();
+        let model = CharTransformerConfig::new(10).with_max_seq_len(8).init(&device).valid();
+        // The validation model lives on the same CPU device without autodiff.
+        let device = device.inner();
         let a = [[1i64, 2, 3, 4, 5, 6, 7, 8]];
         let b = [[1i64, 2, 3, 4, 9, 0, 9, 0]];
         let la = model.forward(Tensor::from_data(a, &device));
@@ -220,8 +213,8 @@ mod tests {
 
     #[test]
     fn learns_tiny_batch() {
-        let device = Default::default();
-        TestBackend::seed(&device, 0);
+        let device = test_device();
+        device.seed(0);
         // A cyclic "alphabet" of 8 symbols: each next token is determined by the
         // current one, so the model can drive the loss far below ln(8).
         let (vocab, seq, batch) = (8usize, 16usize, 4usize);
@@ -232,21 +225,16 @@ mod tests {
         let inputs = tokens(windows.iter().map(|w| w[..seq].to_vec()).collect(), &device);
         let targets = tokens(windows.iter().map(|w| w[1..].to_vec()).collect(), &device);
 
-        let mut model = CharTransformerConfig::new(vocab)
-            .with_max_seq_len(seq)
-            .init::<TestBackend>(&device);
-        let mut optim = AdamConfig::new().init::<TestBackend, CharTransformer<TestBackend>>();
-        let initial = lm_loss(model.forward(inputs.clone()), targets.clone()).into_scalar();
+        let mut model = CharTransformerConfig::new(vocab).with_max_seq_len(seq).init(&device);
+        let mut optim = AdamConfig::new().init();
+        let initial: f32 = lm_loss(model.forward(inputs.clone()), targets.clone()).into_scalar();
         for _ in 0..30 {
             let loss = lm_loss(model.forward(inputs.clone()), targets.clone());
             let grads = GradientsParams::from_grads(loss.backward(), &model);
             model = optim.step(3e-3, model, grads);
         }
-        let last = lm_loss(model.forward(inputs), targets).into_scalar();
+        let last: f32 = lm_loss(model.forward(inputs), targets).into_scalar();
         eprintln!("transformer tiny-batch loss: {initial} -> {last}");
-        assert!(
-            last < 0.7 * initial,
-            "loss did not decrease enough: {initial} -> {last}"
-        );
+        assert!(last < 0.7 * initial, "loss did not decrease enough: {initial} -> {last}");
     }
 }

@@ -12,10 +12,10 @@ use steptrace_burn::init::InitError;
 use steptrace_burn::{BackendSetting, ConfigError, Error, RunConfig, RunSummary};
 use steptrace_models::ModelKind;
 
-/// burn's NdArray backend keeps one process-wide seed: runs take turns.
+/// burn's backends keep one process-wide seed each: runs take turns.
 static RUNS: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// How far apart the first losses of one record on the CPU (ndarray) and on
+/// How far apart the first losses of one record on the CPU (burn-flex) and on
 /// wgpu (lavapipe) may be: both compute in f32, from the same weights and the
 /// same batch, and may differ only in the order of their sums (matmul tiling,
 /// reductions). f32 keeps about 7 significant digits; over three layers of

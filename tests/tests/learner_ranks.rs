@@ -1,37 +1,33 @@
 //! The burn-train integration with one profiler per rank, on the CPU:
-//! burn's `DistributedDataParallel` needs CUDA (its `distributed` feature
-//! implements autodiff only for backends with collectives), so each rank's
-//! loop is run here as DDP runs it, on a thread of its own with its own
-//! clone of the optimizer, through the same wrappers.
+//! burn's `DistributedDataParallel` needs a backend with collective
+//! operations (CUDA; burn-flex has none), so each rank's loop is run here
+//! as DDP runs it, on a thread of its own with its own clone of the
+//! optimizer, through the same wrappers.
 //!
 //! One global subscriber per process: this binary holds one run.
 
 use burn::module::Module;
 use burn::nn::loss::CrossEntropyLossConfig;
 use burn::nn::{Linear, LinearConfig};
-use burn::optim::{GradientsParams, Optimizer, SgdConfig};
+use burn::optim::{GradientsParams, SgdConfig};
 use burn::prelude::*;
-use burn::tensor::backend::DeviceOps;
 use steptrace::analysis::{RankReport, ReportOptions};
 use steptrace::format::DistributedInfo;
 use steptrace::reader::read_trace_file;
-use steptrace_burn::backend::CpuAutodiff;
 use steptrace_burn::learner::LearnerProfiler;
 
-type B = CpuAutodiff;
-
 #[derive(Module, Debug)]
-struct Model<B: Backend> {
-    linear: Linear<B>,
+struct Model {
+    linear: Linear,
 }
 
 #[test]
 fn each_rank_thread_writes_its_own_files_and_the_ranks_compare() {
     let dir = tempfile::tempdir().unwrap();
-    let device: burn::tensor::Device<B> = Default::default();
-    // The CPU backend has one device: listed twice, each rank takes the
-    // first free one at its first update.
-    let devices = vec![device.id(), device.id()];
+    // The CPU backend (burn-flex) has one device: listed twice, each rank
+    // takes the first free one at its first update.
+    let device = Device::flex().autodiff();
+    let devices = vec![device.clone(), device.clone()];
     let profiler = LearnerProfiler::install_ranks(
         steptrace::Profiler::builder("wait=1,warmup=1,active=3,repeat=1".parse().unwrap())
             .out_dir(dir.path())
@@ -40,19 +36,21 @@ fn each_rank_thread_writes_its_own_files_and_the_ranks_compare() {
         devices,
     )
     .unwrap();
-    let optimizer = profiler.optimizer(SgdConfig::new().init::<B, Model<B>>());
+    // The model every rank trains (each rank builds its own copy).
+    let model = |device: &Device| Model { linear: LinearConfig::new(8, 2).init(device) };
+    let optimizer = profiler.optimizer(SgdConfig::new().build(), &model(&device));
     let updates = 7;
     std::thread::scope(|s| {
         let mut ranks = Vec::new();
         for rank in 0..2u64 {
-            let (mut optimizer, device) = (optimizer.clone(), device);
+            let (mut optimizer, device) = (optimizer.clone(), device.clone());
             let handle = std::thread::Builder::new()
                 .name(format!("ddp-rank-{rank}"))
                 .spawn_scoped(s, move || {
-                    let mut model = Model::<B> { linear: LinearConfig::new(8, 2).init(&device) };
+                    let mut model = model(&device);
                     for step in 0..updates {
-                        let x = Tensor::<B, 2>::ones([16, 8], &device) * ((step + rank) as f32);
-                        let y = Tensor::<B, 1, Int>::zeros([16], &device);
+                        let x = Tensor::<2>::ones([16, 8], &device) * ((step + rank) as f32);
+                        let y = Tensor::<1, Int>::zeros([16], &device);
                         let loss = CrossEntropyLossConfig::new().init(&device).forward(model.linear.forward(x), y);
                         let grads = GradientsParams::from_grads(loss.backward(), &model);
                         // Rank 1 is planted slow: it works 3 ms more per update.

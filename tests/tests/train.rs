@@ -14,7 +14,7 @@ use steptrace_tests::expected_files;
 
 const SCHEDULE: &str = "wait=1,warmup=1,active=2,repeat=2";
 
-/// burn's NdArray backend keeps one process-wide seed: CPU runs in parallel
+/// burn's CPU backend (burn-flex) keeps one process-wide seed: CPU runs in parallel
 /// tests would reseed each other between `seed` and model init, so they take
 /// turns.
 static CPU_RUNS: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -102,7 +102,7 @@ fn check(model: ModelKind, dataset: &str, choice: BackendChoice) {
     cold_start_checked(&summary, &traces[0], choice);
 }
 
-/// The cold start, itemised at the end of step 0: not applicable on ndarray; on wgpu its
+/// The cold start, itemised at the end of step 0: not applicable on the CPU (burn-flex); on wgpu its
 /// phases add up, or (runs of this binary start in parallel, in one process) it says why
 /// it was not measured.
 fn cold_start_checked(summary: &RunSummary, trace: &Trace, choice: BackendChoice) {

@@ -17,9 +17,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use burn::optim::AdamConfig;
-use burn::tensor::backend::AutodiffBackend;
 use steptrace::{Profiler, Schedule};
-use steptrace_burn::backend::{self, BackendChoice, BackendRun, CacheConfig, Selection};
+use steptrace_burn::backend::{self, BackendChoice, CacheConfig};
 use steptrace_burn::data::{ImageBatches, ImageLayout};
 use steptrace_burn::step::{train_step, transfer};
 use steptrace_burn::{Loader, SyncPolicy};
@@ -110,38 +109,27 @@ fn run() -> Result<ExitCode, AnyError> {
     let source = ImageBatches::new(steptrace_datasets::digits()?, BATCH, ImageLayout::Flat, SEED);
     let loader = Loader::new(Arc::new(source), 1, 2, Duration::ZERO)?;
 
-    // 4. The steps, on whichever backend was selected.
-    let saved = backend::run_on(&selection, FourSteps { profiler, loader })??;
+    // 4. The steps, on the selected backend's device: burn 0.22's tensors carry no backend
+    //    type, so one loop runs on CUDA, wgpu or the CPU.
+    let device = selection.device()?.autodiff();
+    let mut model = MlpConfig::uci_digits().init(&device);
+    let mut optim = AdamConfig::new().init();
+    let mut profiler = profiler;
+    let mut loader = loader;
+    profiler.start(); // ProfilerStep#0 opens here: everything above is outside the steps
+    for _ in 0..STEPS {
+        let batch = loader.next_batch()?; // `data.load` on the loader thread
+        let on_device = transfer(batch, &device)?; // `transfer.h2d`
+        let (next, _loss) = train_step(model, &mut optim, on_device, 1e-3, SyncPolicy::Step, &device)?;
+        model = next;
+        // The step's device work is finished before the step is closed, so that the
+        // step's length is its true time, not its launch time.
+        steptrace_burn::sync::sync(&device)?;
+        profiler.step();
+    }
+    let saved = profiler.finish()?;
     for trace in &saved {
         println!("wrote {} (cycle {}, steps {:?})", trace.path.display(), trace.cycle, trace.steps);
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// The training loop, generic over the backend that [`backend::run_on`] picks.
-struct FourSteps {
-    profiler: Profiler,
-    loader: Loader,
-}
-
-impl BackendRun for FourSteps {
-    type Output = Result<Vec<steptrace::SavedTrace>, AnyError>;
-
-    fn run<B: AutodiffBackend>(self, device: B::Device, _info: &Selection) -> Self::Output {
-        let FourSteps { mut profiler, mut loader } = self;
-        let mut model = MlpConfig::uci_digits().init::<B>(&device);
-        let mut optim = AdamConfig::new().init();
-        profiler.start(); // ProfilerStep#0 opens here: everything above is outside the steps
-        for _ in 0..STEPS {
-            let batch = loader.next_batch()?; // `data.load` on the loader thread
-            let on_device = transfer::<B>(batch, &device)?; // `transfer.h2d`
-            let (next, _loss) = train_step(model, &mut optim, on_device, 1e-3, SyncPolicy::Step, &device)?;
-            model = next;
-            // The step's device work is finished before the step is closed, so that the
-            // step's length is its true time, not its launch time.
-            steptrace_burn::sync::sync::<B>(&device)?;
-            profiler.step();
-        }
-        Ok(profiler.finish()?)
-    }
 }

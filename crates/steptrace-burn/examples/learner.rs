@@ -1,6 +1,6 @@
 //! A burn-train `SupervisedTraining` run, profiled by steptrace.
 //!
-//! An MLP learns the embedded UCI digits on the CPU (ndarray with
+//! An MLP learns the embedded UCI digits on the CPU (burn-flex with
 //! autodiff) for two short epochs; each optimizer update is one
 //! `ProfilerStep#N`, and the schedule's cycles are written as Chrome traces:
 //!
@@ -23,19 +23,17 @@ use burn::data::dataloader::DataLoaderBuilder;
 use burn::data::dataset::InMemDataset;
 use burn::optim::AdamConfig;
 use burn::prelude::*;
-use burn::record::CompactRecorder;
-use burn::tensor::backend::AutodiffBackend;
+use burn::train::logger::{EvaluationProgressLogger, TrainingProgressLogger};
 use burn::train::metric::{AccuracyMetric, LossMetric, MetricDefinition};
 use burn::train::renderer::{
-    EvaluationName, EvaluationProgress, MetricState, MetricsRenderer, MetricsRendererEvaluation,
-    MetricsRendererTraining, ProgressType, TrainingProgress,
+    EvaluationName, MetricState, MetricsRenderer, MetricsRendererEvaluation, MetricsRendererTraining,
 };
 use burn::train::{
     ClassificationOutput, ExecutionStrategy, InferenceStep, Learner, MultiDeviceOptim, SupervisedTraining, TrainOutput,
     TrainStep,
 };
 use steptrace::format::names::{BACKWARD, FORWARD, LOSS, TARGET};
-use steptrace_burn::backend::{self, BackendChoice, CpuAutodiff};
+use steptrace_burn::backend::{self, BackendChoice};
 use steptrace_burn::learner::{self, LearnerProfiler, ProfiledRun};
 use steptrace_models::{classification_loss, Mlp, MlpConfig};
 
@@ -96,9 +94,9 @@ pub struct DigitItem {
 
 /// A batch on the device.
 #[derive(Clone, Debug)]
-pub struct DigitsBatch<B: Backend> {
-    images: Tensor<B, 2>,
-    targets: Tensor<B, 1, Int>,
+pub struct DigitsBatch {
+    images: Tensor<2>,
+    targets: Tensor<1, Int>,
 }
 
 /// Collates images into a batch: the user's batcher, unchanged.
@@ -107,8 +105,8 @@ pub struct DigitsBatcher {
     features: usize,
 }
 
-impl<B: Backend> Batcher<B, DigitItem, DigitsBatch<B>> for DigitsBatcher {
-    fn batch(&self, items: Vec<DigitItem>, device: &B::Device) -> DigitsBatch<B> {
+impl Batcher<DigitItem, DigitsBatch> for DigitsBatcher {
+    fn batch(&self, items: Vec<DigitItem>, device: &Device) -> DigitsBatch {
         let n = items.len();
         let pixels: Vec<f32> = items.iter().flat_map(|item| item.pixels.iter().copied()).collect();
         let labels: Vec<i64> = items.iter().map(|item| item.label).collect();
@@ -121,12 +119,12 @@ impl<B: Backend> Batcher<B, DigitItem, DigitsBatch<B>> for DigitsBatcher {
 
 /// The MLP as a burn-train model, with steptrace's phase spans.
 #[derive(Module, Debug)]
-pub struct Classifier<B: Backend> {
-    mlp: Mlp<B>,
+pub struct Classifier {
+    mlp: Mlp,
 }
 
-impl<B: Backend> Classifier<B> {
-    fn classify(&self, batch: DigitsBatch<B>) -> ClassificationOutput<B> {
+impl Classifier {
+    fn classify(&self, batch: DigitsBatch) -> ClassificationOutput {
         let logits = tracing::info_span!(target: TARGET, FORWARD).in_scope(|| self.mlp.forward(batch.images));
         let loss = tracing::info_span!(target: TARGET, LOSS)
             .in_scope(|| classification_loss(logits.clone(), batch.targets.clone()));
@@ -134,31 +132,32 @@ impl<B: Backend> Classifier<B> {
     }
 }
 
-impl<B: AutodiffBackend> TrainStep for Classifier<B> {
-    type Input = DigitsBatch<B>;
-    type Output = ClassificationOutput<B>;
+impl TrainStep for Classifier {
+    type Input = DigitsBatch;
+    type Output = ClassificationOutput;
 
-    fn step(&self, batch: DigitsBatch<B>) -> TrainOutput<ClassificationOutput<B>> {
+    fn step(&self, batch: DigitsBatch) -> TrainOutput<ClassificationOutput> {
         let item = self.classify(batch);
         let grads = tracing::info_span!(target: TARGET, BACKWARD).in_scope(|| item.loss.backward());
         TrainOutput::new(self, grads, item)
     }
 }
 
-impl<B: Backend> InferenceStep for Classifier<B> {
-    type Input = DigitsBatch<B>;
-    type Output = ClassificationOutput<B>;
+impl InferenceStep for Classifier {
+    type Input = DigitsBatch;
+    type Output = ClassificationOutput;
 
-    fn step(&self, batch: DigitsBatch<B>) -> ClassificationOutput<B> {
+    fn step(&self, batch: DigitsBatch) -> ClassificationOutput {
         self.classify(batch)
     }
 }
 
 /// Trains and profiles; the traces are on disk when it returns.
 pub fn run(settings: &Settings) -> Result<Outcome, Box<dyn Error>> {
-    type B = CpuAutodiff;
-    let device = Default::default();
-    B::seed(&device, SEED);
+    // The CPU backend (burn-flex), with autodiff: the device says which backend runs.
+    let selection = backend::select(BackendChoice::Cpu)?;
+    let device = selection.device()?.autodiff();
+    device.seed(SEED);
     let digits = steptrace_datasets::digits()?;
     let info = digits.info();
     let features = digits.features();
@@ -173,7 +172,6 @@ pub fn run(settings: &Settings) -> Result<Outcome, Box<dyn Error>> {
     let train_len = train_items.len();
 
     // steptrace: the profiler, with what this program knows for the manifest.
-    let selection = backend::select(BackendChoice::Cpu)?;
     let builder = steptrace::Profiler::builder(settings.schedule.parse()?)
         .out_dir(&settings.traces)
         .worker("learner-mlp")
@@ -201,17 +199,20 @@ pub fn run(settings: &Settings) -> Result<Outcome, Box<dyn Error>> {
 
     let mut training = SupervisedTraining::new(&settings.artifacts, dataloader_train, dataloader_valid)
         .metrics((AccuracyMetric::new(), LossMetric::new()))
-        .with_file_checkpointer(CompactRecorder::new())
+        .with_default_checkpointers()
         .with_application_logger(profiler.application_logger()) // steptrace: burn-train's logger off
-        .renderer(Quiet)
+        .renderer(Box::new(Quiet))
         .num_epochs(settings.epochs);
     if settings.devices > 1 {
-        let devices = vec![device; settings.devices];
+        let devices = vec![device.clone(); settings.devices];
         training = training.with_training_strategy(ExecutionStrategy::multi(devices, MultiDeviceOptim::OptimMainDevice).into());
     }
-    let model = Classifier { mlp: MlpConfig::new(features, info.num_classes).init::<B>(&device) };
-    let optimizer = profiler.optimizer(AdamConfig::new().init()); // steptrace: was `AdamConfig::new().init()`
-    let _trained = training.launch(Learner::new(model, optimizer, 1e-3));
+    let model = Classifier { mlp: MlpConfig::new(features, info.num_classes).init(&device) };
+    let optimizer = profiler.optimizer(AdamConfig::new().build(), &model); // steptrace: was `AdamConfig::new().init()`
+    let trained = training.launch(Learner::new(model, optimizer, 1e-3));
+    if let Some(error) = trained.error {
+        return Err(format!("training failed: {error}").into());
+    }
 
     Ok(Outcome { run: profiler.finish()?, train_items: train_len })
 }
@@ -222,13 +223,29 @@ struct Quiet;
 impl MetricsRendererTraining for Quiet {
     fn update_train(&mut self, _state: MetricState) {}
     fn update_valid(&mut self, _state: MetricState) {}
-    fn render_train(&mut self, _item: TrainingProgress, _progress: Vec<ProgressType>) {}
-    fn render_valid(&mut self, _item: TrainingProgress, _progress: Vec<ProgressType>) {}
 }
 
 impl MetricsRendererEvaluation for Quiet {
     fn update_test(&mut self, _name: EvaluationName, _state: MetricState) {}
-    fn render_test(&mut self, _item: EvaluationProgress, _progress: Vec<ProgressType>) {}
+}
+
+impl TrainingProgressLogger for Quiet {
+    fn start(&mut self, _epochs: usize, _starting_epoch: usize, _items: Option<usize>, _label: Option<&str>) {}
+    fn update_epoch(&mut self, _epoch: usize) {}
+    fn start_split(&mut self, _split: &str, _items: usize) {}
+    fn update_split(&mut self, _items_processed: usize) {}
+    fn end_split(&mut self) {}
+    fn end(&mut self) {}
+    fn log_event_training(&mut self, _event: String) {}
+}
+
+impl EvaluationProgressLogger for Quiet {
+    fn start_global_progress(&mut self, _tests: usize) {}
+    fn start_test(&mut self, _name: &str, _items: usize) {}
+    fn update_test_progress(&mut self, _items_processed: usize) {}
+    fn end_test(&mut self) {}
+    fn end_global_progress(&mut self) {}
+    fn log_event_evaluation(&mut self, _event: String) {}
 }
 
 impl MetricsRenderer for Quiet {

@@ -1,7 +1,8 @@
 //! What the [`Profiled`](steptrace_burn::learner::Profiled) optimizer adds
 //! to an update outside the recorded window, measured paired in one
-//! process: rounds alternate between the bare optimizer and the wrapped one
-//! on the same model, and only the `step` call is timed.
+//! process: rounds alternate between the bare optimizer (burn's
+//! `ModuleOptimizer` over SGD) and the wrapped one (the same over
+//! `Profiled<Sgd>`) on the same model, and only the `step` call is timed.
 //!
 //! ```sh
 //! cargo run --release -p steptrace-burn --example learner_overhead -- 20 500
@@ -15,16 +16,13 @@ use std::time::Instant;
 
 use burn::module::Module;
 use burn::nn::{Linear, LinearConfig};
-use burn::optim::{GradientsParams, Optimizer, SgdConfig};
+use burn::optim::{GradientsParams, ModuleOptimizer, SgdConfig};
 use burn::prelude::*;
-use steptrace_burn::backend::CpuAutodiff;
 use steptrace_burn::learner::LearnerProfiler;
 
-type B = CpuAutodiff;
-
-#[derive(Module, Debug, Clone)]
-struct Tiny<Bk: Backend> {
-    linear: Linear<Bk>,
+#[derive(Module, Debug)]
+struct Tiny {
+    linear: Linear,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -33,11 +31,11 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 /// Times `n` updates of `optim` on `model`; returns the model and the times (ns).
-fn updates<O: Optimizer<Tiny<B>, B>>(mut model: Tiny<B>, optim: &mut O, x: &Tensor<B, 2>, n: usize) -> (Tiny<B>, Vec<f64>) {
+fn updates(mut model: Tiny, optim: &mut ModuleOptimizer, x: &Tensor<2>, n: usize) -> (Tiny, Vec<f64>) {
     let mut times = Vec::with_capacity(n);
     for _ in 0..n {
         let loss = model.linear.forward(x.clone()).powi_scalar(2).mean();
-        let grads = GradientsParams::from_grads::<B, _>(loss.backward(), &model);
+        let grads = GradientsParams::from_grads(loss.backward(), &model);
         let t = Instant::now();
         model = optim.step(1e-3, model, grads);
         times.push(t.elapsed().as_nanos() as f64);
@@ -53,11 +51,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let profiler = LearnerProfiler::install(
         steptrace::Profiler::builder(format!("skip_first={},active=1", u64::MAX / 2).parse()?).out_dir(dir.path()),
     )?;
-    let device = Default::default();
-    let x = Tensor::<B, 2>::ones([64, 64], &device);
+    // The CPU backend (burn-flex), with autodiff.
+    let device = Device::flex().autodiff();
+    let x = Tensor::<2>::ones([64, 64], &device);
     let mut model = Tiny { linear: LinearConfig::new(64, 64).init(&device) };
-    let mut bare = SgdConfig::new().init::<B, Tiny<B>>();
-    let mut wrapped = profiler.optimizer(SgdConfig::new().init::<B, Tiny<B>>());
+    let mut bare = SgdConfig::new().init();
+    let mut wrapped = profiler.optimizer(SgdConfig::new().build(), &model);
     let mut diffs = Vec::new();
     println!("round\tbare_median_ns\twrapped_median_ns");
     for round in 0..rounds {

@@ -3,9 +3,9 @@
 
 use std::time::Instant;
 
-use burn::module::AutodiffModule;
-use burn::optim::{AdamConfig, Optimizer};
-use burn::tensor::backend::AutodiffBackend;
+use burn::module::Module;
+use burn::optim::{AdamConfig, ModuleOptimizer};
+use burn::prelude::Device;
 use steptrace::format::names::{counters, instants, COUNTER_TARGET, MODEL_LOAD, TARGET};
 use steptrace::format::{ColdStart, Figure, StartupInfo};
 use steptrace::SavedTrace;
@@ -15,7 +15,7 @@ use crate::config::{Mode, SyncPolicy};
 use crate::data::HostBatch;
 use crate::error::{Error, Result};
 use crate::run::{ms, read_scalar, Job};
-use crate::step::{self, DeviceBatch, StepError, StepModel};
+use crate::step::{self, StepError, StepModel};
 use crate::summary::{startup_steps, Anomaly, RunSummary, Stats, StepRecord};
 
 /// Steady steps whose median a new step is compared with, to flag it as
@@ -34,33 +34,31 @@ pub fn signal_name(signal: usize) -> String {
 }
 
 /// What the loop carries from step to step.
-struct Loop<B: AutodiffBackend, M: AutodiffModule<B>, O> {
+struct Loop<M: Module> {
     model: Option<M>,
-    eval_model: Option<M::InnerModule>,
-    optim: O,
+    /// The model in eval mode (`Module::valid`: its tensors on the plain device), for
+    /// inference runs.
+    eval_model: Option<M>,
+    optim: ModuleOptimizer,
     records: Vec<StepRecord>,
     anomalies: Vec<Anomaly>,
     startup_shapes: Vec<Vec<usize>>,
     first_shape: Option<Vec<usize>>,
     memory_note: Option<String>,
-    device: B::Device,
+    /// The autodiff device the model trains on.
+    device: Device,
 }
 
 impl<'a> Job<'a> {
     /// Trains (or serves) `model` for the configured steps.
-    pub(crate) fn drive<B, M>(mut self, model: M, device: B::Device) -> Result<RunSummary>
-    where
-        B: AutodiffBackend,
-        M: StepModel<B> + AutodiffModule<B>,
-        M::InnerModule: StepModel<B::InnerBackend>,
-    {
+    pub(crate) fn drive<M: StepModel>(mut self, model: M, device: Device) -> Result<RunSummary> {
         if let Some(profiler) = &self.profiler {
-            let manifest = self.manifest::<B, M>(&model);
+            let manifest = self.manifest(&model);
             profiler.update_manifest(|m| m.absorb(manifest));
         }
         let parameters = model.num_params();
         let mut state = Loop {
-            optim: AdamConfig::new().init::<B, M>(),
+            optim: AdamConfig::new().init(),
             model: Some(model),
             eval_model: None,
             records: Vec::with_capacity(self.cfg.steps.min(1 << 16) as usize),
@@ -99,8 +97,8 @@ impl<'a> Job<'a> {
         }
         let (traces, trace_errors) = self.finish_profiler();
         let held_out = match (&state.model, &state.eval_model) {
-            (Some(m), _) => self.evaluate::<B::InnerBackend, _>(&m.valid(), &state.device),
-            (None, Some(m)) => self.evaluate::<B::InnerBackend, _>(m, &state.device),
+            (Some(m), _) => self.evaluate(&m.valid(), &state.device.clone().without_autodiff()),
+            (None, Some(m)) => self.evaluate(m, &state.device.clone().without_autodiff()),
             _ => None,
         };
         let mut summary = self.summary(state, parameters, setup_ms, model_load_ms, held_out, traces, trace_errors);
@@ -115,15 +113,11 @@ impl<'a> Job<'a> {
     }
 
     /// Inference mode: loads the model in a `model.load` span, before step 0.
-    fn load_for_inference<B, M, O>(&self, state: &mut Loop<B, M, O>) -> Result<f64>
-    where
-        B: AutodiffBackend,
-        M: AutodiffModule<B>,
-    {
+    fn load_for_inference<M: Module>(&self, state: &mut Loop<M>) -> Result<f64> {
         let load_start = Instant::now();
         let _load = tracing::info_span!(target: TARGET, MODEL_LOAD).entered();
         state.eval_model = state.model.take().map(|m| m.valid());
-        step::sync::<B>(&state.device).map_err(|source| Error::Execution { step: 0, source })?;
+        step::sync(&state.device).map_err(|source| Error::Execution { step: 0, source })?;
         let taken = ms(load_start.elapsed());
         if let Some(profiler) = &self.profiler {
             profiler.update_manifest(|m| m.model_load_ms = Some(taken));
@@ -132,25 +126,18 @@ impl<'a> Job<'a> {
     }
 
     /// One step: read, transfer, train or serve, sync, record.
-    fn one_step<B, M, O>(
-        &mut self,
-        step: u64,
-        state: &mut Loop<B, M, O>,
-        step_start: Instant,
-        setup_ms: f64,
-    ) -> Result<StepRecord>
-    where
-        B: AutodiffBackend,
-        M: StepModel<B> + AutodiffModule<B>,
-        M::InnerModule: StepModel<B::InnerBackend>,
-        O: Optimizer<M, B>,
-    {
+    fn one_step<M: StepModel>(&mut self, step: u64, state: &mut Loop<M>, step_start: Instant, setup_ms: f64) -> Result<StepRecord> {
         let cfg = self.cfg;
         let batch: HostBatch = self.loader.next_batch()?;
         let samples = batch.samples;
         self.watch_shape(step, step::input_shape(&batch.input), state);
         let exec = |source| Error::Execution { step, source };
-        let on_device = step::transfer::<B>(batch, &state.device).map_err(exec)?;
+        // Inference runs on the plain device, as the eval model's tensors do.
+        let target_device = match cfg.mode {
+            Mode::Train => state.device.clone(),
+            Mode::Infer => state.device.clone().without_autodiff(),
+        };
+        let on_device = step::transfer(batch, &target_device).map_err(exec)?;
         let read_loss = step == 0 || step + 1 == cfg.steps || (cfg.loss_every > 0 && step % cfg.loss_every == 0);
         let loss = match cfg.mode {
             Mode::Train => {
@@ -170,19 +157,15 @@ impl<'a> Job<'a> {
             }
             Mode::Infer => {
                 let inner = state.eval_model.as_ref().ok_or(StepError::Missing { what: "eval model" }).map_err(exec)?;
-                let batch = DeviceBatch::<B::InnerBackend> {
-                    input: crate::run::inner_input::<B>(on_device.input),
-                    target: crate::run::inner_target::<B>(on_device.target),
-                };
-                let loss = step::infer_request(inner, batch, cfg.sync, &state.device).map_err(exec)?;
+                let loss = step::infer_request(inner, on_device, cfg.sync, &target_device).map_err(exec)?;
                 read_loss.then(|| read_scalar(loss))
             }
         };
         if cfg.sync != SyncPolicy::None {
-            step::sync::<B>(&state.device).map_err(exec)?;
+            step::sync(&state.device).map_err(exec)?;
         }
         if cfg.memory {
-            match backend::memory_in_use::<B>(&state.device) {
+            match backend::memory_in_use(&state.device) {
                 Some(bytes) => tracing::info!(target: COUNTER_TARGET, bytes, "{}", counters::DEVICE_MEMORY),
                 None => {
                     state.memory_note = Some(format!("not observed: {} does not report memory in use", self.selection.kind));
@@ -199,7 +182,7 @@ impl<'a> Job<'a> {
     }
 
     /// Notes the first shape, and flags a shape first seen after startup.
-    fn watch_shape<B: AutodiffBackend, M: AutodiffModule<B>, O>(&self, step: u64, shape: Vec<usize>, state: &mut Loop<B, M, O>) {
+    fn watch_shape<M: Module>(&self, step: u64, shape: Vec<usize>, state: &mut Loop<M>) {
         if step == 0 {
             if let Some(profiler) = &self.profiler {
                 profiler.update_manifest(|m| m.input_shape = Some(shape.iter().map(|&d| d as u64).collect()));
@@ -217,7 +200,7 @@ impl<'a> Job<'a> {
     }
 
     /// Flags a steady step far slower than the steady median so far.
-    fn watch_time<B: AutodiffBackend, M: AutodiffModule<B>, O>(&self, step: u64, elapsed: f64, state: &mut Loop<B, M, O>) {
+    fn watch_time<M: Module>(&self, step: u64, elapsed: f64, state: &mut Loop<M>) {
         let startup = startup_steps(self.cfg.steps);
         if step < startup {
             return;
@@ -287,9 +270,9 @@ impl<'a> Job<'a> {
     /// The run's result. Its arguments are the loop's outcome, gathered by
     /// [`drive`](Self::drive); kept apart so that the loop reads plainly.
     #[allow(clippy::too_many_arguments)]
-    fn summary<B: AutodiffBackend, M: AutodiffModule<B>, O>(
+    fn summary<M: Module>(
         &self,
-        state: Loop<B, M, O>,
+        state: Loop<M>,
         parameters: usize,
         setup_ms: f64,
         model_load_ms: Option<f64>,

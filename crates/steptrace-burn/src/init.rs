@@ -10,33 +10,31 @@
 //!
 //! # The record
 //!
-//! One file, a burn record: burn's [`NamedMpkBytesRecorder`] at
-//! [`FullPrecisionSettings`] (named MessagePack, `f32` weights stored as they
-//! are, so a round trip is exact). Its item is an [`InitItem`]: an
-//! [`InitHeader`] under `steptrace_init` (model name, model configuration,
-//! every parameter's path and shape, what it was drawn from) and the model's
-//! own burn record under `model`. In a burn program it loads with
-//! `NamedMpkBytesRecorder::<FullPrecisionSettings>` into
-//! [`InitRecord<M::Record>`](InitRecord).
+//! One file in burn 0.22's own format, burnpack (what `Module::save_file` and
+//! `ModuleRecord::save` write): the model's parameters by module path, `f32` as they are,
+//! so a round trip is exact. Its metadata holds the [`InitHeader`] as JSON under the key
+//! [`HEADER_KEY`] (model name, model configuration, every parameter's path and shape, what
+//! it was drawn from). In a burn program it loads with `ModuleRecord::load` (or
+//! `ModuleRecord::from_bytes`) and `Module::load_record`; the header is ignored there.
 //!
-//! steptrace reads and writes the bytes itself: burn's file recorders
-//! replace the file's extension with their own (`init.bin` would become
-//! `init.mpk`) and replace an existing file, whereas here the path given is
-//! the path written and read, and a record is only ever written to a new
-//! file (created exclusively; a failed write removes what it created).
+//! steptrace reads and writes the bytes itself: burn's writer adds its `.bpk` extension to a
+//! path without one and replaces an existing file, whereas here the path given is the path
+//! written and read, and a record is only ever written to a new file (created exclusively;
+//! a failed write removes what it created).
 //!
 //! # The check
 //!
-//! burn itself does not check a record against the model: `Param::load_record`
-//! takes a tensor of another shape without a word (the error comes later,
-//! deep in a forward pass), and a tensor of another rank panics while the
-//! record is decoded. So before any weight is decoded, the header is read
-//! alone and compared with the run's model: the model's name, its
-//! configuration (input features, image size, classes, vocabulary, sequence
-//! length, layer sizes) and every parameter's path and shape. Any difference
-//! refuses the record with what it holds against what the run needs
-//! ([`InitError::Mismatch`]), before training starts. After loading, the
-//! loaded parameters' shapes are compared once more.
+//! A record is a file from outside: nothing of it reaches burn before it is checked. The
+//! header is read alone first and compared with the run's model: the model's name, its
+//! configuration (input features, image size, classes, vocabulary, sequence length, layer
+//! sizes) and every parameter's path and shape. Any difference refuses the record with what
+//! it holds against what the run needs ([`InitError::Mismatch`]), before training starts.
+//! Then every tensor of the file is checked against the header and the model: its path is
+//! one of the model's parameters, its element type is `f32` (what the models hold), its
+//! shape is the parameter's, and its byte count is exactly its shape's element count times
+//! four. A tensor that fails names the parameter and both sizes ([`InitError::NotARecord`]).
+//! Only then are the bytes handed to burn, whose own load compares each shape once more;
+//! after loading the loaded parameters' shapes are compared with the header again.
 //!
 //! [`RunConfig::save_init`]: crate::RunConfig::save_init
 //! [`RunConfig::init`]: crate::RunConfig::init
@@ -47,17 +45,19 @@ use std::path::{Path, PathBuf};
 
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::prelude::*;
-use burn::record::{BurnMetadata, FullPrecisionSettings, NamedMpkBytesRecorder, PrecisionSettings, Record, Recorder};
+use burn::store::ModuleRecord;
+use burn::tensor::{Bytes, DType};
 use serde::{Deserialize, Serialize};
 use steptrace_models::ModelKind;
 
 use crate::config::RunConfig;
 
-/// The header's format tag: a record of a later format is refused, not guessed at.
-pub const RECORD_FORMAT: &str = "steptrace-init/1";
+/// The header's format tag: a record of another format is refused, not guessed at
+/// (`steptrace-init/1` was burn 0.21's named MessagePack record).
+pub const RECORD_FORMAT: &str = "steptrace-init/2";
 
-/// The recorder of initial-state records: named MessagePack, full precision.
-pub type InitRecorder = NamedMpkBytesRecorder<FullPrecisionSettings>;
+/// The burnpack metadata key under which the [`InitHeader`] is stored, as JSON.
+pub const HEADER_KEY: &str = "steptrace_init";
 
 /// What an initial-state record says of itself, written before the weights
 /// ([the check](crate::init#the-check) compares it with the run).
@@ -88,50 +88,6 @@ pub struct ParamShape {
     pub path: String,
     /// The tensor's shape.
     pub shape: Vec<usize>,
-}
-
-/// An initial-state record: the header and the model's own burn record.
-#[derive(Debug)]
-pub struct InitRecord<R> {
-    /// What the record holds.
-    pub header: InitHeader,
-    /// The model's burn record (`Module::into_record`).
-    pub model: R,
-}
-
-/// The serialised form of an [`InitRecord`].
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct InitItem<I> {
-    /// The header, first in the file.
-    pub steptrace_init: InitHeader,
-    /// The model's burn record item.
-    pub model: I,
-}
-
-// === impl InitRecord ===
-
-impl<B: Backend, R: Record<B>> Record<B> for InitRecord<R> {
-    type Item<S: PrecisionSettings> = InitItem<R::Item<S>>;
-
-    fn into_item<S: PrecisionSettings>(self) -> Self::Item<S> {
-        InitItem { steptrace_init: self.header, model: self.model.into_item::<S>() }
-    }
-
-    fn from_item<S: PrecisionSettings>(item: Self::Item<S>, device: &B::Device) -> Self {
-        InitRecord { header: item.steptrace_init, model: R::from_item::<S>(item.model, device) }
-    }
-}
-
-/// The header alone, read before anything else is decoded (the weights are skipped).
-#[derive(Deserialize)]
-struct HeadOnly {
-    metadata: BurnMetadata,
-    item: HeaderItem,
-}
-
-#[derive(Deserialize)]
-struct HeaderItem {
-    steptrace_init: InitHeader,
 }
 
 /// A starting state that cannot be saved or used.
@@ -237,13 +193,7 @@ impl<'a> Start<'a> {
     /// `model` as the run starts it: loaded from [`RunConfig::init`](crate::RunConfig::init)
     /// when set (after [the check](crate::init#the-check)), else as drawn; saved to
     /// [`RunConfig::save_init`](crate::RunConfig::save_init) when set.
-    pub(crate) fn apply<B: Backend, M: Module<B>>(
-        &self,
-        kind: ModelKind,
-        config: &impl Serialize,
-        model: M,
-        device: &B::Device,
-    ) -> Result<M, InitError> {
+    pub(crate) fn apply<M: Module>(&self, kind: ModelKind, config: &impl Serialize, model: M) -> Result<M, InitError> {
         let needs = InitHeader {
             format: RECORD_FORMAT.to_owned(),
             model: kind.name().to_owned(),
@@ -254,7 +204,7 @@ impl<'a> Start<'a> {
             burn_version: crate::run::BURN_VERSION.to_owned(),
         };
         let model = match &self.cfg.init {
-            Some(path) => load(path, &needs, model, device)?,
+            Some(path) => load(path, &needs, model)?,
             None => model,
         };
         if let Some(path) = &self.cfg.save_init {
@@ -265,15 +215,23 @@ impl<'a> Start<'a> {
 }
 
 /// Writes `model`'s weights with `header` to the new file `path`.
-fn save<B: Backend, M: Module<B>>(path: &Path, header: InitHeader, model: &M) -> Result<(), InitError> {
+fn save<M: Module>(path: &Path, header: InitHeader, model: &M) -> Result<(), InitError> {
     // Draw every lazily initialised weight now, in burn's visiting order (the
     // order in which the run's first `num_params` would draw them), so that the
     // run trains from exactly the weights saved: a clone of an undrawn
     // parameter would draw its own.
     model.visit(&mut Materialise);
-    let record = InitRecord { header, model: model.clone().into_record() };
-    let bytes = Recorder::<B>::record(&InitRecorder::default(), record, ())
-        .map_err(|e| InitError::Encode { path: path.to_owned(), reason: e.to_string() })?;
+    let encode = |reason: String| InitError::Encode { path: path.to_owned(), reason };
+    let header = serde_json::to_string(&header).map_err(|e| encode(e.to_string()))?;
+    // burn's own record of the model, re-written with the header in its metadata.
+    let plain = model.clone().into_record().into_bytes().map_err(|e| encode(e.to_string()))?;
+    let tensors = burn_pack::Reader::from_bytes(plain)
+        .and_then(burn_pack::Reader::into_tensors)
+        .map_err(|e| encode(e.to_string()))?;
+    let bytes = burn_pack::Writer::new(tensors)
+        .with_metadata(HEADER_KEY, &header)
+        .into_bytes()
+        .map_err(|e| encode(e.to_string()))?;
     write_new(path, &bytes)
 }
 
@@ -295,40 +253,80 @@ fn write_new(path: &Path, bytes: &[u8]) -> Result<(), InitError> {
 }
 
 /// `model` with the weights of the record at `path`, after checking that the
-/// record holds what `needs` describes.
-fn load<B: Backend, M: Module<B>>(path: &Path, needs: &InitHeader, model: M, device: &B::Device) -> Result<M, InitError> {
+/// record holds what `needs` describes, tensor by tensor.
+fn load<M: Module>(path: &Path, needs: &InitHeader, model: M) -> Result<M, InitError> {
+    let meta = std::fs::metadata(path).map_err(|source| InitError::Read { path: path.to_owned(), source })?;
+    if meta.is_dir() {
+        return Err(InitError::NotARecord {
+            path: path.to_owned(),
+            reason: "it is a directory; give the record file that --save-init wrote".to_owned(),
+        });
+    }
     let bytes = std::fs::read(path).map_err(|source| InitError::Read { path: path.to_owned(), source })?;
-    let recorder = InitRecorder::default();
     let not_a_record = |reason: String| InitError::NotARecord { path: path.to_owned(), reason };
-    let head: HeadOnly = Recorder::<B>::load_item(&recorder, &mut bytes.clone()).map_err(|e| {
+    let reader = burn_pack::Reader::from_bytes(Bytes::from_bytes_vec(bytes.clone()))
+        .map_err(|e| not_a_record(format!("it is not a burnpack record ({e})")))?;
+    let header = reader.metadata().get(HEADER_KEY).ok_or_else(|| {
         not_a_record(format!(
-            "it has no readable steptrace_init header ({}); a plain burn record does not say which model and shapes it holds",
-            recorder_message(&e)
+            "it has no {HEADER_KEY} header; a plain burn record does not say which model and shapes it holds"
         ))
     })?;
-    let holds = head.item.steptrace_init;
+    let holds: InitHeader =
+        serde_json::from_str(header).map_err(|e| not_a_record(format!("its {HEADER_KEY} header cannot be read ({e})")))?;
     if holds.format != RECORD_FORMAT {
         return Err(not_a_record(format!(
-            "its format is {} (this steptrace reads {RECORD_FORMAT}; written by burn {} with {})",
-            holds.format, head.metadata.version, head.metadata.format
+            "its format is {} (this steptrace reads {RECORD_FORMAT}; written by burn {})",
+            holds.format, holds.burn_version
         )));
     }
     check(path, &holds, needs)?;
-    let record: InitRecord<M::Record> = Recorder::<B>::load(&recorder, bytes, device)
-        .map_err(|e| not_a_record(format!("its weights cannot be decoded: {}", recorder_message(&e))))?;
-    let model = model.load_record(record.model);
+    let tensors = reader
+        .into_tensors()
+        .map_err(|e| not_a_record(format!("its weights cannot be read ({e})")))?;
+    check_tensors(&tensors, needs).map_err(not_a_record)?;
+    let record = ModuleRecord::from_bytes(Bytes::from_bytes_vec(bytes))
+        .map_err(|e| not_a_record(format!("its weights cannot be decoded: {e}")))?;
+    let model = model
+        .try_load_record(record)
+        .map_err(|e| not_a_record(format!("burn refused its weights: {e}")))?;
     let loaded = InitHeader { parameters: shapes(&model), ..holds.clone() };
     check(path, &loaded, needs)?;
     Ok(model)
 }
 
-/// burn's recorder error, without its `Debug` wrapping.
-fn recorder_message(e: &burn::record::RecorderError) -> String {
-    match e {
-        burn::record::RecorderError::FileNotFound(m)
-        | burn::record::RecorderError::DeserializeError(m)
-        | burn::record::RecorderError::Unknown(m) => m.clone(),
+/// Checks every tensor of a record against the run's parameters before any of its bytes
+/// reaches burn: each is one of the model's parameters, once, of element type `f32`, of the
+/// parameter's shape, and exactly as many bytes as that shape holds; every parameter is
+/// present.
+fn check_tensors(tensors: &[burn_pack::Tensor], needs: &InitHeader) -> Result<(), String> {
+    let mut wanted: std::collections::BTreeMap<&str, &[usize]> =
+        needs.parameters.iter().map(|p| (p.path.as_str(), p.shape.as_slice())).collect();
+    for tensor in tensors {
+        let name = tensor.name.as_str();
+        let Some(shape) = wanted.remove(name) else {
+            return Err(format!("it holds a tensor `{name}` that is not a parameter of this model, or holds it twice"));
+        };
+        if tensor.dtype != DType::F32 {
+            return Err(format!("parameter {name} is stored as {:?}; the model's parameters are f32", tensor.dtype));
+        }
+        let stored: Vec<usize> = tensor.shape.iter().copied().collect();
+        if stored != shape {
+            return Err(format!("parameter {name} has shape {stored:?} in the file; the model needs {shape:?}"));
+        }
+        let elements = shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
+        let expected = elements.and_then(|n| n.checked_mul(DType::F32.size()));
+        let bytes = tensor.byte_len();
+        if expected != Some(bytes) {
+            let expected = expected.map_or_else(|| "more than this machine can address".to_owned(), |b| format!("{b} bytes"));
+            return Err(format!(
+                "parameter {name} holds {bytes} bytes, but its shape {shape:?} of f32 needs {expected}"
+            ));
+        }
     }
+    if let Some((missing, _)) = wanted.into_iter().next() {
+        return Err(format!("parameter {missing} is missing from the file"));
+    }
+    Ok(())
 }
 
 /// Refuses a record whose model, configuration or parameter shapes differ from the run's.
@@ -395,7 +393,7 @@ fn differences(holds: &InitHeader, needs: &InitHeader) -> Vec<String> {
 }
 
 /// Every parameter's path and shape, without drawing any lazy weight.
-pub(crate) fn shapes<B: Backend, M: Module<B>>(model: &M) -> Vec<ParamShape> {
+pub(crate) fn shapes<M: Module>(model: &M) -> Vec<ParamShape> {
     let mut visitor = Shapes { path: Vec::new(), out: Vec::new() };
     model.visit(&mut visitor);
     visitor.out
@@ -409,12 +407,12 @@ struct Shapes {
 }
 
 impl Shapes {
-    fn push(&mut self, shape: &[usize]) {
-        self.out.push(ParamShape { path: self.path.join("."), shape: shape.to_vec() });
+    fn push(&mut self, shape: Shape) {
+        self.out.push(ParamShape { path: self.path.join("."), shape: shape.iter().copied().collect() });
     }
 }
 
-impl<B: Backend> ModuleVisitor<B> for Shapes {
+impl ModuleVisitor for Shapes {
     fn enter_module(&mut self, name: &str, _container_type: &str) {
         self.path.push(name.to_owned());
     }
@@ -423,16 +421,16 @@ impl<B: Backend> ModuleVisitor<B> for Shapes {
         self.path.pop();
     }
 
-    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
-        self.push(&param.lazy_shape());
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        self.push(param.lazy_shape());
     }
 
-    fn visit_int<const D: usize>(&mut self, param: &Param<Tensor<B, D, Int>>) {
-        self.push(&param.lazy_shape());
+    fn visit_int<const D: usize>(&mut self, param: &Param<Tensor<D, Int>>) {
+        self.push(param.lazy_shape());
     }
 
-    fn visit_bool<const D: usize>(&mut self, param: &Param<Tensor<B, D, Bool>>) {
-        self.push(&param.lazy_shape());
+    fn visit_bool<const D: usize>(&mut self, param: &Param<Tensor<D, Bool>>) {
+        self.push(param.lazy_shape());
     }
 }
 
@@ -441,16 +439,16 @@ impl<B: Backend> ModuleVisitor<B> for Shapes {
 /// Draws each lazily initialised parameter (`Param::val`).
 struct Materialise;
 
-impl<B: Backend> ModuleVisitor<B> for Materialise {
-    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+impl ModuleVisitor for Materialise {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
         let _ = param.val();
     }
 
-    fn visit_int<const D: usize>(&mut self, param: &Param<Tensor<B, D, Int>>) {
+    fn visit_int<const D: usize>(&mut self, param: &Param<Tensor<D, Int>>) {
         let _ = param.val();
     }
 
-    fn visit_bool<const D: usize>(&mut self, param: &Param<Tensor<B, D, Bool>>) {
+    fn visit_bool<const D: usize>(&mut self, param: &Param<Tensor<D, Bool>>) {
         let _ = param.val();
     }
 }
@@ -458,20 +456,17 @@ impl<B: Backend> ModuleVisitor<B> for Materialise {
 #[cfg(all(test, feature = "cpu"))]
 mod tests {
     use super::*;
-    use burn::backend::NdArray;
     use steptrace_models::{ConvNetConfig, MlpConfig};
-
-    type B = NdArray;
 
     fn start(cfg: &RunConfig) -> Start<'_> {
         Start::new(cfg, "cpu", "digits [1, 8, 8]".to_owned())
     }
 
-    fn weights<M: Module<B>>(model: &M) -> Vec<f32> {
+    fn weights<M: Module>(model: &M) -> Vec<f32> {
         let mut out = Vec::new();
         struct Collect<'a>(&'a mut Vec<f32>);
-        impl ModuleVisitor<B> for Collect<'_> {
-            fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+        impl ModuleVisitor for Collect<'_> {
+            fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
                 self.0.extend(param.val().into_data().iter::<f32>());
             }
         }
@@ -481,8 +476,8 @@ mod tests {
 
     #[test]
     fn parameter_paths_name_each_tensor_without_drawing_it() {
-        let device = Default::default();
-        let model = MlpConfig::new(64, 10).init::<B>(&device);
+        let device = Device::flex();
+        let model = MlpConfig::new(64, 10).init(&device);
         let shapes = shapes(&model);
         let paths: Vec<&str> = shapes.iter().map(|p| p.path.as_str()).collect();
         assert_eq!(paths, ["hidden.0.weight", "hidden.0.bias", "hidden.1.weight", "hidden.1.bias", "output.weight", "output.bias"]);
@@ -490,40 +485,33 @@ mod tests {
         assert_eq!(shapes[5].shape, [10]);
     }
 
-    /// Why the check exists: burn alone takes a record of another shape without a word
-    /// (the model then fails deep in its first forward pass).
-    #[test]
-    fn burn_alone_takes_a_record_of_another_shape_silently() {
-        let device = Default::default();
-        let narrow = MlpConfig::new(16, 10).init::<B>(&device);
-        let wide = MlpConfig::new(64, 10).init::<B>(&device);
-        let loaded = narrow.load_record(wide.into_record());
-        assert_eq!(shapes(&loaded)[0].shape, [64, 128]);
-    }
-
     /// Saved, then loaded into a fresh model of another draw: the same weights, bit for bit.
     #[test]
     fn a_record_round_trips_exactly_to_the_path_given() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("start.bin");
-        let device = Default::default();
+        let device = Device::flex();
         let config = MlpConfig::new(64, 10);
         let mut cfg = RunConfig::new();
         cfg.save_init = Some(path.clone());
-        let saved = start(&cfg).apply(ModelKind::Mlp, &config, config.init::<B>(&device), &device).unwrap();
+        let saved = start(&cfg).apply(ModelKind::Mlp, &config, config.init(&device)).unwrap();
         assert!(path.is_file(), "written under the name given, no extension added");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
         let mut cfg = RunConfig::new();
         cfg.init = Some(path.clone());
-        let loaded = start(&cfg).apply(ModelKind::Mlp, &config, config.init::<B>(&device), &device).unwrap();
+        let loaded = start(&cfg).apply(ModelKind::Mlp, &config, config.init(&device)).unwrap();
         let (a, b) = (weights(&saved), weights(&loaded));
         assert_eq!(a.len(), 64 * 128 + 128 + 128 * 128 + 128 + 128 * 10 + 10);
+        assert_eq!(a.len(), b.len());
         assert!(a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()));
+        // burn reads it as its own record too.
+        let record = ModuleRecord::load(&path).expect("a burnpack file");
+        assert_eq!(record.len(), 6);
         // Saving again onto it is refused, and the file is left as it was.
         let before = std::fs::read(&path).unwrap();
         let mut cfg = RunConfig::new();
         cfg.save_init = Some(path.clone());
-        let err = start(&cfg).apply(ModelKind::Mlp, &config, config.init::<B>(&device), &device).unwrap_err();
+        let err = start(&cfg).apply(ModelKind::Mlp, &config, config.init(&device)).unwrap_err();
         assert!(matches!(err, InitError::Exists { .. }), "{err}");
         assert!(err.to_string().contains(&path.display().to_string()), "{err}");
         assert_eq!(std::fs::read(&path).unwrap(), before);
@@ -532,43 +520,110 @@ mod tests {
     #[test]
     fn a_record_of_another_model_or_shape_is_refused_with_what_differs() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("mlp64.mpk");
-        let device = Default::default();
+        let path = dir.path().join("mlp64.bpk");
+        let device = Device::flex();
         let mlp = MlpConfig::new(64, 10);
         let mut cfg = RunConfig::new();
         cfg.save_init = Some(path.clone());
-        start(&cfg).apply(ModelKind::Mlp, &mlp, mlp.init::<B>(&device), &device).unwrap();
+        start(&cfg).apply(ModelKind::Mlp, &mlp, mlp.init(&device)).unwrap();
         let mut cfg = RunConfig::new();
         cfg.init = Some(path.clone());
         let wide = MlpConfig::new(784, 10);
-        let err = start(&cfg).apply(ModelKind::Mlp, &wide, wide.init::<B>(&device), &device).unwrap_err();
+        let err = start(&cfg).apply(ModelKind::Mlp, &wide, wide.init(&device)).unwrap_err();
         let text = err.to_string();
         assert!(matches!(err, InitError::Mismatch { .. }), "{text}");
         assert!(text.contains("d_input: record 64, run 784"), "{text}");
         assert!(text.contains("parameter hidden.0.weight: record [64, 128], run [784, 128]"), "{text}");
         let conv = ConvNetConfig::new(1, 8, 8, 10);
-        let err = start(&cfg).apply(ModelKind::ConvNet, &conv, conv.init::<B>(&device), &device).unwrap_err();
+        let err = start(&cfg).apply(ModelKind::ConvNet, &conv, conv.init(&device)).unwrap_err();
         assert!(err.to_string().contains("model: record mlp, run convnet"), "{err}");
         // Not a record at all.
         let junk = dir.path().join("junk");
         std::fs::write(&junk, b"not a record").unwrap();
         cfg.init = Some(junk);
-        let err = start(&cfg).apply(ModelKind::Mlp, &mlp, mlp.init::<B>(&device), &device).unwrap_err();
+        let err = start(&cfg).apply(ModelKind::Mlp, &mlp, mlp.init(&device)).unwrap_err();
         assert!(matches!(err, InitError::NotARecord { .. }), "{err}");
+        // A directory.
+        cfg.init = Some(dir.path().to_owned());
+        let err = start(&cfg).apply(ModelKind::Mlp, &mlp, mlp.init(&device)).unwrap_err();
+        assert!(err.to_string().contains("it is a directory"), "{err}");
     }
 
     /// A plain burn record of the same model (no header) is refused, not loaded blind.
     #[test]
     fn a_plain_burn_record_is_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("plain.mpk");
-        let device = Default::default();
+        let path = dir.path().join("plain.bpk");
         let mlp = MlpConfig::new(64, 10);
-        let bytes = Recorder::<B>::record(&InitRecorder::default(), mlp.init::<B>(&device).into_record(), ()).unwrap();
-        std::fs::write(&path, bytes).unwrap();
+        let bytes = mlp.init(&Device::flex()).into_record().into_bytes().unwrap();
+        std::fs::write(&path, &bytes[..]).unwrap();
         let mut cfg = RunConfig::new();
         cfg.init = Some(path);
-        let err = start(&cfg).apply(ModelKind::Mlp, &mlp, mlp.init::<B>(&device), &device).unwrap_err();
-        assert!(err.to_string().contains("no readable steptrace_init header"), "{err}");
+        let err = start(&cfg).apply(ModelKind::Mlp, &mlp, mlp.init(&Device::flex())).unwrap_err();
+        assert!(err.to_string().contains("no steptrace_init header"), "{err}");
+    }
+
+    /// A record whose header is right but whose tensors are not: cut bytes, another element
+    /// type, another shape. Each is refused with the parameter's name before burn sees it.
+    #[test]
+    fn a_crafted_tensor_is_refused_before_it_reaches_burn() {
+        let dir = tempfile::tempdir().unwrap();
+        let good = dir.path().join("good.bpk");
+        let device = Device::flex();
+        let mlp = MlpConfig::new(64, 10);
+        let mut cfg = RunConfig::new();
+        cfg.save_init = Some(good.clone());
+        start(&cfg).apply(ModelKind::Mlp, &mlp, mlp.init(&device)).unwrap();
+        let reader = burn_pack::Reader::from_bytes(Bytes::from_bytes_vec(std::fs::read(&good).unwrap())).unwrap();
+        let header = reader.metadata().get(HEADER_KEY).unwrap().clone();
+        let tensors = reader.into_tensors().unwrap();
+        let craft = |name: &str, edit: &dyn Fn(burn_pack::Tensor) -> burn_pack::Tensor| {
+            let edited: Vec<_> = tensors.iter().cloned().map(|t| if t.name == "hidden.0.weight" { edit(t) } else { t }).collect();
+            let bytes = burn_pack::Writer::new(edited).with_metadata(HEADER_KEY, &header).into_bytes().unwrap();
+            let path = dir.path().join(name);
+            std::fs::write(&path, &bytes[..]).unwrap();
+            let mut cfg = RunConfig::new();
+            cfg.init = Some(path);
+            start(&cfg).apply(ModelKind::Mlp, &mlp, mlp.init(&device)).unwrap_err().to_string()
+        };
+        let parts = |t: burn_pack::Tensor| t.into_parts().unwrap();
+        let cut = craft("cut.bpk", &|t| {
+            let (name, _, _, id, bytes) = parts(t);
+            // 100 bytes where the shape [64, 128] of f32 says 32768. Written as raw U8 data
+            // of that length (burnpack itself checks F32 lengths): the element type is refused.
+            burn_pack::Tensor::new(name, DType::U8, [100], id, Bytes::from_bytes_vec(bytes[..100].to_vec()))
+        });
+        assert!(cut.contains("parameter hidden.0.weight is stored as U8"), "{cut}");
+        let reshaped = craft("reshaped.bpk", &|t| {
+            let (name, dtype, _, id, bytes) = parts(t);
+            burn_pack::Tensor::new(name, dtype, [128, 64], id, bytes)
+        });
+        assert!(reshaped.contains("parameter hidden.0.weight has shape [128, 64] in the file; the model needs [64, 128]"), "{reshaped}");
+        let renamed = craft("renamed.bpk", &|t| {
+            let (_, dtype, shape, id, bytes) = parts(t);
+            burn_pack::Tensor::new("hidden.9.weight".to_owned(), dtype, shape, id, bytes)
+        });
+        assert!(renamed.contains("hidden.9.weight"), "{renamed}");
+    }
+
+    /// Truncated files are refused, never read past their end.
+    #[test]
+    fn every_truncation_of_a_record_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let good = dir.path().join("good.bpk");
+        let device = Device::flex();
+        let mlp = MlpConfig::new(8, 3).with_hidden(vec![4]);
+        let mut cfg = RunConfig::new();
+        cfg.save_init = Some(good.clone());
+        start(&cfg).apply(ModelKind::Mlp, &mlp, mlp.init(&device)).unwrap();
+        let bytes = std::fs::read(&good).unwrap();
+        let cut = dir.path().join("cut.bpk");
+        for len in (0..bytes.len()).step_by(7) {
+            std::fs::write(&cut, &bytes[..len]).unwrap();
+            let mut cfg = RunConfig::new();
+            cfg.init = Some(cut.clone());
+            let err = start(&cfg).apply(ModelKind::Mlp, &mlp, mlp.init(&device)).unwrap_err();
+            assert!(matches!(err, InitError::NotARecord { .. }), "{len}: {err}");
+        }
     }
 }

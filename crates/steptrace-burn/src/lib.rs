@@ -39,6 +39,6 @@ pub use limits::{CONVNET_MIN_SIDE, MAX_SEQ_LEN};
 pub use loader::Loader;
 pub use ops::report_ops;
 pub use private::{tilde as home_relative, tilde_str as home_relative_str};
-pub use run::run;
+pub use run::{run, BURN_VERSION};
 pub use step::StepError;
 pub use summary::{startup_steps, Anomaly, RunSummary, Stats, StepRecord};

@@ -8,12 +8,12 @@
 
 use steptrace::analysis::BackendOps;
 
-/// Span names of burn 0.21 (autodiff, fusion, cubecl) that upload data to
+/// Span names of burn 0.22 (autodiff, fusion, cubecl 0.11) that upload data to
 /// the device.
 pub const UPLOADS: &[&str] =
     &["write_to_gpu", "float_from_data", "int_from_data", "bool_from_data", "float_to_device", "int_to_device"];
 
-/// Span names of cubecl 0.10 that launch a kernel.
+/// Span names of cubecl 0.11 that launch a kernel.
 pub const LAUNCHES: &[&str] = &["launch_inner"];
 
 /// burn's table for the report.

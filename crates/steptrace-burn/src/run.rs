@@ -4,14 +4,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use burn::prelude::*;
-use burn::tensor::backend::AutodiffBackend;
 use serde::Serialize;
 use steptrace::format::names::{LOSS_READ, TARGET};
 use steptrace::format::{ColdStart, Figure, Manifest};
 use steptrace::Profiler;
 use steptrace_models::{CharTransformerConfig, ConvNetConfig, MlpConfig, ModelKind};
 
-use crate::backend::{self, BackendKind, BackendRun, CacheState, Selection, StartupCapture};
+use crate::backend::{BackendKind, CacheState, Selection, StartupCapture};
 use crate::config::{Mode, RunConfig};
 use crate::data::{self, BatchSource};
 use crate::error::{Error, Result};
@@ -21,20 +20,23 @@ use crate::summary::{startup_steps, RunSummary, StepRecord};
 
 /// Held-out batches for the final metric.
 const EVAL_BATCHES: u64 = 8;
-/// The burn version this crate is pinned to.
-pub(crate) const BURN_VERSION: &str = "0.21.0";
+/// The burn release line this crate is built for (any 0.22.x).
+pub const BURN_VERSION: &str = "0.22";
 
 /// What the manifest says of burn itself (beside the generic fields).
 #[derive(Serialize)]
 struct BurnFields {
-    burn_type: &'static str,
-    /// `true` on cubecl backends; on ndarray, a "not applicable" string.
+    burn_type: String,
+    /// `true` on cubecl backends; on the CPU (burn-flex), a "not applicable" string.
     fusion: serde_json::Value,
     autotune: serde_json::Value,
     /// cubecl's autotune level and where it comes from (`--autotune-level`, ...).
     autotune_level: serde_json::Value,
     cubecl_cache: serde_json::Value,
     burn_version: &'static str,
+    /// On CUDA, how cubecl compiles kernels (LLVM NVPTX or NVRTC).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kernel_compiler: Option<&'static str>,
 }
 
 /// cubecl's kernel caches.
@@ -81,6 +83,8 @@ pub fn run(
         cfg.prefetch_depth,
         Duration::from_millis(cfg.loader_delay_ms),
     )?;
+    // Opens the device (and creates its client, timed by the startup capture).
+    let device = selection.device()?;
     let job = Job {
         cfg,
         selection,
@@ -95,7 +99,7 @@ pub fn run(
         startup: Some(startup),
         cold_start: None,
     };
-    backend::run_on(selection, job)?
+    job.run(device)
 }
 
 pub(crate) struct Job<'a> {
@@ -116,11 +120,12 @@ pub(crate) struct Job<'a> {
     pub(crate) cold_start: Option<Figure<ColdStart>>,
 }
 
-impl BackendRun for Job<'_> {
-    type Output = Result<RunSummary>;
-
-    fn run<B: AutodiffBackend>(self, device: B::Device, _info: &Selection) -> Result<RunSummary> {
-        B::seed(&device, self.cfg.seed);
+impl Job<'_> {
+    /// Builds the configured model on `device` (plain; trained through `.autodiff()`) and
+    /// drives it.
+    fn run(self, device: Device) -> Result<RunSummary> {
+        let device = device.autodiff();
+        device.seed(self.cfg.seed);
         let info = self.source.info();
         // The seed's draw, or the `--init` record (checked against this model); saved
         // to `--save-init` before step 0.
@@ -131,20 +136,20 @@ impl BackendRun for Job<'_> {
             ModelKind::Mlp => {
                 let features: usize = info.sample_shape.iter().product();
                 let config = MlpConfig::new(features, info.num_classes);
-                let model = start.apply(kind, &config, config.init::<B>(&device), &device)?;
+                let model = start.apply(kind, &config, config.init(&device))?;
                 self.drive(model, device)
             }
             ModelKind::ConvNet => {
                 let [c, h, w] = <[usize; 3]>::try_from(info.sample_shape.as_slice())
                     .map_err(|_| Error::Config(format!("the ConvNet needs [C, H, W] samples, got {:?}", info.sample_shape)))?;
                 let config = ConvNetConfig::new(c, h, w, info.num_classes);
-                let model = start.apply(kind, &config, config.init::<B>(&device), &device)?;
+                let model = start.apply(kind, &config, config.init(&device))?;
                 self.drive(model, device)
             }
             ModelKind::Transformer => {
                 let vocab = self.vocab.ok_or_else(|| Error::Config("the transformer needs a text dataset".into()))?;
                 let config = CharTransformerConfig::new(vocab).with_max_seq_len(self.cfg.seq_len);
-                let model = start.apply(kind, &config, config.init::<B>(&device), &device)?;
+                let model = start.apply(kind, &config, config.init(&device))?;
                 self.drive(model, device)
             }
         }
@@ -153,7 +158,7 @@ impl BackendRun for Job<'_> {
 
 impl Job<'_> {
     /// The manifest of this run, for the profiler.
-    pub(crate) fn manifest<B: Backend, M: burn::module::Module<B>>(&self, model: &M) -> Manifest {
+    pub(crate) fn manifest<M: burn::module::Module>(&self, model: &M) -> Manifest {
         let cfg = self.cfg;
         let info = self.source.info();
         let mut m = Manifest::default();
@@ -196,12 +201,15 @@ impl Job<'_> {
             "source": self.cache.autotune_level_source,
         });
         let burn = BurnFields {
-            burn_type: std::any::type_name::<B>(),
+            burn_type: self.selection.backend_type_name(),
             fusion: applies(true.into()),
             autotune: applies(true.into()),
             autotune_level: applies(level),
             cubecl_cache: applies(serde_json::to_value(&cache).unwrap_or_default()),
             burn_version: BURN_VERSION,
+            kernel_compiler: (self.selection.kind == BackendKind::Cuda)
+                .then(crate::backend::cuda_kernel_compiler)
+                .flatten(),
         };
         // A struct of plain fields always serialises to an object.
         let _ = m.extend_extra(&burn);
@@ -209,20 +217,20 @@ impl Job<'_> {
     }
 
     /// Accuracy or perplexity on held-out batches (after profiling ended).
-    pub(crate) fn evaluate<IB: Backend, M: StepModel<IB>>(&self, model: &M, device: &IB::Device) -> Option<(String, f64)> {
+    pub(crate) fn evaluate<M: StepModel>(&self, model: &M, device: &Device) -> Option<(String, f64)> {
         let mut correct = 0usize;
         let mut seen = 0usize;
         let mut loss_sum = 0.0;
         let mut text = false;
         for index in 0..EVAL_BATCHES {
             let batch = self.source.held_out(index)?.ok()?;
-            let on_device = step::transfer::<IB>(batch, device).ok()?;
+            let on_device = step::transfer(batch, device).ok()?;
             let logits = model.logits(on_device.input).ok()?;
             match (logits, on_device.target) {
                 (Logits::Classes(l), DeviceTarget::Classes(t)) => {
                     let n = t.dims()[0];
-                    let hits = l.argmax(1).squeeze_dim::<1>(1).equal(t).int().sum().into_scalar();
-                    correct += hits.to_usize();
+                    let hits: i64 = l.argmax(1).squeeze_dim::<1>(1).equal(t).int().sum().into_scalar();
+                    correct += usize::try_from(hits).unwrap_or(0);
                     seen += n;
                 }
                 (l @ Logits::Tokens(_), t @ DeviceTarget::Tokens(_)) => {
@@ -244,23 +252,8 @@ impl Job<'_> {
     }
 }
 
-pub(crate) fn inner_input<B: AutodiffBackend>(input: step::DeviceInput<B>) -> step::DeviceInput<B::InnerBackend> {
-    match input {
-        step::DeviceInput::Flat(t) => step::DeviceInput::Flat(t.inner()),
-        step::DeviceInput::Images(t) => step::DeviceInput::Images(t.inner()),
-        step::DeviceInput::Tokens(t) => step::DeviceInput::Tokens(t.inner()),
-    }
-}
-
-pub(crate) fn inner_target<B: AutodiffBackend>(target: DeviceTarget<B>) -> DeviceTarget<B::InnerBackend> {
-    match target {
-        DeviceTarget::Classes(t) => DeviceTarget::Classes(t.inner()),
-        DeviceTarget::Tokens(t) => DeviceTarget::Tokens(t.inner()),
-    }
-}
-
 /// Reads a one-element tensor, waiting for the device, in a `loss.read` span.
-pub(crate) fn read_scalar<B: Backend>(t: Tensor<B, 1>) -> Option<f64> {
+pub(crate) fn read_scalar(t: Tensor<1>) -> Option<f64> {
     let _read = tracing::info_span!(target: TARGET, LOSS_READ).entered();
     t.into_data().iter::<f64>().next()
 }

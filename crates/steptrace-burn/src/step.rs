@@ -4,11 +4,10 @@
 //! `backward` and `optimizer`. The host-to-device copy is a `transfer.h2d`
 //! span before it.
 
-use burn::module::{AutodiffModule, Module};
-use burn::optim::{GradientsParams, Optimizer};
+use burn::module::Module;
+use burn::optim::{GradientsParams, ModuleOptimizer};
 use burn::prelude::*;
-use burn::tensor::backend::AutodiffBackend;
-use burn::tensor::{DType, TensorData};
+use burn::tensor::DType;
 use steptrace_models::{classification_loss, lm_loss, CharTransformer, ConvNet, Mlp};
 
 use steptrace::format::names::{BACKWARD, FORWARD, INFER_REQUEST, LOSS, OPTIMIZER, TARGET, TRAIN_STEP, TRANSFER_H2D};
@@ -60,46 +59,46 @@ pub enum StepError {
 }
 
 /// Waits for the device, as a [`StepError`].
-pub(crate) fn sync<B: Backend>(device: &B::Device) -> Result<(), StepError> {
-    crate::sync::sync::<B>(device).map_err(|e| StepError::Sync { reason: e.reason })
+pub(crate) fn sync(device: &Device) -> Result<(), StepError> {
+    crate::sync::sync(device).map_err(|e| StepError::Sync { reason: e.reason })
 }
 
 /// A batch on the device.
 #[derive(Debug)]
-pub struct DeviceBatch<B: Backend> {
+pub struct DeviceBatch {
     /// The inputs.
-    pub input: DeviceInput<B>,
+    pub input: DeviceInput,
     /// The targets.
-    pub target: DeviceTarget<B>,
+    pub target: DeviceTarget,
 }
 
 /// Model inputs on the device.
 #[derive(Debug)]
-pub enum DeviceInput<B: Backend> {
+pub enum DeviceInput {
     /// `[batch, features]`.
-    Flat(Tensor<B, 2>),
+    Flat(Tensor<2>),
     /// `[batch, C, H, W]`.
-    Images(Tensor<B, 4>),
+    Images(Tensor<4>),
     /// `[batch, seq]` tokens.
-    Tokens(Tensor<B, 2, Int>),
+    Tokens(Tensor<2, Int>),
 }
 
 /// Targets on the device.
 #[derive(Debug)]
-pub enum DeviceTarget<B: Backend> {
+pub enum DeviceTarget {
     /// One class per sample.
-    Classes(Tensor<B, 1, Int>),
+    Classes(Tensor<1, Int>),
     /// One next token per position.
-    Tokens(Tensor<B, 2, Int>),
+    Tokens(Tensor<2, Int>),
 }
 
 /// Model outputs.
 #[derive(Debug)]
-pub enum Logits<B: Backend> {
+pub enum Logits {
     /// `[batch, classes]`.
-    Classes(Tensor<B, 2>),
+    Classes(Tensor<2>),
     /// `[batch, seq, vocab]`.
-    Tokens(Tensor<B, 3>),
+    Tokens(Tensor<3>),
 }
 
 /// Copies a host batch to the device inside a `transfer.h2d` span.
@@ -110,7 +109,7 @@ pub enum Logits<B: Backend> {
 /// ([`INPUT_BYTES`](steptrace::format::names::args::INPUT_BYTES),
 /// [`TARGET_BYTES`](steptrace::format::names::args::TARGET_BYTES)), so that a report can
 /// tell the batch's copies from other uploads.
-pub fn transfer<B: Backend>(batch: HostBatch, device: &B::Device) -> Result<DeviceBatch<B>, StepError> {
+pub fn transfer(batch: HostBatch, device: &Device) -> Result<DeviceBatch, StepError> {
     // tracing takes literal field names: the test
     // `transfer_records_the_batch_bytes_under_the_format_names` keeps them
     // equal to `names::args::INPUT_BYTES` and `names::args::TARGET_BYTES`.
@@ -118,17 +117,17 @@ pub fn transfer<B: Backend>(batch: HostBatch, device: &B::Device) -> Result<Devi
         target: TARGET,
         TRANSFER_H2D,
         batch = batch.index,
-        input_bytes = device_bytes::<B>(&batch.input),
-        target_bytes = device_bytes::<B>(&batch.target),
+        input_bytes = device_bytes(&batch.input, device),
+        target_bytes = device_bytes(&batch.target, device),
     )
     .entered();
-    let input = match (batch.input.dtype, batch.input.shape.len()) {
+    let input = match (batch.input.dtype(), batch.input.shape().len()) {
         (DType::F32, 2) => DeviceInput::Flat(Tensor::from_data(batch.input, device)),
         (DType::F32, 4) => DeviceInput::Images(Tensor::from_data(batch.input, device)),
         (DType::I64, 2) => DeviceInput::Tokens(Tensor::from_data(batch.input, device)),
         (dtype, rank) => return Err(StepError::UnsupportedInput { dtype: format!("{dtype:?}"), rank }),
     };
-    let target = match batch.target.shape.len() {
+    let target = match batch.target.shape().len() {
         1 => DeviceTarget::Classes(Tensor::from_data(batch.target, device)),
         2 => DeviceTarget::Tokens(Tensor::from_data(batch.target, device)),
         rank => return Err(StepError::UnsupportedTarget { rank }),
@@ -137,31 +136,32 @@ pub fn transfer<B: Backend>(batch: HostBatch, device: &B::Device) -> Result<Devi
 }
 
 /// The bytes `data` takes once on the device: its elements at the
-/// backend's own float or int width (cubecl stores burn's i64 host integers
-/// as i32, so a target's device copy is half its host bytes).
-fn device_bytes<B: Backend>(data: &TensorData) -> u64 {
-    let elems = data.shape.iter().product::<usize>() as u64;
-    let width = if data.dtype.is_float() {
-        std::mem::size_of::<B::FloatElem>()
+/// device's own float or int width (its settings: cubecl stores burn's i64
+/// host integers as i32, so a target's device copy is half its host bytes).
+fn device_bytes(data: &TensorData, device: &Device) -> u64 {
+    let elems = data.num_elements() as u64;
+    let settings = device.settings();
+    let width = if data.dtype().is_float() {
+        DType::from(settings.float_dtype).size()
     } else {
-        std::mem::size_of::<B::IntElem>()
+        DType::from(settings.int_dtype).size()
     };
     elems * width as u64
 }
 
 /// The shape of a host batch's input, for detecting new shapes.
 pub fn input_shape(data: &TensorData) -> Vec<usize> {
-    data.shape.to_vec()
+    data.shape().to_vec()
 }
 
 /// A model that steptrace can train: maps a device input to logits.
-pub trait StepModel<B: Backend>: Module<B> {
+pub trait StepModel: Module {
     /// Runs the model on `input`.
-    fn logits(&self, input: DeviceInput<B>) -> Result<Logits<B>, StepError>;
+    fn logits(&self, input: DeviceInput) -> Result<Logits, StepError>;
 }
 
-impl<B: Backend> StepModel<B> for Mlp<B> {
-    fn logits(&self, input: DeviceInput<B>) -> Result<Logits<B>, StepError> {
+impl StepModel for Mlp {
+    fn logits(&self, input: DeviceInput) -> Result<Logits, StepError> {
         match input {
             DeviceInput::Flat(x) => Ok(Logits::Classes(self.forward(x))),
             _ => Err(StepError::WrongInput { model: "MLP", expected: "flat [batch, features]" }),
@@ -169,8 +169,8 @@ impl<B: Backend> StepModel<B> for Mlp<B> {
     }
 }
 
-impl<B: Backend> StepModel<B> for ConvNet<B> {
-    fn logits(&self, input: DeviceInput<B>) -> Result<Logits<B>, StepError> {
+impl StepModel for ConvNet {
+    fn logits(&self, input: DeviceInput) -> Result<Logits, StepError> {
         match input {
             DeviceInput::Images(x) => Ok(Logits::Classes(self.forward(x))),
             _ => Err(StepError::WrongInput { model: "ConvNet", expected: "[batch, C, H, W]" }),
@@ -178,8 +178,8 @@ impl<B: Backend> StepModel<B> for ConvNet<B> {
     }
 }
 
-impl<B: Backend> StepModel<B> for CharTransformer<B> {
-    fn logits(&self, input: DeviceInput<B>) -> Result<Logits<B>, StepError> {
+impl StepModel for CharTransformer {
+    fn logits(&self, input: DeviceInput) -> Result<Logits, StepError> {
         match input {
             DeviceInput::Tokens(x) => Ok(Logits::Tokens(self.forward(x))),
             _ => Err(StepError::WrongInput { model: "transformer", expected: "[batch, seq] token" }),
@@ -188,7 +188,7 @@ impl<B: Backend> StepModel<B> for CharTransformer<B> {
 }
 
 /// Cross-entropy for either kind of logits.
-pub fn loss<B: Backend>(logits: Logits<B>, target: DeviceTarget<B>) -> Result<Tensor<B, 1>, StepError> {
+pub fn loss(logits: Logits, target: DeviceTarget) -> Result<Tensor<1>, StepError> {
     match (logits, target) {
         (Logits::Classes(l), DeviceTarget::Classes(t)) => Ok(classification_loss(l, t)),
         (Logits::Tokens(l), DeviceTarget::Tokens(t)) => Ok(lm_loss(l, t)),
@@ -197,9 +197,9 @@ pub fn loss<B: Backend>(logits: Logits<B>, target: DeviceTarget<B>) -> Result<Te
 }
 
 /// Syncs if the policy asks for a sync after each phase.
-fn phase_sync<B: Backend>(policy: SyncPolicy, device: &B::Device) -> Result<(), StepError> {
+fn phase_sync(policy: SyncPolicy, device: &Device) -> Result<(), StepError> {
     if policy == SyncPolicy::Phase {
-        sync::<B>(device)?;
+        sync(device)?;
     }
     Ok(())
 }
@@ -212,51 +212,41 @@ pub const PLANTED_UPLOAD_ELEMENTS: usize = 1000;
 /// on the device from host data (one 4000-byte host-to-device copy) and
 /// multiplies `loss` by its mean, exactly 1.0, so that the loss and every
 /// gradient are bit-identical to the step without it.
-pub fn planted_upload<B: Backend>(loss: Tensor<B, 1>, device: &B::Device) -> Tensor<B, 1> {
+pub fn planted_upload(loss: Tensor<1>, device: &Device) -> Tensor<1> {
     let ones = TensorData::new(vec![1.0f32; PLANTED_UPLOAD_ELEMENTS], [PLANTED_UPLOAD_ELEMENTS]);
-    let constant = Tensor::<B, 1>::from_data(ones, device);
+    let constant = Tensor::<1>::from_data(ones, device);
     loss * constant.mean()
 }
 
 /// One optimisation step: `train.step` > `forward`, `loss`, `backward`,
 /// `optimizer`. Returns the updated model and the loss (still on the device).
-pub fn train_step<B, M, O>(
+pub fn train_step<M: StepModel>(
     model: M,
-    optim: &mut O,
-    batch: DeviceBatch<B>,
+    optim: &mut ModuleOptimizer,
+    batch: DeviceBatch,
     learning_rate: f64,
     policy: SyncPolicy,
-    device: &B::Device,
-) -> Result<(M, Tensor<B, 1>), StepError>
-where
-    B: AutodiffBackend,
-    M: StepModel<B> + AutodiffModule<B>,
-    O: Optimizer<M, B>,
-{
+    device: &Device,
+) -> Result<(M, Tensor<1>), StepError> {
     train_step_planted(model, optim, batch, learning_rate, policy, device, false)
 }
 
 /// [`train_step`], with the [`planted_upload`] in its `loss` span when
 /// `plant_upload` is set ([`RunConfig::plant_upload`](crate::RunConfig::plant_upload)).
-pub fn train_step_planted<B, M, O>(
+pub fn train_step_planted<M: StepModel>(
     model: M,
-    optim: &mut O,
-    batch: DeviceBatch<B>,
+    optim: &mut ModuleOptimizer,
+    batch: DeviceBatch,
     learning_rate: f64,
     policy: SyncPolicy,
-    device: &B::Device,
+    device: &Device,
     plant_upload: bool,
-) -> Result<(M, Tensor<B, 1>), StepError>
-where
-    B: AutodiffBackend,
-    M: StepModel<B> + AutodiffModule<B>,
-    O: Optimizer<M, B>,
-{
+) -> Result<(M, Tensor<1>), StepError> {
     let _step = tracing::info_span!(target: TARGET, TRAIN_STEP).entered();
     let logits = {
         let _forward = tracing::info_span!(target: TARGET, FORWARD).entered();
         let logits = model.logits(batch.input)?;
-        phase_sync::<B>(policy, device)?;
+        phase_sync(policy, device)?;
         logits
     };
     let loss = {
@@ -265,20 +255,20 @@ where
         if plant_upload {
             loss = planted_upload(loss, device);
         }
-        phase_sync::<B>(policy, device)?;
+        phase_sync(policy, device)?;
         loss
     };
     let grads = {
         let _backward = tracing::info_span!(target: TARGET, BACKWARD).entered();
         let grads = loss.backward();
-        phase_sync::<B>(policy, device)?;
+        phase_sync(policy, device)?;
         grads
     };
     let model = {
         let _optimizer = tracing::info_span!(target: TARGET, OPTIMIZER).entered();
         let grads = GradientsParams::from_grads(grads, &model);
         let model = optim.step(learning_rate, model, grads);
-        phase_sync::<B>(policy, device)?;
+        phase_sync(policy, device)?;
         model
     };
     Ok((model, loss))
@@ -286,21 +276,17 @@ where
 
 /// One inference request on an eval-mode model: `infer.request` >
 /// `forward`. Returns the loss against the targets, for checking.
-pub fn infer_request<B, M>(
+pub fn infer_request<M: StepModel>(
     model: &M,
-    batch: DeviceBatch<B>,
+    batch: DeviceBatch,
     policy: SyncPolicy,
-    device: &B::Device,
-) -> Result<Tensor<B, 1>, StepError>
-where
-    B: Backend,
-    M: StepModel<B>,
-{
+    device: &Device,
+) -> Result<Tensor<1>, StepError> {
     let _request = tracing::info_span!(target: TARGET, INFER_REQUEST).entered();
     let logits = {
         let _forward = tracing::info_span!(target: TARGET, FORWARD).entered();
         let logits = model.logits(batch.input)?;
-        phase_sync::<B>(policy, device)?;
+        phase_sync(policy, device)?;
         logits
     };
     loss(logits, batch.target)
@@ -310,7 +296,6 @@ where
 mod tests {
     use std::sync::{Arc, Mutex};
 
-    use burn::backend::NdArray;
     use steptrace::format::names::args;
     use tracing_subscriber::layer::{Context, SubscriberExt};
     use tracing_subscriber::Layer;
@@ -356,14 +341,15 @@ mod tests {
             target: TensorData::new(vec![1i64; 3], [3]),
             samples: 3,
         };
-        let on_device = tracing::subscriber::with_default(subscriber, || transfer::<NdArray>(batch, &Default::default()));
+        let on_device = tracing::subscriber::with_default(subscriber, || transfer(batch, &Device::flex()));
         assert!(matches!(on_device, Ok(DeviceBatch { input: DeviceInput::Flat(_), target: DeviceTarget::Classes(_) })));
         let spans = fields.0.lock().expect("fields").clone();
         let want = vec![
             ("batch".to_owned(), 7),
             (args::INPUT_BYTES.to_owned(), 3 * 5 * 4),
-            // ndarray keeps i64 integers (NdArray<f32, i64>): 8 bytes each.
-            (args::TARGET_BYTES.to_owned(), 3 * 8),
+            // burn-flex stores integers as i32 (its device defaults): 4 bytes each,
+            // half of the host's i64.
+            (args::TARGET_BYTES.to_owned(), 3 * 4),
         ];
         assert_eq!(spans, vec![(TRANSFER_H2D.to_owned(), want)]);
     }
@@ -371,11 +357,11 @@ mod tests {
     /// The planted constant's mean is exactly 1.0: the loss is unchanged.
     #[test]
     fn the_planted_upload_leaves_the_loss_bit_identical() {
-        let device = Default::default();
+        let device = Device::flex();
         for value in [2.297_4f32, 1e-7, 123.456, -0.0] {
-            let loss = Tensor::<NdArray, 1>::from_data(TensorData::new(vec![value], [1]), &device);
+            let loss = Tensor::<1>::from_data(TensorData::new(vec![value], [1]), &device);
             let planted = planted_upload(loss.clone(), &device);
-            let bits = |t: Tensor<NdArray, 1>| t.into_data().iter::<f32>().map(f32::to_bits).collect::<Vec<_>>();
+            let bits = |t: Tensor<1>| t.into_data().iter::<f32>().map(f32::to_bits).collect::<Vec<_>>();
             assert_eq!(bits(loss), bits(planted), "{value}");
         }
     }

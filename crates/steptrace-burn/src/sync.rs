@@ -2,7 +2,7 @@
 
 use std::panic::{self, AssertUnwindSafe};
 
-use burn::tensor::backend::Backend;
+use burn::prelude::Device;
 use steptrace::format::names::{SYNC, TARGET};
 
 /// A device sync that failed, with the backend's explanation.
@@ -18,9 +18,9 @@ pub struct SyncError {
 /// cubecl gives each thread its own stream: this covers the calling
 /// thread's work only. A failure is returned as a [`SyncError`], never a
 /// panic: a backend that panics while syncing yields `"panicked: <message>"`.
-pub fn sync<B: Backend>(device: &B::Device) -> Result<(), SyncError> {
+pub fn sync(device: &Device) -> Result<(), SyncError> {
     let _sync = tracing::info_span!(target: TARGET, SYNC).entered();
-    match panic::catch_unwind(AssertUnwindSafe(|| B::sync(device))) {
+    match panic::catch_unwind(AssertUnwindSafe(|| device.sync())) {
         Ok(result) => result.map_err(|e| SyncError { reason: e.to_string() }),
         Err(payload) => {
             Err(SyncError { reason: format!("panicked: {}", crate::backend::panic_message(payload.as_ref())) })

@@ -133,7 +133,7 @@ pub enum BackendArg {
     Cuda,
     /// wgpu only.
     Wgpu,
-    /// The CPU (ndarray).
+    /// The CPU (burn-flex).
     Cpu,
 }
 

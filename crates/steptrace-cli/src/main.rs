@@ -18,9 +18,13 @@ fn main() -> ExitCode {
     if std::env::var_os("NODEVICE_SELECT").is_none() {
         std::env::set_var("NODEVICE_SELECT", "1");
     }
+    // `train` catches Ctrl-C and SIGTERM (the first ends the run after the current step).
+    // The handlers go in before anything else, argument parsing included, so that a signal
+    // in the run's first milliseconds is kept (the flag remembers it) rather than lost.
+    let early = std::env::args_os().nth(1).is_some_and(|a| a == "train").then(signals::install);
     let cli = args::Cli::parse();
     let result = match cli.command {
-        args::Command::Train(a) => cmd::train::run(a),
+        args::Command::Train(a) => cmd::train::run(a, early),
         args::Command::Backends => cmd::backends::run(),
         args::Command::Report(a) => cmd::report::run(a),
         args::Command::Inspect(a) => cmd::inspect::run(a),

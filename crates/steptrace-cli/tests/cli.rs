@@ -95,7 +95,7 @@ fn report_and_inspect_refuse_a_newer_trace_format_naming_both_versions() {
 }
 
 #[test]
-fn on_ndarray_cubecl_settings_are_not_applicable_not_claimed() {
+fn on_the_cpu_cubecl_settings_are_not_applicable_not_claimed() {
     let dir = tempfile::tempdir().unwrap();
     let out = steptrace(&["train", "--backend", "cpu", "--quiet", "--steps", "20", "--json", "run.json"], dir.path());
     let (stdout, stderr) = text(&out);

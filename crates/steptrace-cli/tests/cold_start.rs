@@ -110,9 +110,9 @@ fn mlp_then_convnet_then_mlp_in_one_cache_dir_are_cold_partly_warm_then_warm() {
 fn on_the_cpu_the_cold_start_is_not_applicable() {
     let dir = tempfile::tempdir().unwrap();
     let (s, m, out) = train(dir.path(), 1, "mlp", "cpu", &[]);
-    assert_eq!(s["cold_start"], "not applicable: ndarray does not use cubecl");
-    assert_eq!(m["startup"]["cold_start"], "not applicable: ndarray does not use cubecl");
-    assert_eq!(m["startup"]["cubecl_cache"], "not applicable: ndarray does not use cubecl");
-    assert_eq!(m["autotune_level"], "not applicable: ndarray does not use cubecl");
-    assert!(out.contains("cold start: not applicable: ndarray does not use cubecl"), "{out}");
+    assert_eq!(s["cold_start"], "not applicable: burn-flex does not use cubecl");
+    assert_eq!(m["startup"]["cold_start"], "not applicable: burn-flex does not use cubecl");
+    assert_eq!(m["startup"]["cubecl_cache"], "not applicable: burn-flex does not use cubecl");
+    assert_eq!(m["autotune_level"], "not applicable: burn-flex does not use cubecl");
+    assert!(out.contains("cold start: not applicable: burn-flex does not use cubecl"), "{out}");
 }

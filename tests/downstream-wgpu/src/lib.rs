@@ -1,30 +1,17 @@
 //! steptrace-burn with its `wgpu` backend only.
 //!
 //! This crate exists to be built by `scripts/test`: `cargo tree` must show no CUDA crate
-//! (`cudarc`, `cubecl-cuda`, `burn-cuda`) under it, and `cargo check` must pass, which
-//! proves that steptrace-burn's backend features really gate the backends. What it calls
-//! covers the backend-specific API that stays: the wgpu backend type, selection, and
-//! dispatch of a generic job.
+//! (`cudarc`, `cubecl-cuda`, `cubecl-llvm`, `burn-cuda`) under it, and `cargo check` must
+//! pass, which proves that steptrace-burn's backend features really gate the backends. What
+//! it calls covers the backend-specific API that stays: selection, the device it opens, and
+//! burn's name for the backend there.
 
-use burn::tensor::backend::AutodiffBackend;
-use steptrace_burn::backend::{self, BackendChoice, BackendError, BackendRun, Selection, WgpuAutodiff};
+use steptrace_burn::backend::{self, BackendChoice, BackendError};
 
-/// The concrete wgpu training backend of this build.
-pub type Backend = WgpuAutodiff;
-
-/// The name of the backend type a job runs on.
-struct TypeName;
-
-impl BackendRun for TypeName {
-    type Output = &'static str;
-
-    fn run<B: AutodiffBackend>(self, _device: B::Device, _info: &Selection) -> &'static str {
-        std::any::type_name::<B>()
-    }
-}
-
-/// Selects wgpu and names the backend type a job runs on there.
-pub fn wgpu_type_name() -> Result<&'static str, BackendError> {
+/// Selects wgpu, opens its device and names the backend stack burn runs there
+/// (`dispatch<autodiff<fusion<cubecl<wgpu>>>>`-like).
+pub fn wgpu_backend_name() -> Result<String, BackendError> {
     let selection = backend::select(BackendChoice::Wgpu)?;
-    backend::run_on(&selection, TypeName)
+    let device = selection.device()?.autodiff();
+    Ok(backend::backend_runtime_name(&device))
 }

@@ -1,4 +1,4 @@
-//! wgpu adapters: which `WgpuDevice` to build, and how cubecl picks an adapter.
+//! wgpu adapters: which wgpu device to build, and how cubecl picks an adapter.
 //!
 //! Pure data and rules; enumerating the adapters is a probe (`probe::wgpu`). Everything that
 //! touches wgpu's types exists only with the `wgpu` feature; [`WgpuTarget`] itself always
@@ -6,7 +6,7 @@
 
 use std::fmt;
 
-/// Which `WgpuDevice` to build: the adapter type and its index among adapters of that type,
+/// Which wgpu device to build: the adapter type and its index among adapters of that type,
 /// exactly as cubecl counts them (enumeration order of the graphics API cubecl uses).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum WgpuTarget {
@@ -29,15 +29,15 @@ impl WgpuTarget {
 
 #[cfg(feature = "wgpu")]
 impl WgpuTarget {
-    /// The burn/cubecl device to build.
-    pub fn device(self) -> burn::backend::wgpu::WgpuDevice {
-        use burn::backend::wgpu::WgpuDevice;
-        match self {
-            WgpuTarget::DiscreteGpu(n) => WgpuDevice::DiscreteGpu(n),
-            WgpuTarget::IntegratedGpu(n) => WgpuDevice::IntegratedGpu(n),
-            WgpuTarget::VirtualGpu(n) => WgpuDevice::VirtualGpu(n),
-            WgpuTarget::Cpu => WgpuDevice::Cpu,
-        }
+    /// The burn device to build (`Device::wgpu`, on the graphics API cubecl picks).
+    pub fn device(self) -> burn::prelude::Device {
+        use burn::prelude::{Device, DeviceKind};
+        Device::wgpu(match self {
+            WgpuTarget::DiscreteGpu(n) => DeviceKind::DiscreteGpu(n),
+            WgpuTarget::IntegratedGpu(n) => DeviceKind::IntegratedGpu(n),
+            WgpuTarget::VirtualGpu(n) => DeviceKind::VirtualGpu(n),
+            WgpuTarget::Cpu => DeviceKind::Cpu,
+        })
     }
 
     fn device_type(self) -> wgpu::DeviceType {
@@ -138,7 +138,7 @@ pub(crate) fn pick_adapter(adapters: &[AdapterSummary]) -> Option<(WgpuTarget, &
 #[cfg(all(test, feature = "wgpu"))]
 mod tests {
     use super::*;
-    use burn::backend::wgpu::WgpuDevice;
+    use burn::prelude::{Device, DeviceKind};
 
     fn adapter(name: &str, device_type: wgpu::DeviceType) -> AdapterSummary {
         AdapterSummary {
@@ -182,6 +182,6 @@ mod tests {
         for t in [WgpuTarget::Cpu, WgpuTarget::VirtualGpu(2)] {
             assert_eq!(WgpuTarget::parse(&t.to_string()), Some(t));
         }
-        assert_eq!(WgpuTarget::DiscreteGpu(0).device(), WgpuDevice::DiscreteGpu(0));
+        assert_eq!(WgpuTarget::DiscreteGpu(0).device(), Device::wgpu(DeviceKind::DiscreteGpu(0)));
     }
 }

@@ -1,25 +1,25 @@
-//! Persistent cubecl caches (autotune results, compiled CUDA kernels), cubecl's autotune
-//! level, and the autotune log sink the startup breakdown reads.
+//! Persistent cubecl caches (autotune results, compiled kernels), cubecl's autotune level,
+//! and the autotune log sink the startup breakdown reads.
 //!
-//! cubecl 0.10 keeps its settings in one process-wide `CubeClRuntimeConfig`, loaded lazily
+//! cubecl 0.11 keeps its settings in one process-wide `CubeClRuntimeConfig`, loaded lazily
 //! from `cubecl.toml` / `burn.toml [cubecl]` (searched upwards from the working directory)
-//! the first time a runtime needs it, and settable exactly once before that
-//! (`RuntimeConfig::set` panics afterwards). By default its autotune cache lives in
-//! `target/` beside the nearest `Cargo.toml` (else the user cache dir) and its compilation
-//! cache is off. [`configure_cubecl_cache`] keeps every other setting of those files (and of
-//! the `CUBECL_*` environment variables) and points both caches at one directory:
+//! the first time a runtime needs it, and settable exactly once before that. Its persistent
+//! caches live in an *environment*: one local store (a database file) per environment name,
+//! holding every cached namespace (autotune results, compiled kernels, throughput
+//! measurements), under `[environment] path` (by default `target/` beside the nearest
+//! `Cargo.toml`). They exist only in a build with cubecl's `persistence` feature, which
+//! steptrace-burn's `cuda` and `wgpu` features turn on (through burn's). [`configure_cubecl_cache`]
+//! keeps every other setting of those files (and of the `CUBECL_*` environment variables),
+//! puts the environment store under one directory, and turns both caches on there:
 //!
-//! * autotune results: `<dir>/autotune/<cubecl version>/<device>/<op>.json.log`
-//! * compiled kernels: `<dir>/cuda/<cubecl version>/ptx/...` — cubecl 0.10 has a
-//!   compilation cache for CUDA (PTX) and HIP only, and for wgpu's SPIR-V path, which burn's
-//!   `wgpu` backend does not build: wgpu recompiles its WGSL shaders every run.
+//! * autotune results: kept unless `[autotune] disable_cache` is set;
+//! * compiled kernels: `[compilation] cache` (CUDA's PTX; wgpu's WGSL shaders are compiled
+//!   again in every run).
 //!
 //! [`AutotuneLevel`] says what cubecl's autotune level does; [`configure_cubecl_cache`] says
 //! which autotune log sink the startup breakdown needs and how it is added.
 
 use std::path::{Path, PathBuf};
-#[cfg(any(feature = "cuda", feature = "wgpu"))]
-use std::sync::Arc;
 
 #[cfg(any(feature = "cuda", feature = "wgpu"))]
 use cubecl::config::cache::CacheConfig as CubeCacheConfig;
@@ -31,7 +31,7 @@ use super::guard::catch_silently;
 #[cfg(any(feature = "cuda", feature = "wgpu"))]
 use cubecl::config::autotune::{AutotuneLevel as CubeAutotuneLevel, AutotuneLogLevel};
 #[cfg(any(feature = "cuda", feature = "wgpu"))]
-use cubecl_common::config::logger::LogCrateLevel;
+use cubecl_environment::config::logger::LogCrateLevel;
 
 /// Where steptrace keeps cubecl's caches, whether to use them, and cubecl's autotune level.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -154,8 +154,8 @@ impl Default for CacheConfig {
 pub struct CacheState {
     /// The cache root.
     pub dir: PathBuf,
-    /// Whether cubecl's compilation cache (CUDA PTX; cubecl 0.10 has none for wgpu) is on
-    /// and stored under `dir`.
+    /// Whether cubecl's compilation cache (CUDA PTX; wgpu's shaders compile in every run) is
+    /// on and stored under `dir`.
     pub compilation_cache: bool,
     /// Whether cubecl's autotune cache is stored under `dir`.
     pub autotune_cache: bool,
@@ -192,7 +192,8 @@ pub struct CacheState {
 /// to the trace.
 ///
 /// # When it applies
-/// Must run before the first backend client is created (before [`run_on`](super::run_on)).
+/// Must run before the first backend client is created (before
+/// [`Selection::device`](super::Selection::device)).
 /// Never panics. If cubecl's configuration is already fixed (set, or read by a runtime that
 /// started earlier), it is left alone and the returned state says where the caches
 /// actually are; calling this twice with the same directory is harmless. A build without
@@ -245,8 +246,9 @@ fn install(dir: Option<&Path>, level: Option<AutotuneLevel>, state: &mut CacheSt
             ),
         };
     if let Some(dir) = dir {
-        config.autotune.cache = CubeCacheConfig::File(dir.to_path_buf());
-        config.compilation.cache = Some(CubeCacheConfig::File(dir.to_path_buf()));
+        config.environment.path = CubeCacheConfig::Directory(dir.to_path_buf());
+        config.autotune.disable_cache = false;
+        config.compilation.cache = true;
     }
     state.autotune_level_source = match level {
         Some(level) => {
@@ -260,16 +262,9 @@ fn install(dir: Option<&Path>, level: Option<AutotuneLevel>, state: &mut CacheSt
     };
     let sink = add_autotune_sink(&mut config);
 
-    let installed = {
-        let mut slot = CubeClRuntimeConfig::storage().lock();
-        match slot.as_ref() {
-            Some(existing) => Err(Arc::clone(existing)),
-            None => {
-                *slot = Some(Arc::new(config));
-                Ok(())
-            }
-        }
-    };
+    // `try_set` runs cubecl's own hook (the environment store's root, the streaming policy)
+    // as `get` would; it refuses when a runtime already read or set the configuration.
+    let installed = if CubeClRuntimeConfig::try_set(config) { Ok(()) } else { Err(CubeClRuntimeConfig::get()) };
     match installed {
         Ok(()) => {
             super::startup::note_autotune_sink(sink);
@@ -286,15 +281,17 @@ fn install(dir: Option<&Path>, level: Option<AutotuneLevel>, state: &mut CacheSt
                 state.autotune_level_source = "cubecl configuration (already fixed: --autotune-level not applied)".to_string();
             }
             let Some(dir) = dir else { return };
-            state.autotune_cache = points_at(Some(&existing.autotune.cache), dir);
-            state.compilation_cache = points_at(existing.compilation.cache.as_ref(), dir);
+            let here = points_at(&existing.environment.path, dir);
+            state.autotune_cache = here && !existing.autotune.disable_cache;
+            state.compilation_cache = here && existing.compilation.cache;
             if !(state.autotune_cache && state.compilation_cache) {
                 state.note = Some(format!(
                     "cubecl's configuration was already fixed before configure_cubecl_cache \
-                     (a backend client was created first); autotune cache: {}, compilation \
-                     cache: {}",
-                    describe(Some(&existing.autotune.cache)),
-                    describe(existing.compilation.cache.as_ref()),
+                     (a backend client was created first); its caches are in {} (autotune cache {}, \
+                     compilation cache {})",
+                    describe(&existing.environment.path),
+                    if existing.autotune.disable_cache { "off" } else { "on" },
+                    if existing.compilation.cache { "on" } else { "off" },
                 ));
             }
         }
@@ -339,18 +336,17 @@ fn install(_dir: Option<&Path>, _level: Option<AutotuneLevel>, state: &mut Cache
 }
 
 #[cfg(any(feature = "cuda", feature = "wgpu"))]
-fn points_at(cache: Option<&CubeCacheConfig>, dir: &Path) -> bool {
-    matches!(cache, Some(CubeCacheConfig::File(p)) if p == dir)
+fn points_at(cache: &CubeCacheConfig, dir: &Path) -> bool {
+    matches!(cache, CubeCacheConfig::Directory(p) if p == dir)
 }
 
 #[cfg(any(feature = "cuda", feature = "wgpu"))]
-fn describe(cache: Option<&CubeCacheConfig>) -> String {
+fn describe(cache: &CubeCacheConfig) -> String {
     match cache {
-        None => "off".to_string(),
-        Some(CubeCacheConfig::File(p)) => p.display().to_string(),
-        Some(CubeCacheConfig::Target) => "target/ beside the nearest Cargo.toml".to_string(),
-        Some(CubeCacheConfig::Local) => "the working directory".to_string(),
-        Some(CubeCacheConfig::Global) => "the user's local config directory".to_string(),
+        CubeCacheConfig::Directory(p) => p.display().to_string(),
+        CubeCacheConfig::Target => "target/ beside the nearest Cargo.toml".to_string(),
+        CubeCacheConfig::Local => "the working directory".to_string(),
+        CubeCacheConfig::Global => "the user's cache directory".to_string(),
     }
 }
 
@@ -445,8 +441,8 @@ mod tests {
 
         // cubecl now uses the directory, the level, and the autotune log sink.
         let live = CubeClRuntimeConfig::get();
-        assert!(points_at(Some(&live.autotune.cache), &cfg.dir));
-        assert!(points_at(live.compilation.cache.as_ref(), &cfg.dir));
+        assert!(points_at(&live.environment.path, &cfg.dir));
+        assert!(!live.autotune.disable_cache && live.compilation.cache);
         assert!(matches!(live.autotune.level, CubeAutotuneLevel::Minimal));
         if std::env::var_os("CUBECL_DEBUG_LOG").is_none() {
             // No sink of the user's: the added one, at cubecl's `full` level.
@@ -456,8 +452,8 @@ mod tests {
 
         // What a finished run leaves behind. The config is already fixed, but at the same
         // directory, so nothing is reported as wrong; the files say nothing of a label.
-        std::fs::create_dir_all(cfg.dir.join("autotune/0.10.0/dev")).expect("mkdir");
-        std::fs::write(cfg.dir.join("autotune/0.10.0/dev/matmul.json.log"), "{}\n").expect("write");
+        std::fs::create_dir_all(cfg.dir.join("env")).expect("mkdir");
+        std::fs::write(cfg.dir.join("env/default.db"), "x").expect("write");
         let again = configure_cubecl_cache(&cfg);
         assert_eq!(again.files_before, 1);
         assert!(again.compilation_cache && again.autotune_cache, "{again:?}");

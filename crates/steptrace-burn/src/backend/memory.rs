@@ -1,6 +1,6 @@
-//! cubecl's memory accounting, for the CUDA and wgpu backends.
+//! Memory-pool accounting, for the CUDA and wgpu backends.
 
-use burn::tensor::backend::Backend;
+use burn::prelude::Device;
 
 #[cfg(any(feature = "cuda", feature = "wgpu"))]
 use super::guard::catch_silently;
@@ -9,7 +9,7 @@ use super::probe::known_usable;
 #[cfg(any(feature = "cuda", feature = "wgpu"))]
 use super::BackendKind;
 
-/// cubecl's memory accounting for one device (see [`memory_usage`]).
+/// The memory pools' accounting for one device (see [`memory_usage`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 pub struct MemorySnapshot {
     /// Bytes in live allocations (what tensors actually occupy).
@@ -22,77 +22,70 @@ pub struct MemorySnapshot {
     pub allocations: u64,
 }
 
-/// Bytes in use on `device` according to cubecl (`client.memory_usage().bytes_in_use`), for
-/// the CUDA and wgpu backends. `None` means "not observed" (ndarray, a backend that has not
-/// been probed or run in this process, or a query that failed), never 0.
+/// Bytes in use on `device` according to its memory pools (burn's
+/// `Device::memory_pool_usage`), for the CUDA and wgpu backends. `None` means "not observed"
+/// (the CPU backend, a GPU backend that has not been probed or opened in this process, or a
+/// query that failed), never 0.
 ///
 /// See [`memory_usage`] for the caveats.
-pub fn memory_in_use<B: Backend>(device: &B::Device) -> Option<u64> {
-    memory_usage::<B>(device).map(|m| m.bytes_in_use)
+pub fn memory_in_use(device: &Device) -> Option<u64> {
+    memory_usage(device).map(|m| m.bytes_in_use)
 }
 
-/// cubecl's full memory accounting for `device` (CUDA and wgpu backends; `None` otherwise).
+/// The full memory-pool accounting for `device` (CUDA and wgpu backends; `None` otherwise),
+/// from burn 0.22's `Device::memory_pool_usage` (cubecl's `memory_report` of the device).
 ///
-/// Works for every backend stack over cubecl (`Autodiff<Fusion<CubeBackend<..>>>` and any
-/// sub-stack), because it dispatches on the device type. Caveats:
-/// * cubecl keeps memory pools per stream, and a stream per thread: call it from the thread
-///   that runs the training step.
+/// Caveats:
 /// * It is a blocking round trip to the device server (it does not wait for the GPU to
 ///   finish): call it at step boundaries, not inside hot loops. With fusion, operations that
 ///   are still queued in the fusion stream are not allocated yet; [`sync`](crate::sync::sync)
 ///   first if that matters.
-/// * It only queries a runtime that a probe passed for, or that [`run_on`](super::run_on)
-///   started, in this process, so that it can never be the call that initialises a missing
-///   GPU runtime.
-pub fn memory_usage<B: Backend>(device: &B::Device) -> Option<MemorySnapshot> {
+/// * It only queries a cubecl device once a probe passed for a GPU runtime, or
+///   [`Selection::device`](super::Selection::device) opened one, in this process, so that it
+///   can never be the call that initialises a missing GPU runtime.
+pub fn memory_usage(device: &Device) -> Option<MemorySnapshot> {
     #[cfg(any(feature = "cuda", feature = "wgpu"))]
-    let device: &dyn std::any::Any = device;
-    #[cfg(feature = "cuda")]
-    if let Some(d) = device.downcast_ref::<burn::backend::cuda::CudaDevice>() {
-        return known_usable(BackendKind::Cuda)
-            .then(|| query::<cubecl::cuda::CudaRuntime>(d))
-            .flatten();
+    {
+        let gpu_known = known_usable(BackendKind::Cuda) || known_usable(BackendKind::Wgpu);
+        if !gpu_known || !is_cubecl(device) {
+            return None;
+        }
+        match catch_silently(|| device.memory_pool_usage()) {
+            Ok(Some(u)) => Some(MemorySnapshot {
+                bytes_in_use: u.bytes_in_use,
+                bytes_padding: u.bytes_padding,
+                bytes_reserved: u.bytes_reserved,
+                allocations: u.number_allocs,
+            }),
+            Ok(None) => None,
+            Err(panic) => {
+                tracing::debug!(target: "steptrace::backend", panic = %panic, "memory_pool_usage panicked");
+                None
+            }
+        }
     }
-    #[cfg(feature = "wgpu")]
-    if let Some(d) = device.downcast_ref::<burn::backend::wgpu::WgpuDevice>() {
-        return known_usable(BackendKind::Wgpu)
-            .then(|| query::<cubecl::wgpu::WgpuRuntime>(d))
-            .flatten();
+    #[cfg(not(any(feature = "cuda", feature = "wgpu")))]
+    {
+        let _ = device;
+        None
     }
-    let _ = device;
-    None
 }
 
+/// Whether `device` (autodiff or not) runs on a cubecl runtime.
 #[cfg(any(feature = "cuda", feature = "wgpu"))]
-fn query<R: cubecl::Runtime>(device: &R::Device) -> Option<MemorySnapshot> {
-    match catch_silently(|| R::client(device).memory_usage()) {
-        Ok(Ok(u)) => Some(MemorySnapshot {
-            bytes_in_use: u.bytes_in_use,
-            bytes_padding: u.bytes_padding,
-            bytes_reserved: u.bytes_reserved,
-            allocations: u.number_allocs,
-        }),
-        Ok(Err(e)) => {
-            tracing::debug!(target: "steptrace::backend", error = ?e, "memory_usage failed");
-            None
-        }
-        Err(panic) => {
-            tracing::debug!(target: "steptrace::backend", panic = %panic, "memory_usage panicked");
-            None
-        }
-    }
+fn is_cubecl(device: &Device) -> bool {
+    use burn::backend::DispatchDevice;
+    matches!(device.clone().without_autodiff().as_dispatch(), DispatchDevice::Cube(_))
 }
 
 #[cfg(all(test, feature = "cuda"))]
 mod tests {
     use super::*;
-    use crate::backend::CudaAutodiff;
-    use burn::backend::cuda::CudaDevice;
 
     #[test]
     fn memory_of_an_unprobed_cuda_device_is_not_observed() {
-        if !known_usable(BackendKind::Cuda) {
-            assert_eq!(memory_in_use::<CudaAutodiff>(&CudaDevice::new(0)), None);
+        if !known_usable(BackendKind::Cuda) && !known_usable(BackendKind::Wgpu) {
+            assert_eq!(memory_in_use(&Device::cuda(0)), None);
         }
     }
 }

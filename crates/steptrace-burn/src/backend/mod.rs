@@ -1,13 +1,14 @@
 //! Backend choice with labelled fallback.
 //!
 //! * [`probe`] / [`probe_all`] check, without ever panicking, whether CUDA, wgpu and the
-//!   CPU (ndarray) backend can run on this machine, and why not.
+//!   CPU backend (burn-flex) can run on this machine, and why not.
 //! * [`select`] turns a user's [`BackendChoice`] into a [`Selection`]: `auto` takes CUDA,
-//!   else wgpu on a GPU adapter, else wgpu on a CPU adapter (lavapipe), else ndarray, and
+//!   else wgpu on a GPU adapter, else wgpu on a CPU adapter (lavapipe), else the CPU (burn-flex), and
 //!   records why every skipped backend was skipped. [`Selection::label`] says so loudly, so
 //!   a fallback run never reads as a GPU/CUDA analysis.
-//! * [`run_on`] monomorphises a [`BackendRun`] job over the selected autodiff backend.
-//! * [`memory_in_use`] and [`memory_usage`] read cubecl's memory accounting for the step
+//! * [`Selection::device`] opens the selected backend's device: burn 0.22's tensors carry no
+//!   backend type, so one `burn::prelude::Device` runs CUDA, wgpu or the CPU.
+//! * [`memory_in_use`] and [`memory_usage`] read the device's memory pools for the step
 //!   profiler (device sync is [`crate::sync::sync`]).
 //! * [`configure_cubecl_cache`] points cubecl's autotune and compilation caches at a
 //!   persistent directory and sets its autotune level; it must run before the first backend
@@ -26,12 +27,12 @@
 //! by default). A backend that was not compiled in is reported, never panicked on: its probe
 //! is unavailable with the reason "steptrace-burn was built without its `X` feature",
 //! [`select`] falls back past it (or names it in [`BackendError::Unavailable`]), and
-//! [`run_on`] returns [`BackendError::NotCompiled`].
+//! [`Selection::device`] returns [`BackendError::NotCompiled`].
 //!
 //! Module layering (each file uses only those above it, and the types of this file):
 //! `guard` (panic containment), `adapter` (wgpu adapter picking, pure), `probe`, `types`
-//! (concrete backend types and their names), `select`, `startup` (the cold-start capture),
-//! `dispatch` (`run_on`), `memory`, and `cache`.
+//! (what burn runs for each kind, and its names), `select`, `startup` (the cold-start
+//! capture), `dispatch` (`Selection::device`), `memory`, and `cache`.
 
 mod adapter;
 mod cache;
@@ -49,31 +50,24 @@ use std::str::FromStr;
 pub use adapter::WgpuTarget;
 pub(crate) use guard::panic_message;
 pub use cache::{configure_cubecl_cache, count_cache_files, AutotuneLevel, CacheConfig, CacheState};
-pub use dispatch::{run_on, BackendRun};
 pub use memory::{memory_in_use, memory_usage, MemorySnapshot};
-pub use probe::{probe, probe_all, Probe};
+pub use probe::{cuda_kernel_compiler, probe, probe_all, Probe};
 pub use select::{select, Selection};
-pub use startup::{install_log_capture, install_profiler, StartupCapture};
-#[cfg(feature = "cpu")]
-pub use types::CpuAutodiff;
-#[cfg(feature = "cuda")]
-pub use types::CudaAutodiff;
-#[cfg(feature = "wgpu")]
-pub use types::WgpuAutodiff;
+pub use startup::{install_log_capture, install_profiler, startup_progress, StartupCapture, StartupProgress};
 pub use types::{backend_runtime_name, backend_type_name, short_type_name};
 
 /// What the user asked for (`--backend auto|cuda|wgpu|cpu`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum BackendChoice {
-    /// CUDA if usable, else wgpu on a GPU, else wgpu on a CPU adapter, else ndarray.
+    /// CUDA if usable, else wgpu on a GPU, else wgpu on a CPU adapter, else the CPU (burn-flex).
     #[default]
     Auto,
     /// CUDA only; an error if CUDA is unusable.
     Cuda,
     /// wgpu only (best adapter: discrete GPU, integrated GPU, virtual GPU, then CPU).
     Wgpu,
-    /// The ndarray CPU backend.
+    /// burn's CPU backend (burn-flex).
     Cpu,
 }
 
@@ -134,11 +128,12 @@ impl FromStr for BackendChoice {
 )]
 #[serde(rename_all = "lowercase")]
 pub enum BackendKind {
-    /// `Autodiff<burn::backend::Cuda>` (cubecl CUDA runtime, fusion on).
+    /// `Device::cuda(0)`: cubecl's CUDA runtime, fusion on.
     Cuda,
-    /// `Autodiff<burn::backend::Wgpu>` (cubecl wgpu runtime over Vulkan/Metal, fusion on).
+    /// A wgpu device: cubecl's wgpu runtime over Vulkan/Metal, fusion on.
     Wgpu,
-    /// `Autodiff<burn::backend::NdArray>` on the CPU.
+    /// `Device::flex()`: burn-flex on the CPU (burn 0.22's replacement for the deprecated
+    /// ndarray backend).
     Cpu,
 }
 
@@ -156,7 +151,7 @@ impl BackendKind {
     }
 
     /// Whether burn runs this backend through cubecl, so that fusion,
-    /// autotune and cubecl's kernel caches apply (ndarray uses none of
+    /// autotune and cubecl's kernel caches apply (burn-flex uses none of
     /// them).
     pub fn uses_cubecl(self) -> bool {
         !matches!(self, BackendKind::Cpu)
@@ -164,14 +159,14 @@ impl BackendKind {
 
     /// What the manifest and the console say for a cubecl setting on a
     /// backend without cubecl.
-    pub const NOT_CUBECL: &'static str = "not applicable: ndarray does not use cubecl";
+    pub const NOT_CUBECL: &'static str = "not applicable: burn-flex does not use cubecl";
 
-    /// Human name used in messages: `"CUDA"`, `"wgpu"`, `"CPU (ndarray)"`.
+    /// Human name used in messages: `"CUDA"`, `"wgpu"`, `"CPU (burn-flex)"`.
     pub fn display_name(self) -> &'static str {
         match self {
             BackendKind::Cuda => "CUDA",
             BackendKind::Wgpu => "wgpu",
-            BackendKind::Cpu => "CPU (ndarray)",
+            BackendKind::Cpu => "CPU (burn-flex)",
         }
     }
 
@@ -231,7 +226,7 @@ pub enum BackendError {
         /// The name that was given.
         name: String,
     },
-    /// [`run_on`] was given a backend that this build does not contain (see
+    /// [`Selection::device`] was asked for a backend that this build does not contain (see
     /// [`BackendKind::is_compiled`]); [`select`] never picks one.
     #[error("the {} backend is not compiled in: {}", kind.display_name(), kind.not_compiled_reason())]
     NotCompiled {

@@ -72,12 +72,12 @@ impl fmt::Display for Selection {
 /// Chooses the backend for `choice`. Never panics.
 ///
 /// * `auto`: CUDA if [`probe`] passes; else wgpu on a GPU adapter (discrete, integrated,
-///   virtual); else wgpu on a CPU adapter (lavapipe); else ndarray. Every fallback records
+///   virtual); else wgpu on a CPU adapter (lavapipe); else the CPU (burn-flex). Every fallback records
 ///   the reasons of the backends it skipped in [`Selection::fallback_reason`]. Only a build
 ///   without the `cpu` feature can run out of backends ([`BackendError::NoBackend`]).
 /// * `cuda` / `wgpu`: that backend, or [`BackendError::Unavailable`] naming what is missing.
 ///   Explicit `wgpu` takes the best adapter, which may be a CPU adapter (see the label).
-/// * `cpu`: ndarray.
+/// * `cpu`: burn-flex on the CPU.
 ///
 /// A backend that is not compiled in is unavailable with the reason "steptrace-burn was
 /// built without its `X` feature".
@@ -107,7 +107,7 @@ pub fn select(choice: BackendChoice) -> Result<Selection, BackendError> {
     }
 }
 
-/// `auto`: CUDA, else wgpu (GPU adapter, then CPU adapter), else ndarray.
+/// `auto`: CUDA, else wgpu (GPU adapter, then CPU adapter), else the CPU (burn-flex).
 fn select_auto() -> Result<Selection, BackendError> {
     let choice = BackendChoice::Auto;
     let cuda = probe(BackendKind::Cuda);
@@ -286,7 +286,7 @@ mod tests {
     const NO_ADAPTER_CHILD: &str = "STEPTRACE_NO_ADAPTER_CHILD";
 
     /// Hides every Vulkan driver from the Vulkan loader in a child process: wgpu then has no
-    /// adapter, which must be reported (not panicked) and make `auto` fall back to ndarray.
+    /// adapter, which must be reported (not panicked) and make `auto` fall back to the CPU.
     #[cfg(all(feature = "cpu", feature = "wgpu"))]
     #[test]
     fn without_any_adapter_auto_falls_back_to_cpu() {
@@ -345,7 +345,7 @@ mod tests {
         if let Err(err) = select(BackendChoice::Auto) {
             let msg = err.to_string();
             assert!(msg.starts_with("no backend can run here: CUDA unavailable: "), "{msg}");
-            assert!(msg.contains("CPU (ndarray) unavailable: "), "{msg}");
+            assert!(msg.contains("CPU (burn-flex) unavailable: "), "{msg}");
         }
     }
 }

@@ -1,49 +1,41 @@
-//! The concrete autodiff backends [`run_on`](super::run_on) instantiates, and their names.
+//! The backend each [`BackendKind`] runs on, and its names.
 //!
-//! Each type exists only with its feature (`cuda`, `wgpu`, `cpu`).
+//! burn 0.22 has one tensor type for every backend: the device, a runtime value, says which
+//! backend runs it (burn's `Dispatch`). So there are no backend types to instantiate here,
+//! only devices (see [`Selection::device`](super::Selection::device)) and what burn stacks
+//! behind each of them.
 
 use std::panic::{self, AssertUnwindSafe};
 
-use burn::tensor::backend::Backend;
+use burn::backend::{Backend, Dispatch};
+use burn::prelude::Device;
 
 use super::BackendKind;
 
-/// The CUDA training backend: `Autodiff<Fusion<CubeBackend<CudaRuntime, f32, i32, u8>>>`.
-#[cfg(feature = "cuda")]
-pub type CudaAutodiff = burn::backend::Autodiff<burn::backend::Cuda>;
-/// The wgpu training backend: `Autodiff<Fusion<CubeBackend<WgpuRuntime, f32, i32, u32>>>`.
-#[cfg(feature = "wgpu")]
-pub type WgpuAutodiff = burn::backend::Autodiff<burn::backend::Wgpu>;
-/// The CPU training backend: `Autodiff<NdArray<f32, i64, i8>>`.
-#[cfg(feature = "cpu")]
-pub type CpuAutodiff = burn::backend::Autodiff<burn::backend::NdArray>;
-
-/// burn's own name for the backend stack on `device`, e.g. `autodiff<fusion<cubecl<cuda>>>`
-/// or `autodiff<ndarray>` (`Backend::name`). For cubecl backends this creates the device
-/// client if it does not exist yet, so call it inside [`BackendRun::run`](super::BackendRun::run).
+/// burn's own name for the backend stack on `device`, e.g.
+/// `dispatch<autodiff<fusion<cubecl<cuda>>>>` or `dispatch<autodiff<flex>>`
+/// (`Backend::name`). For cubecl backends this creates the device client if it does not
+/// exist yet, so call it once the device is open ([`Selection::device`](super::Selection::device)).
 /// Never panics (a panic yields `"<unknown: ...>"`).
-pub fn backend_runtime_name<B: Backend>(device: &B::Device) -> String {
-    panic::catch_unwind(AssertUnwindSafe(|| B::name(device)))
+pub fn backend_runtime_name(device: &Device) -> String {
+    panic::catch_unwind(AssertUnwindSafe(|| Dispatch::name(device.as_dispatch())))
         .unwrap_or_else(|p| format!("<unknown: {}>", super::guard::panic_message(p.as_ref())))
 }
 
-/// The concrete autodiff backend type [`run_on`](super::run_on) uses for `kind`, shortened
-/// with [`short_type_name`], e.g.
-/// `Autodiff<Fusion<CubeBackend<CudaRuntime, f32, i32, u8>>, NoCheckpointing>`; for a
-/// backend that is not compiled in, `<not compiled in: steptrace-burn was built without its
-/// `cuda` feature>`.
+/// What burn runs for `kind` in a training run: the backend stack behind the autodiff device
+/// that [`Selection::device`](super::Selection::device) opens, e.g.
+/// `Autodiff<Fusion<CubeBackend<CudaRuntime>>>`; for a backend that is not compiled in,
+/// `<not compiled in: steptrace-burn was built without its `cuda` feature>`.
 pub fn backend_type_name(kind: BackendKind) -> String {
-    match kind {
-        #[cfg(feature = "cuda")]
-        BackendKind::Cuda => short_type_name(std::any::type_name::<CudaAutodiff>()),
-        #[cfg(feature = "wgpu")]
-        BackendKind::Wgpu => short_type_name(std::any::type_name::<WgpuAutodiff>()),
-        #[cfg(feature = "cpu")]
-        BackendKind::Cpu => short_type_name(std::any::type_name::<CpuAutodiff>()),
-        // Unreachable when every backend feature is on (the default build).
-        #[allow(unreachable_patterns)]
-        not_compiled => format!("<not compiled in: {}>", not_compiled.not_compiled_reason()),
+    if !kind.is_compiled() {
+        return format!("<not compiled in: {}>", kind.not_compiled_reason());
     }
+    match kind {
+        BackendKind::Cuda => "Autodiff<Fusion<CubeBackend<CudaRuntime>>>",
+        BackendKind::Wgpu => "Autodiff<Fusion<CubeBackend<WgpuRuntime>>>",
+        BackendKind::Cpu => "Autodiff<Flex>",
+    }
+    .to_owned()
 }
 
 /// Drops the module paths from a `std::any::type_name`:
@@ -78,24 +70,21 @@ mod tests {
             short_type_name("a::b::Autodiff<c::NdArray<f32, i64>, d::e::NoCheckpointing>"),
             "Autodiff<NdArray<f32, i64>, NoCheckpointing>"
         );
-        #[cfg(feature = "cuda")]
-        {
-            let cuda = backend_type_name(BackendKind::Cuda);
-            assert!(cuda.starts_with("Autodiff<Fusion<CubeBackend<CudaRuntime"), "{cuda}");
-        }
-        #[cfg(feature = "wgpu")]
-        {
-            let wgpu = backend_type_name(BackendKind::Wgpu);
-            assert!(wgpu.contains("WgpuRuntime"), "{wgpu}");
-        }
-        #[cfg(feature = "cpu")]
-        {
-            let cpu = backend_type_name(BackendKind::Cpu);
-            assert!(cpu.starts_with("Autodiff<NdArray"), "{cpu}");
-        }
-        for kind in BackendKind::ALL.into_iter().filter(|k| !k.is_compiled()) {
+        for kind in BackendKind::ALL {
             let name = backend_type_name(kind);
-            assert!(name.starts_with("<not compiled in: "), "{name}");
+            if kind.is_compiled() {
+                assert!(name.starts_with("Autodiff<"), "{name}");
+            } else {
+                assert!(name.starts_with("<not compiled in: "), "{name}");
+            }
         }
+    }
+
+    /// burn names the stack on a real device: on the CPU, autodiff over burn-flex.
+    #[cfg(feature = "cpu")]
+    #[test]
+    fn the_runtime_name_comes_from_the_device() {
+        let name = backend_runtime_name(&Device::flex().autodiff());
+        assert!(name.contains("flex") && name.contains("autodiff"), "{name}");
     }
 }

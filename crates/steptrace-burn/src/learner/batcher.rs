@@ -3,8 +3,7 @@
 use std::sync::Arc;
 
 use burn::data::dataloader::batcher::Batcher;
-use burn::tensor::backend::{Backend, DeviceOps};
-use burn::tensor::Device;
+use burn::prelude::Device;
 use steptrace::format::names::{DATA_LOAD, TARGET};
 
 use super::driver::Driver;
@@ -15,11 +14,12 @@ use super::EPOCH_BOUNDARY;
 /// `dataloader-{i}` threads with `num_workers`, the training thread without.
 ///
 /// The span has two fields: `items`, the number of items batched, and
-/// `split`, `"train"` for a batch built for an autodiff backend and
+/// `split`, `"train"` for a batch built for an autodiff device and
 /// `"valid"` otherwise. burn-train's `SupervisedTraining` builds its
-/// validation batches for the inner (non-autodiff) backend, so one wrapped
-/// batcher, cloned into both data loaders, tells them apart. A validation
-/// batch also marks its step as an [epoch boundary](super#epoch-boundaries).
+/// validation batches for the training device without autodiff
+/// (`Device::inner`), so one wrapped batcher, cloned into both data
+/// loaders, tells them apart by `Device::is_autodiff`. A validation batch
+/// also marks its step as an [epoch boundary](super#epoch-boundaries).
 ///
 /// The span covers all of the user's `batch`, which with burn also creates
 /// the batch's tensors on the device: the host-to-device copy is inside
@@ -48,13 +48,12 @@ impl<Bt> ProfiledBatcher<Bt> {
     }
 }
 
-impl<B, I, O, Bt> Batcher<B, I, O> for ProfiledBatcher<Bt>
+impl<I, O, Bt> Batcher<I, O> for ProfiledBatcher<Bt>
 where
-    B: Backend,
-    Bt: Batcher<B, I, O>,
+    Bt: Batcher<I, O>,
 {
-    fn batch(&self, items: Vec<I>, device: &Device<B>) -> O {
-        let train = B::ad_enabled(device);
+    fn batch(&self, items: Vec<I>, device: &Device) -> O {
+        let train = device.is_autodiff();
         if !train {
             if let Some(step) = self.driver.note_validation() {
                 tracing::info!(target: TARGET, step, "{EPOCH_BOUNDARY}");
@@ -63,7 +62,7 @@ where
         let split = if train { "train" } else { "valid" };
         // With ranks, a loader thread records for the rank of the device it feeds.
         let _rank = (self.driver.is_ranked() && steptrace::ranks::current().is_none())
-            .then(|| self.driver.rank_of(device.id()))
+            .then(|| self.driver.rank_of(device))
             .flatten()
             .map(steptrace::ranks::enter);
         let _load = tracing::info_span!(target: TARGET, DATA_LOAD, items = items.len(), split = %split).entered();

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, ThreadId};
 
-use burn::tensor::backend::DeviceId;
+use burn::prelude::Device;
 use steptrace::{Profiler, RankProfilers, SavedTrace};
 
 thread_local! {
@@ -53,7 +53,7 @@ impl Drop for Bound {
 struct Ranks {
     group: RankProfilers,
     /// Each rank's device, in rank order.
-    devices: Vec<DeviceId>,
+    devices: Vec<Device>,
     taken: Mutex<Vec<bool>>,
     outcomes: HandBack,
 }
@@ -110,10 +110,15 @@ impl Driver {
     }
 
     /// A driver for one profiler per rank: rank `r` runs on `devices[r]`.
-    pub(crate) fn bind_ranks(group: RankProfilers, devices: Vec<DeviceId>) -> Arc<Driver> {
+    pub(crate) fn bind_ranks(group: RankProfilers, devices: Vec<Device>) -> Arc<Driver> {
         let taken = Mutex::new(vec![false; devices.len()]);
         let ranks = Ranks { group, devices, taken, outcomes: Arc::new(Mutex::new(Vec::new())) };
         Arc::new(Driver::new(0, Some(ranks)))
+    }
+
+    /// This driver's id, unique in the process.
+    pub(crate) fn id(&self) -> u64 {
+        self.id
     }
 
     /// How many ranks, with one profiler per rank.
@@ -127,23 +132,24 @@ impl Driver {
     }
 
     /// The rank of `device` (the first rank on it, for a device listed
-    /// twice), for a batch built on a thread of no rank.
-    pub(crate) fn rank_of(&self, device: DeviceId) -> Option<u32> {
+    /// twice), for a batch built on a thread of no rank. Devices compare as
+    /// burn compares them: the hardware, with or without autodiff.
+    pub(crate) fn rank_of(&self, device: &Device) -> Option<u32> {
         let ranks = self.ranks.as_ref()?;
-        ranks.devices.iter().position(|d| *d == device).map(|r| r as u32)
+        ranks.devices.iter().position(|d| d == device).map(|r| r as u32)
     }
 
     /// Gives the calling thread the profiler of the rank whose device is
     /// `device`, unless it has one: the first rank on that device whose
     /// profiler no thread took. False when every such rank is taken.
-    pub(crate) fn attach(&self, device: DeviceId) -> bool {
+    pub(crate) fn attach(&self, device: &Device) -> bool {
         let Some(ranks) = &self.ranks else { return true };
         if self.with(|_| ()).is_some() {
             return true;
         }
         let rank = {
             let mut taken = ranks.taken.lock().unwrap_or_else(|e| e.into_inner());
-            let Some(rank) = (0..ranks.devices.len()).find(|&r| ranks.devices[r] == device && !taken[r]) else {
+            let Some(rank) = (0..ranks.devices.len()).find(|&r| ranks.devices[r] == *device && !taken[r]) else {
                 return false;
             };
             taken[rank] = true;

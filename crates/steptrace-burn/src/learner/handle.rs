@@ -2,13 +2,15 @@
 
 use std::sync::Arc;
 
-use burn::tensor::backend::DeviceId;
+use burn::module::Module;
+use burn::optim::{ModuleOptimizer, Optimizer};
+use burn::prelude::Device;
 use burn::train::ApplicationLoggerInstaller;
 use steptrace::{Profiler, ProfilerBuilder, SavedTrace};
 
 use super::batcher::ProfiledBatcher;
 use super::driver::Driver;
-use super::optimizer::Profiled;
+use super::optimizer::{Plan, Profiled};
 use super::{LearnerError, EPOCH_BOUNDARY};
 use crate::backend::Selection;
 use crate::device::{DeviceActivityMode, DeviceSetup};
@@ -69,23 +71,23 @@ impl LearnerProfiler {
     /// another layer beside steptrace's. Call it on the thread that will
     /// call `launch`, before the first step.
     pub fn from_profiler(profiler: Profiler) -> Self {
-        profiler.update_manifest(|m| describe_trainer(m, "burn-train 0.21 Learner"));
+        profiler.update_manifest(|m| describe_trainer(m, "burn-train 0.22 Learner"));
         Self { driver: Driver::bind(profiler) }
     }
 
     /// One profiler per rank, for a data-parallel run whose ranks each run
     /// their own training loop on a thread of their own (burn-train's
     /// `DistributedDataParallel` strategy): rank `r` trains on
-    /// `devices[r]` (`DeviceOps::id()` of the device list given to the
-    /// strategy, in its order). Each rank's files go to one folder per
-    /// cycle (see [`steptrace::ranks`]), and `steptrace report` compares
-    /// the ranks.
+    /// `devices[r]` (the device list given to the strategy, in its order;
+    /// devices compare as burn compares them, by hardware, autodiff or
+    /// not). Each rank's files go to one folder per cycle (see
+    /// [`steptrace::ranks`]), and `steptrace report` compares the ranks.
     ///
     /// A rank's thread takes its profiler at its first optimizer update,
-    /// by the module's device (a device listed twice is taken by the first
-    /// thread that updates on it), and `ProfilerStep#0` opens there;
-    /// batches built on a thread of no rank are recorded for the rank of
-    /// their device. burn-train's `MultiDevice` strategy is not that: one
+    /// by the device of the parameters it updates (a device listed twice
+    /// is taken by the first thread that updates on it), and
+    /// `ProfilerStep#0` opens there; batches built on a thread of no rank
+    /// are recorded for the rank of their device. burn-train's `MultiDevice` strategy is not that: one
     /// optimizer on the launching thread and one short-lived worker per
     /// device and epoch; profile it with [`install`](Self::install), as
     /// one process (see the book's multi-GPU chapter).
@@ -94,10 +96,10 @@ impl LearnerProfiler {
     ///
     /// As [`install`](Self::install), and [`LearnerError::Profiler`] when
     /// `devices` is empty or longer than [`steptrace::ranks::MAX_RANKS`].
-    pub fn install_ranks(builder: ProfilerBuilder, devices: Vec<DeviceId>) -> Result<Self, LearnerError> {
+    pub fn install_ranks(builder: ProfilerBuilder, devices: Vec<Device>) -> Result<Self, LearnerError> {
         let world = u32::try_from(devices.len()).unwrap_or(u32::MAX);
         let group = builder.rank_backend("burn-train DistributedDataParallel").try_install_ranks(world)?;
-        group.update_manifest(|m| describe_trainer(m, "burn-train 0.21 Learner, one profiler per rank"));
+        group.update_manifest(|m| describe_trainer(m, "burn-train 0.22 Learner, one profiler per rank"));
         Ok(Self { driver: Driver::bind_ranks(group, devices) })
     }
 }
@@ -126,9 +128,33 @@ fn describe_trainer(m: &mut steptrace::format::Manifest, trainer: &str) {
 }
 
 impl LearnerProfiler {
-    /// Wraps burn-train's optimizer: each update ends a step.
-    pub fn optimizer<O>(&self, optimizer: O) -> Profiled<O> {
-        Profiled::new(optimizer, self.driver.clone())
+    /// The optimizer for `Learner::new`: burn's [`ModuleOptimizer`] over
+    /// `optimizer` wrapped in [`Profiled`], so that each update of `model`
+    /// ends a step.
+    ///
+    /// `optimizer` is the per-tensor optimizer that a config's `build()`
+    /// returns (`AdamConfig::new().build()`), not the `ModuleOptimizer`
+    /// that its `init()` returns: burn's `ModuleOptimizer` is a concrete
+    /// type, and only what it calls can be wrapped. `init()` also applies
+    /// the config's gradient clipping; to keep it, add it to the result:
+    /// `.with_grad_clipping(GradientClippingConfig::Norm(1.0).init())`.
+    ///
+    /// `model` is the model that the optimizer will update (as built, before
+    /// `Learner::new`; its parameters are read, not initialised): its
+    /// parameters' order and shapes tell which call of burn's optimizer is
+    /// the last of an update (see [which call ends an update](super#which-call-ends-an-update)),
+    /// and their count goes to the manifest. The optimizer record is `O`'s
+    /// unchanged: checkpoints load into either.
+    pub fn optimizer<O: Optimizer, M: Module>(&self, optimizer: O, model: &M) -> ModuleOptimizer {
+        ModuleOptimizer::from(self.profiled(optimizer, model))
+    }
+
+    /// [`optimizer`](Self::optimizer) without the `ModuleOptimizer`: the
+    /// per-tensor wrapper, for a `ModuleOptimizer` of several parameter
+    /// groups (`ModuleOptimizer::with_group`). Wrap every group's optimizer,
+    /// with the same model, so that every parameter's update is seen.
+    pub fn profiled<O: Optimizer, M: Module>(&self, optimizer: O, model: &M) -> Profiled<O> {
+        Profiled::new(optimizer, self.driver.clone(), Arc::new(Plan::of(model)))
     }
 
     /// Wraps the batcher of the data loaders: batches are built in

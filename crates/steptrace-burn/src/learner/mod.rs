@@ -1,10 +1,11 @@
-//! Profiling a burn-train 0.21 `SupervisedTraining` run.
+//! Profiling a burn-train 0.22 `SupervisedTraining` run.
 //!
 //! burn-train owns the training loop, so steptrace hooks into the three
 //! pieces a program hands it:
 //!
-//! - the optimizer, wrapped in [`Profiled`]: each update runs in an
-//!   `optimizer` span and then ends the current `ProfilerStep#N`;
+//! - the optimizer, wrapped in [`Profiled`] inside burn's
+//!   `ModuleOptimizer`: each update runs in an `optimizer` span and then
+//!   ends the current `ProfilerStep#N`;
 //! - the batcher, wrapped in [`ProfiledBatcher`]: each batch is built in a
 //!   `data.load` span on the data loader's own threads;
 //! - the application logger slot, given [`LearnerProfiler::application_logger`]:
@@ -20,7 +21,9 @@
 //! Two lines are added (installing the profiler, and passing its
 //! application logger) and two expressions are wrapped (the batcher and the
 //! optimizer); [`finish`](LearnerProfiler::finish) is optional. Everything
-//! else is the program as it was:
+//! else is the program as it was. The optimizer is given as the per-tensor
+//! optimizer of its config (`build()`, where the program had `init()`),
+//! with the model it trains:
 //!
 //! ```
 //! # use burn::data::dataloader::{batcher::Batcher, DataLoaderBuilder};
@@ -28,46 +31,45 @@
 //! # use burn::nn::{loss::CrossEntropyLossConfig, Linear, LinearConfig};
 //! # use burn::optim::SgdConfig;
 //! # use burn::prelude::*;
-//! # use burn::tensor::backend::AutodiffBackend;
 //! # use burn::train::metric::LossMetric;
 //! # use burn::train::{ClassificationOutput, InferenceStep, Learner, SupervisedTraining, TrainOutput, TrainStep};
 //! # use steptrace_burn::learner::LearnerProfiler;
 //! #
 //! # #[derive(Module, Debug)]
-//! # struct Model<B: Backend> {
-//! #     linear: Linear<B>,
+//! # struct Model {
+//! #     linear: Linear,
 //! # }
 //! # #[derive(Clone, Debug)]
-//! # struct Batch<B: Backend> {
-//! #     x: Tensor<B, 2>,
-//! #     y: Tensor<B, 1, Int>,
+//! # struct Batch {
+//! #     x: Tensor<2>,
+//! #     y: Tensor<1, Int>,
 //! # }
-//! # impl<B: Backend> Model<B> {
-//! #     fn classify(&self, batch: Batch<B>) -> ClassificationOutput<B> {
+//! # impl Model {
+//! #     fn classify(&self, batch: Batch) -> ClassificationOutput {
 //! #         let output = self.linear.forward(batch.x);
 //! #         let loss = CrossEntropyLossConfig::new().init(&output.device()).forward(output.clone(), batch.y.clone());
 //! #         ClassificationOutput::new(loss, output, batch.y)
 //! #     }
 //! # }
-//! # impl<B: AutodiffBackend> TrainStep for Model<B> {
-//! #     type Input = Batch<B>;
-//! #     type Output = ClassificationOutput<B>;
-//! #     fn step(&self, batch: Batch<B>) -> TrainOutput<ClassificationOutput<B>> {
+//! # impl TrainStep for Model {
+//! #     type Input = Batch;
+//! #     type Output = ClassificationOutput;
+//! #     fn step(&self, batch: Batch) -> TrainOutput<ClassificationOutput> {
 //! #         let item = self.classify(batch);
 //! #         TrainOutput::new(self, item.loss.backward(), item)
 //! #     }
 //! # }
-//! # impl<B: Backend> InferenceStep for Model<B> {
-//! #     type Input = Batch<B>;
-//! #     type Output = ClassificationOutput<B>;
-//! #     fn step(&self, batch: Batch<B>) -> ClassificationOutput<B> {
+//! # impl InferenceStep for Model {
+//! #     type Input = Batch;
+//! #     type Output = ClassificationOutput;
+//! #     fn step(&self, batch: Batch) -> ClassificationOutput {
 //! #         self.classify(batch)
 //! #     }
 //! # }
 //! # #[derive(Clone)]
 //! # struct PairBatcher;
-//! # impl<B: Backend> Batcher<B, (f32, i64), Batch<B>> for PairBatcher {
-//! #     fn batch(&self, items: Vec<(f32, i64)>, device: &B::Device) -> Batch<B> {
+//! # impl Batcher<(f32, i64), Batch> for PairBatcher {
+//! #     fn batch(&self, items: Vec<(f32, i64)>, device: &Device) -> Batch {
 //! #         let n = items.len();
 //! #         let x: Vec<f32> = items.iter().flat_map(|(v, _)| [*v, 1.0 - *v]).collect();
 //! #         let y: Vec<i64> = items.iter().map(|(_, c)| *c).collect();
@@ -75,8 +77,7 @@
 //! #     }
 //! # }
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! # type B = steptrace_burn::backend::CpuAutodiff;
-//! # let device = Default::default();
+//! # let device = Device::flex().autodiff();
 //! # let (traces, artifacts) = (tempfile::tempdir()?, tempfile::tempdir()?);
 //! # let items: Vec<(f32, i64)> = (0..64).map(|i| (i as f32 / 64.0, i % 2)).collect();
 //! let profiler = LearnerProfiler::install(                                    // added
@@ -92,8 +93,8 @@
 //!     .metric_train_numeric(LossMetric::new())
 //!     .with_application_logger(profiler.application_logger())                 // added
 //!     .num_epochs(2);
-//! let model: Model<B> = Model { linear: LinearConfig::new(2, 2).init(&device) };
-//! let optimizer = profiler.optimizer(SgdConfig::new().init());                // was `SgdConfig::new().init()`
+//! let model = Model { linear: LinearConfig::new(2, 2).init(&device) };
+//! let optimizer = profiler.optimizer(SgdConfig::new().build(), &model);       // was `SgdConfig::new().init()`
 //! let _trained = training.launch(Learner::new(model, optimizer, 0.1));
 //!
 //! let run = profiler.finish()?;
@@ -120,6 +121,27 @@
 //! (CUDA, wgpu) step boundaries are host times, as the manifest's
 //! `sync_policy` (`none`) says.
 //!
+//! # Which call ends an update
+//!
+//! burn 0.22's `ModuleOptimizer` updates a module one parameter at a time,
+//! calling the per-tensor optimizer ([`Profiled`]) once for each parameter
+//! that has a gradient, in the module's order. Nothing else of the
+//! program's runs between one update's end and the next update's start, so
+//! the wrapper must know which call is the last: it keeps the model's
+//! parameters (their order and shapes, read when the optimizer is wrapped)
+//! and matches each call to the next parameter of its shape. The call for
+//! the model's last parameter closes the `optimizer` span and ends the
+//! step, whatever the strategy (one device, `MultiDevice`, each rank of
+//! `DistributedDataParallel`, or a loop of the program's own).
+//!
+//! A parameter without a gradient (frozen, or unused by the loss) is
+//! skipped by burn and by the matching. When the model's *last* parameters
+//! get none, the first update is seen to end only when the second begins
+//! (that step also holds the second update's forward and backward passes);
+//! from then on the last parameter actually updated ends each update. Wrap
+//! the optimizer with the model that [`Learner`](burn::train::Learner)
+//! trains: with another one, updates are not told apart.
+//!
 //! # Epoch boundaries
 //!
 //! burn-train tells neither the optimizer, the batcher nor the learning
@@ -127,8 +149,10 @@
 //! event processor's thread). What is exact is this: after an epoch's last
 //! update, the next step also holds that epoch's validation, checkpointing
 //! and early-stopping check, and burn-train builds the validation batches
-//! for the inner, non-autodiff backend. So the first validation batch of a
-//! step flags it: an instant event named [`EPOCH_BOUNDARY`], with the step
+//! for the training device without autodiff (`Device::inner`), while the
+//! training batches are built for the autodiff device
+//! (`Device::is_autodiff`). So the first validation batch of a step flags
+//! it: an instant event named [`EPOCH_BOUNDARY`], with the step
 //! as its `step` field, is written at that moment (it is in the trace when
 //! the step is recorded), and [`ProfiledRun::epoch_boundary_steps`] lists
 //! every such step. The last one is the step closed by `finish`. This
@@ -181,9 +205,9 @@
 //! epoch, runs the forward and backward passes): [`LearnerProfiler::install`]
 //! profiles it as one process, the workers' spans on tracks of their own.
 //! `DistributedDataParallel` runs each rank's whole loop, optimizer
-//! included, on a thread of its own:
-//! [`LearnerProfiler::install_ranks`] gives each rank its own profiler and
-//! files (see [`steptrace::ranks`]).
+//! included, on a thread of its own, with a clone of the learner (and so
+//! of the optimizer): [`LearnerProfiler::install_ranks`] gives each rank
+//! its own profiler and files (see [`steptrace::ranks`]).
 
 mod batcher;
 mod driver;

@@ -121,7 +121,7 @@ fn fingerprint(w: &WorkloadArgs, summary: &RunSummary, profile: &str, warmup: u6
         ("warmup", json!(warmup)),
         ("steps", json!(steps)),
         ("steptrace_version", json!(env!("CARGO_PKG_VERSION"))),
-        ("burn_version", json!("0.21.0")),
+        ("burn_version", json!(steptrace_burn::BURN_VERSION)),
     ] {
         fp.insert(key.to_owned(), value);
     }
@@ -305,7 +305,7 @@ fn autotune_level_setting(w: &WorkloadArgs, backend_kind: &str) -> serde_json::V
 }
 
 /// `true` for fusion and autotune on cubecl backends; "not applicable" on
-/// ndarray, which has neither.
+/// burn-flex, which has neither.
 fn cubecl_setting(backend_kind: &str) -> serde_json::Value {
     if backend_kind == "cpu" {
         json!(steptrace_burn::backend::BackendKind::NOT_CUBECL)

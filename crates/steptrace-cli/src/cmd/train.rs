@@ -4,6 +4,9 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{bail, Context};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, ContentArrangement, Table};
@@ -19,7 +22,9 @@ use crate::convert::{command_line, config, device_activity, INTERNAL_TARGETS};
 use crate::signals;
 use steptrace_burn::device::DeviceSetup;
 
-pub fn run(a: TrainArgs) -> anyhow::Result<ExitCode> {
+/// Runs `steptrace train`. `signals` are the handlers `main` installed before parsing the
+/// arguments (installed here when absent).
+pub fn run(a: TrainArgs, signals: Option<std::io::Result<signals::Signals>>) -> anyhow::Result<ExitCode> {
     let mut cfg = config(&a.workload, a.steps)?;
     cfg.internals = matches!(a.detail, Detail::Internals);
     cfg.memory = a.memory;
@@ -27,13 +32,24 @@ pub fn run(a: TrainArgs) -> anyhow::Result<ExitCode> {
     cfg.loss_every = a.loss_every;
     let schedule: Schedule = a.schedule.parse()?;
     cfg.validate()?;
+    // A run whose schedule records none of its steps is said up front, not discovered after.
+    let records_nothing = !a.no_profile && first_recorded(&schedule).is_none_or(|first| first >= cfg.steps);
+    if records_nothing {
+        console::warn(&format!(
+            "steptrace: warning: the schedule {} records none of this run's {} steps (its first recorded step \
+             is {}): no trace will be written; run more steps (--steps) or choose a shorter schedule (--schedule)",
+            a.schedule,
+            cfg.steps,
+            first_recorded(&schedule).map_or_else(|| "never".to_owned(), |s| s.to_string()),
+        ));
+    }
     // Created now (exclusively), so that an unusable path fails before
     // training rather than after it; removed again if the run fails.
     let json = match &a.json {
         Some(path) => Some(JsonOut::create(path)?),
         None => None,
     };
-    let signals = signals::install().context("cannot install the Ctrl-C handler")?;
+    let signals = signals.unwrap_or_else(signals::install).context("cannot install the Ctrl-C handler")?;
     cfg.stop = Some(signals.stop.clone());
 
     let selection = cfg.select()?.clone();
@@ -65,7 +81,7 @@ pub fn run(a: TrainArgs) -> anyhow::Result<ExitCode> {
         let mode = device_activity(a.device_activity);
         let device = steptrace_burn::device::setup(mode, &selection);
         let described = device.describe(mode);
-        say(&format!("device activity: {described}"));
+        say(&format!("device activity: {}", said_above(&described, selection.fallback_reason.as_deref())));
         let mut builder = Profiler::builder(schedule).out_dir(&a.out).worker(worker);
         builder = match device {
             DeviceSetup::Collector(collector, _) => builder.device_collector(collector),
@@ -95,7 +111,9 @@ pub fn run(a: TrainArgs) -> anyhow::Result<ExitCode> {
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let batch = cfg.batch_size as f64;
+    let mut startup = StartupLine::start(&bar);
     let summary = steptrace_burn::run(&cfg, &cache, profiler, &mut |record| {
+        startup.stop();
         bar.set_message(format!(
             "step {} {:.1} ms ({:.0} samples/s){}",
             record.step,
@@ -105,10 +123,14 @@ pub fn run(a: TrainArgs) -> anyhow::Result<ExitCode> {
         ));
         bar.inc(1);
     });
+    startup.stop();
     bar.finish_and_clear();
     signals.announce();
     let summary = summary?;
-    print_summary(&summary);
+    if records_nothing && summary.traces.is_empty() {
+        say(&format!("no trace written: the schedule {} recorded none of the {} steps that ran", a.schedule, summary.steps.len()));
+    }
+    print_summary(&summary, selection.fallback_reason.as_deref());
     if let Some(json) = json {
         json.write(&summary)?;
     }
@@ -123,6 +145,73 @@ pub fn run(a: TrainArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// While step 0 runs, the progress line says what the cold start is doing: kernels compiled,
+/// autotune keys decided and the one being benchmarked, and the time so far, from the
+/// startup capture's live counts (`steptrace_burn::backend::startup_progress`), polled four
+/// times a second on a thread of its own (the step's threads are not touched).
+struct StartupLine {
+    done: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl StartupLine {
+    fn start(bar: &ProgressBar) -> StartupLine {
+        let done = Arc::new(AtomicBool::new(false));
+        let thread = (!bar.is_hidden())
+            .then(|| {
+                let (bar, done) = (bar.clone(), Arc::clone(&done));
+                std::thread::Builder::new()
+                    .name("steptrace-startup-line".into())
+                    .spawn(move || {
+                        while !done.load(Ordering::Relaxed) {
+                            if let Some(progress) = backend::startup_progress() {
+                                bar.set_message(startup_message(&progress));
+                            }
+                            std::thread::park_timeout(Duration::from_millis(250));
+                        }
+                    })
+                    .ok()
+            })
+            .flatten();
+        StartupLine { done, thread }
+    }
+
+    /// Stops the updates (at the end of step 0, or of the run).
+    fn stop(&mut self) {
+        self.done.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            thread.thread().unpark();
+            let _ = thread.join();
+        }
+    }
+}
+
+/// `step 0 (cold start) 12.3 s: 31 kernels compiled (5 from cache); autotune: 3 keys
+/// decided (2 from cache), tuning matmul-...`.
+fn startup_message(p: &backend::StartupProgress) -> String {
+    let mut line = format!("step 0 (cold start) {:.1} s: {} kernels compiled", p.elapsed_s, p.compiled);
+    if p.compile_cache_hits > 0 {
+        line.push_str(&format!(" ({} from cache)", p.compile_cache_hits));
+    }
+    line.push_str(&format!("; autotune: {} keys decided", p.tuned + p.tune_cache_hits));
+    if p.tune_cache_hits > 0 {
+        line.push_str(&format!(" ({} from cache)", p.tune_cache_hits));
+    }
+    if let Some(key) = &p.tuning {
+        let key: String = key.chars().take(40).collect();
+        line.push_str(&format!(", tuning {key}"));
+    }
+    line
+}
+
+/// The first step `schedule` records, if any: it lies within the first cycle after the
+/// skipped steps.
+fn first_recorded(schedule: &Schedule) -> Option<u64> {
+    let start = schedule.skip_first();
+    let end = start.saturating_add(schedule.cycle_len()).saturating_add(1);
+    (start..end).find(|&step| schedule.action(step).records())
 }
 
 /// The `--json` file: checked before the run (created, then removed again:
@@ -165,10 +254,20 @@ fn open_new(path: &Path) -> anyhow::Result<File> {
     }
 }
 
-fn print_summary(s: &RunSummary) {
-    // The backend label can be hundreds of characters long (a fallback names every reason):
-    // it is printed once above the table, wrapped, so that the table stays narrow.
-    say(&format!("backend: {}", s.backend));
+/// `text` with the fallback reason, which the console's first line printed in full, replaced
+/// by a pointer to it: the reason can be hundreds of characters long and is said once on the
+/// console (every trace and report still carries it whole).
+fn said_above(text: &str, reason: Option<&str>) -> String {
+    match reason {
+        Some(reason) if !reason.is_empty() => text.replace(reason, "the reason on the first line"),
+        _ => text.to_owned(),
+    }
+}
+
+fn print_summary(s: &RunSummary, reason: Option<&str>) {
+    // The backend label is printed again above the table, its fallback reason (which the
+    // first line gave in full) pointed to rather than repeated.
+    say(&format!("backend: {}", said_above(&s.backend, reason)));
     let mut table = Table::new();
     table
         .load_style(UTF8_FULL_CONDENSED)
@@ -259,7 +358,16 @@ fn steps_text(steps: &[u64]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::steps_text;
+    use super::{said_above, steps_text};
+
+    #[test]
+    fn the_fallback_reason_is_said_once() {
+        let reason = "CUDA unavailable: libcuda.so not found; no GPU adapter for wgpu (CPU adapter only)";
+        let label = format!("wgpu (FALLBACK: {reason}) on llvmpipe");
+        assert_eq!(said_above(&label, Some(reason)), "wgpu (FALLBACK: the reason on the first line) on llvmpipe");
+        assert_eq!(said_above(&label, None), label);
+        assert_eq!(said_above("cuda on H200", Some("")), "cuda on H200");
+    }
 
     #[test]
     fn long_step_lists_are_shortened_with_their_count() {

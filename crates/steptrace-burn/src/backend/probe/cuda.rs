@@ -1,5 +1,10 @@
-//! The CUDA probe (only with the `cuda` feature): driver, toolkit headers and NVRTC, through
-//! cudarc, without creating a CUDA context.
+//! The CUDA probe (only with the `cuda` feature): the driver, then what cubecl's kernel
+//! compiler needs, through cudarc, without creating a CUDA context.
+//!
+//! cubecl-cuda 0.11 compiles kernels through LLVM (NVPTX) by default, linked into the binary,
+//! and loads the PTX with the driver; NVRTC and the toolkit headers are only needed when it is
+//! built with its `cpp` feature (CUDA C++ through NVRTC). The probe asks for what the
+//! compiler of this build needs ([`kernel_compiler`]), and reports the other as a detail.
 
 use std::time::Instant;
 
@@ -27,12 +32,37 @@ pub(super) fn probe_cuda() -> Probe {
              the ld.so cache and the standard library directories)"
         ));
     }
-    let checked = check_driver(&mut p)
-        .and_then(|()| check_headers(&mut p))
-        .and_then(|include| check_nvrtc(&mut p, include));
+    p.detail("kernel compiler", kernel_compiler());
+    let checked = check_driver(&mut p).and_then(|()| {
+        if uses_nvrtc() {
+            check_headers(&mut p).and_then(|include| check_nvrtc(&mut p, include))
+        } else {
+            // Not needed by the LLVM compiler: said, not required.
+            match check_headers(&mut p).and_then(|include| check_nvrtc(&mut p, include)) {
+                Ok(()) => {}
+                Err(why) => p.detail("nvrtc", format!("not needed by the LLVM compiler ({why})")),
+            }
+            Ok(())
+        }
+    });
     match checked {
         Ok(()) => p.pass(),
         Err(reason) => p.fail(reason),
+    }
+}
+
+/// Whether this build's cubecl-cuda compiles kernels with NVRTC (its `cpp` feature) rather
+/// than LLVM.
+fn uses_nvrtc() -> bool {
+    cubecl::cuda::compiler::CudaBackend::default() == cubecl::cuda::compiler::CudaBackend::Cpp
+}
+
+/// The kernel compiler of this build's cubecl-cuda, for labels and the manifest.
+pub(crate) fn kernel_compiler() -> &'static str {
+    if uses_nvrtc() {
+        "CUDA C++ through NVRTC (cubecl-cuda's `cpp` feature)"
+    } else {
+        "LLVM NVPTX, linked in (cubecl-cuda 0.11's default)"
     }
 }
 

@@ -13,6 +13,15 @@ use super::BackendKind;
 
 #[cfg(feature = "cuda")]
 mod cuda;
+
+/// The kernel compiler of this build's CUDA backend (cubecl-cuda 0.11: LLVM NVPTX by
+/// default, NVRTC with its `cpp` feature), or `None` without the `cuda` feature.
+pub fn cuda_kernel_compiler() -> Option<&'static str> {
+    #[cfg(feature = "cuda")]
+    return Some(cuda::kernel_compiler());
+    #[cfg(not(feature = "cuda"))]
+    None
+}
 #[cfg(feature = "wgpu")]
 mod wgpu_adapters;
 
@@ -148,8 +157,8 @@ fn probe_cpu() -> Probe {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let model = cpu_model();
     p.device = Some(match &model {
-        Some(m) => format!("{m} ({threads} threads, ndarray)"),
-        None => format!("CPU ({threads} threads, ndarray)"),
+        Some(m) => format!("{m} ({threads} threads, burn-flex)"),
+        None => format!("CPU ({threads} threads, burn-flex)"),
     });
     p.detail("threads", threads.to_string());
     if let Some(m) = model {
@@ -179,7 +188,7 @@ mod tests {
         let p = probe(BackendKind::Cpu);
         assert!(p.available);
         assert!(p.reason.is_none());
-        assert!(p.device.as_deref().is_some_and(|d| d.contains("ndarray")));
+        assert!(p.device.as_deref().is_some_and(|d| d.contains("burn-flex")));
     }
 
     #[test]

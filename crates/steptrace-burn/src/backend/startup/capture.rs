@@ -12,7 +12,7 @@ use tracing_log::log::{self, Level, Log, Metadata, Record};
 use tracing_log::{AsLog, AsTrace};
 
 use super::breakdown::{cold_start, Event, Facts, Span, Timeline};
-use super::marker::{classify, is_candidate, CUBECL_LOGGER};
+use super::marker::{classify, is_candidate, Marker, CUBECL_LOGGER};
 use crate::backend::BackendKind;
 
 /// The logger; a unit value, so that it can be `'static`.
@@ -179,7 +179,7 @@ pub(crate) fn timed_client<R>(create: impl FnOnce() -> R) -> R {
 /// [`ColdStart`](steptrace::format::ColdStart):
 ///
 /// * **device client**: timed by steptrace around cubecl's `Runtime::client` in
-///   [`run_on`](crate::backend::run_on), exactly;
+///   [`Selection::device`](crate::backend::Selection::device), exactly;
 /// * **compile**: how many kernels were compiled and how many came from cubecl's
 ///   persistent compilation cache instead; the time where both ends are logged (wgpu:
 ///   `compiling WGSL module` to wgpu-core's `create_compute_pipeline`). cubecl-cuda 0.10
@@ -227,7 +227,7 @@ enum Mode {
 impl StartupCapture {
     /// Starts reading (on cubecl backends): installs the logger if the `log` slot is free
     /// ([`install_log_capture`]) and lets it see every level until [`finish`](Self::finish).
-    /// On ndarray nothing is read.
+    /// On the CPU backend (burn-flex) nothing is read.
     pub fn begin(kind: BackendKind) -> StartupCapture {
         if !kind.uses_cubecl() {
             return StartupCapture { mode: Mode::NotApplicable };
@@ -310,7 +310,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ndarray_is_not_read() {
+    fn the_cpu_backend_is_not_read() {
         let c = StartupCapture::begin(BackendKind::Cpu);
         let now = Instant::now();
         assert_eq!(c.finish((now, now), (now, now)), Figure::absent(BackendKind::NOT_CUBECL));
@@ -358,4 +358,51 @@ mod tests {
         PRIVATE_SINK.store(before, Ordering::Relaxed);
         out
     }
+}
+
+/// What a live start has done so far, for a progress line while step 0 runs
+/// ([`startup_progress`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StartupProgress {
+    /// Seconds since the capture began.
+    pub elapsed_s: f64,
+    /// Kernels compiled so far.
+    pub compiled: usize,
+    /// Kernels taken from cubecl's persistent compilation cache.
+    pub compile_cache_hits: usize,
+    /// Autotune keys benchmarked and decided so far.
+    pub tuned: usize,
+    /// Autotune keys found in the persistent cache so far.
+    pub tune_cache_hits: usize,
+    /// The key being benchmarked now, if one is (its last `Tuning {key}` has no end yet).
+    pub tuning: Option<String>,
+}
+
+/// What the live capture has seen so far, or `None` when no capture is live (the CPU
+/// backend, the `log` slot taken by another logger, or step 0 over). Cheap: it counts the
+/// markers under the capture's lock, so a caller can poll it a few times a second while step
+/// 0 runs on another thread without slowing it.
+pub fn startup_progress() -> Option<StartupProgress> {
+    if !ARMED.load(Ordering::Relaxed) {
+        return None;
+    }
+    let s = state();
+    let origin = s.origin?;
+    let mut p = StartupProgress { elapsed_s: origin.elapsed().as_secs_f64(), ..StartupProgress::default() };
+    for event in &s.events {
+        match &event.marker {
+            Marker::CompileStart => p.compiled += 1,
+            Marker::CompileCacheHit => p.compile_cache_hits += 1,
+            Marker::CompileEnd => {}
+            Marker::TuneStart(key) => p.tuning = Some(key.clone()),
+            Marker::TuneEnd(end) => {
+                p.tuned += 1;
+                if p.tuning.as_deref().is_some_and(|key| super::marker::ends_tune(end, key)) {
+                    p.tuning = None;
+                }
+            }
+            Marker::TuneValidate(_) => p.tune_cache_hits += 1,
+        }
+    }
+    Some(p)
 }

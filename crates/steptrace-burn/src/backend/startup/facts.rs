@@ -15,19 +15,20 @@ const AUTOTUNE_SOURCE: &str = "autotune = cubecl-runtime's `Tuning {key}` (a cac
 /// cubecl's files and defaults, which the first client would read anyway).
 pub(crate) fn facts(kind: BackendKind) -> Facts {
     let (autotune_ends, autotune_hits, compilation_cache) = live_config();
-    let intro = "log records of cubecl 0.10 (and wgpu-core 29), read in-process by steptrace from the start of \
+    let intro = "log records of cubecl 0.11 (and wgpu-core 30), read in-process by steptrace from the start of \
                  the run to the end of step 0";
     match kind {
         BackendKind::Cuda => Facts {
             source: format!(
-                "{intro}: compile = cubecl-cuda's `Compiling kernel` (one per NVRTC compile, on the device \
-                 thread) and `Using PTX cache` (one per kernel from the persistent PTX cache); cubecl-cuda \
-                 0.10 writes nothing when a compile ends, so its time is not measured (the upper bound runs \
-                 to the next record on the device thread); {AUTOTUNE_SOURCE}"
+                "{intro}: compile = cubecl-cuda's `Compiling kernel` (one per kernel compile, with {}, on \
+                 the device thread) and `Using PTX cache` (one per kernel from the persistent PTX cache); \
+                 cubecl-cuda 0.11 writes nothing when a compile ends, so its time is not measured (the upper \
+                 bound runs to the next record on the device thread); {AUTOTUNE_SOURCE}",
+                cuda_compiler().1
             ),
-            compiler: "NVRTC",
+            compiler: cuda_compiler().0,
             compile_timing: CompileTiming::StartOnly(
-                "not measured: cubecl-cuda 0.10 logs the start of each NVRTC compile (`Compiling kernel`) \
+                "not measured: cubecl-cuda 0.11 logs the start of each kernel compile (`Compiling kernel`) \
                  but nothing at its end"
                     .to_owned(),
             ),
@@ -48,12 +49,21 @@ pub(crate) fn facts(kind: BackendKind) -> Facts {
             compiler: "shader",
             compile_timing: CompileTiming::Paired,
             compile_cache: Err(
-                "not applicable: cubecl-wgpu 0.10 keeps no persistent cache of WGSL shaders: they compile in every run"
+                "not applicable: cubecl-wgpu 0.11 keeps no persistent cache of WGSL shaders: they compile in every run"
                     .to_owned(),
             ),
             autotune_ends,
             autotune_hits,
         },
+    }
+}
+
+/// The CUDA kernel compiler's short name (for the breakdown's lines) and its description.
+fn cuda_compiler() -> (&'static str, &'static str) {
+    match crate::backend::cuda_kernel_compiler() {
+        Some(description) if description.contains("NVRTC") => ("NVRTC", description),
+        Some(description) => ("LLVM", description),
+        None => ("LLVM", "LLVM NVPTX"),
     }
 }
 
@@ -89,7 +99,7 @@ fn live_config() -> (Result<(), String>, Result<(), String>, bool) {
              configuration (with sinks of its own) sets {level:?}"
         )),
     };
-    (ends, hits, config.compilation.cache.is_some())
+    (ends, hits, config.compilation.cache)
 }
 
 /// A build without cubecl runs nothing that compiles.

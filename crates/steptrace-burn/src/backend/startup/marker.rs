@@ -1,19 +1,19 @@
-//! Which `log` records of cubecl 0.10 and wgpu-core 29 mark a compile or an autotune, and
+//! Which `log` records of cubecl 0.11 and wgpu-core 30 mark a compile or an autotune, and
 //! what they say. Pure: a record in, a [`Marker`] out.
 //!
 //! The records, with where they are written (paths in the cargo registry):
 //!
 //! | record | target, level | source |
 //! |---|---|---|
-//! | `Compiling kernel` | `cubecl_cuda::compute::context`, trace | cubecl-cuda-0.10.0/src/compute/context.rs:124, before NVRTC |
-//! | `Using PTX cache` | same | context.rs:108, a kernel from the persistent PTX cache |
-//! | `[cubecl-wgpu] compiling WGSL module` | `cubecl_wgpu::backend::base`, trace | cubecl-wgpu-0.10.0/src/backend/base.rs:103, before naga |
-//! | `Using SPIR-V cache` | same | base.rs:46 (SPIR-V builds only) |
-//! | `Compiling {kernel}` | `cubecl_wgpu::backend::vulkan`, debug | vulkan.rs:519 (SPIR-V builds only) |
-//! | `Device::create_compute_pipeline -> {id}` | `wgpu_core::device::global`, trace | wgpu-core-29.0.4/src/device/global.rs:1708, the pipeline exists |
-//! | `Tuning {key}` | `cubecl_runtime::tune::tuner`, info | cubecl-runtime-0.10.0/src/tune/tuner.rs:162, a cache miss: benchmarks follow |
-//! | `Fastest result {name}-{key}. ...` | `cubecl_common::config::logger`, the sink's level | tuner.rs:364 and :378, through the autotune logger's `log` sink |
-//! | `validate checksum key={key}, checksum=...` | same | tuner.rs:145 (autotune log level `full`), a key found in the persistent cache |
+//! | `Compiling kernel` | `cubecl_cuda::compute::context`, trace | cubecl-cuda-0.11.3/src/compute/context.rs:204, before the LLVM (or NVRTC) compile |
+//! | `Using PTX cache` | same | context.rs:169, a kernel from the persistent PTX cache |
+//! | `[cubecl-wgpu] compiling WGSL module` | `cubecl_wgpu::backend::base`, trace | cubecl-wgpu-0.11.3/src/backend/base.rs:201, before naga |
+//! | `Using SPIR-V cache` | same | (SPIR-V builds only) |
+//! | `Compiling {kernel}` | `cubecl_wgpu::backend::vulkan`, debug | vulkan.rs (SPIR-V builds only) |
+//! | `Device::create_compute_pipeline -> {id}` | `wgpu_core::device::global`, trace | wgpu-core-30.0.2/src/device/global.rs:1667, the pipeline exists |
+//! | `Tuning {key}` | `cubecl_runtime::tune::tuner`, info | cubecl-runtime-0.11.4/src/tune/tuner.rs:289, a cache miss: benchmarks follow |
+//! | `Fastest result {name}-{key}. ...` | `cubecl::autotune`, the sink's level | tune/log.rs:262 and :281, through the autotune logger's `log` sink |
+//! | `validate checksum key={key}, checksum=...` | same | tuner.rs:272 (autotune log level `full`), a key found in the persistent cache |
 
 use std::fmt::{self, Write as _};
 
@@ -29,8 +29,9 @@ pub(crate) const WGPU_VULKAN: &str = "cubecl_wgpu::backend::vulkan";
 pub(crate) const WGPU_CORE_DEVICE: &str = "wgpu_core::device::global";
 /// cubecl-runtime's tuner.
 pub(crate) const TUNER: &str = "cubecl_runtime::tune::tuner";
-/// Where cubecl's loggers write their `log` sinks.
-pub(crate) const CUBECL_LOGGER: &str = "cubecl_common::config::logger";
+/// Where cubecl's autotune logger writes its `log` sink (cubecl 0.11 names each logger's
+/// subsystem as the target).
+pub(crate) const CUBECL_LOGGER: &str = "cubecl::autotune";
 
 /// What a record marks.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -11,5 +11,5 @@ mod subscriber;
 
 #[cfg(any(feature = "cuda", feature = "wgpu"))]
 pub(crate) use capture::{note_autotune_sink, timed_client, AutotuneSink};
-pub use capture::{install_log_capture, StartupCapture};
+pub use capture::{install_log_capture, startup_progress, StartupCapture, StartupProgress};
 pub use subscriber::install_profiler;

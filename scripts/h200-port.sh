@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Issue 22's H200 runs (steptrace on burn 0.22), by the method of the 0.21 figures in
+# docs/benchmarks.md (scripts/h200-measure.sh `cold`), in two calls of under 10 minutes:
+#
+#   bash scripts/h200-port.sh first      the default `steptrace train` on CUDA with device
+#                                        activity into an empty cubecl cache (the MLP's cold
+#                                        first step, itemised), `report`, `report --json`,
+#                                        `report --html`; then the ConvNet into the same
+#                                        cache (cold for its kernels), and the MLP again
+#                                        (warm); `backends`; traces kept for HTA here
+#   bash scripts/h200-port.sh overhead   `bench --profile interleaved` for the MLP (with
+#                                        --baseline) and the ConvNet at batch 256, 3
+#                                        processes each, in the cache `first` left (when the
+#                                        machine is still the same; else they pay the cold
+#                                        start)
+#
+# The release binary is carried as .devbin/steptrace.xz (built here: the H200 has no
+# Rust). Results land in $OUT/h200-port-MODE.tgz and the console log in
+# $OUT/h200-port-MODE.log.
+set -euo pipefail
+MODE=${1:?first or overhead}
+FINAL=${OUT:?OUT must name the output folder}
+W=/tmp/st-h200-port
+R=$W/results-$MODE
+BUDGET=${BUDGET:-560}
+BACKEND=${BACKEND:-cuda}
+RUNS=${RUNS:-3}
+CACHE=${CACHE:-/tmp/cubecl-port}
+. "$(dirname "$0")/h200-common.sh"
+
+pack() {
+  set +e
+  tar czf "$FINAL/h200-port-$MODE.tgz" -C "$W" "results-$MODE"
+  ls -la "$FINAL"
+}
+
+train() {
+  local name=$1
+  shift
+  st_run_capped "$name" "${CAP:-240}" "$B" train --backend "$BACKEND" --cache-dir "$CACHE" \
+    --out "traces/$name" --json "$name.json" "$@"
+}
+
+report() {
+  local name=$1
+  "$B" report "traces/$name" > "$R/report-$name.txt" 2>&1 || echo "report $name rc=$?"
+  "$B" report "traces/$name" --json > "$R/report-$name.json" 2> "$R/report-$name.json.err" || echo "report --json $name rc=$?"
+  "$B" report "traces/$name" --html "$R/report-$name.html" > /dev/null 2>&1 || echo "report --html $name rc=$?"
+  grep -A 12 '^== Hypotheses' "$R/report-$name.txt" || true
+}
+
+overhead() {
+  local name=$1
+  shift
+  st_run_capped "$name" "${CAP:-270}" "$B" bench --profile interleaved --backend "$BACKEND" --runs "$RUNS" \
+    --cache-dir "$CACHE" --trace-dir "traces/$name" --json "$name.json" "$@"
+}
+
+main() {
+  trap pack EXIT
+  rm -rf "$R"
+  mkdir -p "$R/traces"
+  st_binaries "$W/bin"
+  st_cupti_path
+  st_machine
+  SECONDS=0
+  case $MODE in
+    first)
+      rm -rf "$CACHE"
+      # The README's default run, on CUDA: the MLP on the digits, its default schedule.
+      CAP=200 train default-mlp
+      (cd "$R" && report default-mlp)
+      CAP=220 train cold-convnet --model convnet --dataset fashion-mnist --batch 256 --steps 40 --loss-every 0
+      CAP=90 train warm-mlp --model mlp --dataset digits --batch 256 --steps 40 --loss-every 0
+      ;;
+    overhead)
+      overhead overhead-mlp-256 --model mlp --dataset digits --batch 256 --baseline
+      overhead overhead-convnet-256 --model convnet --dataset fashion-mnist --batch 256
+      rm -rf "$R"/traces/overhead-*
+      ;;
+    *) echo "unknown mode $MODE" >&2; exit 2 ;;
+  esac
+  echo "== done [${SECONDS}s]"
+  cat "$R/rc.txt" 2>/dev/null || true
+}
+
+main 2>&1 | tee "$FINAL/h200-port-$MODE.log"
