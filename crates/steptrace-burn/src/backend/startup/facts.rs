@@ -7,8 +7,8 @@ use crate::backend::BackendKind;
 const AUTOTUNE_SOURCE: &str = "autotune = cubecl-runtime's `Tuning {key}` (a cache miss) to the autotune \
      logger's `Fastest result` line (through a `log` sink steptrace adds), on the tuning thread; \
      autotune cache hits = its `validate checksum` lines not followed by a tune; device client = \
-     timed by steptrace around cubecl's `Runtime::client` (CUDA context, streams, memory pools; \
-     the wgpu device)";
+     timed by steptrace around the device's first sync, which creates cubecl's client (CUDA context, \
+     streams, memory pools; the wgpu device)";
 
 /// The facts for a run on `kind` (a cubecl backend), from cubecl's configuration, which
 /// [`configure_cubecl_cache`](crate::backend::configure_cubecl_cache) has fixed by now (or
