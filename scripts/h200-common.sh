@@ -70,3 +70,15 @@ st_machine() {
   } > "$R/machine.txt" 2>&1
   head -n 4 "$R/machine.txt"
 }
+
+# CLEAN: the start every H200 script shares: CLEAN (a folder) removed, $R/traces made,
+# the carried binaries unpacked into $W/bin, CUPTI on the loader path, the machine
+# described, and the budget's clock reset.
+st_start() {
+  rm -rf "$1"
+  mkdir -p "$R/traces"
+  st_binaries "$W/bin"
+  st_cupti_path
+  st_machine
+  SECONDS=0
+}

@@ -58,12 +58,7 @@ overhead() {
 
 main() {
   trap pack EXIT
-  rm -rf "$W"
-  mkdir -p "$R/traces"
-  st_binaries "$W/bin"
-  st_cupti_path
-  st_machine
-  SECONDS=0
+  st_start "$W"
   case $MODE in
     cold)
       CAP=200 train cold-1-mlp /tmp/cubecl-cold --model mlp --dataset digits --batch 256

@@ -58,12 +58,7 @@ overhead() {
 
 main() {
   trap pack EXIT
-  rm -rf "$R"
-  mkdir -p "$R/traces"
-  st_binaries "$W/bin"
-  st_cupti_path
-  st_machine
-  SECONDS=0
+  st_start "$R"
   case $MODE in
     first)
       rm -rf "$CACHE"

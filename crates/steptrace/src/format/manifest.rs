@@ -143,7 +143,7 @@ pub struct StartupInfo {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cubecl_cache: Option<String>,
     /// The set-up and the first step itemised (device client, compilation,
-    /// autotune, rest), or why not (`not applicable: ndarray does not use
+    /// autotune, rest), or why not (`not applicable: burn-flex does not use
     /// cubecl`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cold_start: Option<Figure<ColdStart>>,
