@@ -85,6 +85,17 @@ impl<'a> Job<'a> {
                 // saved as cut short, and the summary says why.
                 let reason = format!("interrupted ({}) after step {step}", signal_name(signal));
                 if let Some(profiler) = &mut self.profiler {
+                    // Startup is a fifth of the steps that ran, as the summary counts it,
+                    // not of those asked for: the saved cycle's report agrees with it.
+                    let ran = step + 1;
+                    let startup = startup_steps(ran);
+                    profiler.update_manifest(|m| {
+                        m.startup_steps = Some(startup);
+                        m.notes.push(format!(
+                            "{reason}: startup is steps 0..{startup} of the {ran} that ran, not a fifth of the {} asked for",
+                            self.cfg.steps
+                        ));
+                    });
                     profiler.cut_short(reason.clone());
                 }
                 interrupted = Some(reason);
@@ -321,6 +332,8 @@ impl<'a> Job<'a> {
                 .then(|| state.memory_note.unwrap_or_else(|| format!("observed: counter track `{}`", counters::DEVICE_MEMORY))),
             interrupted: None,
             cold_start: self.cold_start.clone(),
+            init_hashes: self.init_hashes.clone(),
+            warnings: self.init_warnings.clone(),
         }
     }
 }

@@ -98,6 +98,8 @@ pub fn run(
         setup_end: started,
         startup: Some(startup),
         cold_start: None,
+        init_hashes: None,
+        init_warnings: Vec::new(),
     };
     job.run(device)
 }
@@ -118,25 +120,30 @@ pub(crate) struct Job<'a> {
     pub(crate) startup: Option<StartupCapture>,
     /// The cold start, itemised when step 0 ended.
     pub(crate) cold_start: Option<Figure<ColdStart>>,
+    /// The record holding the starting state, once the model is built.
+    pub(crate) init_hashes: Option<crate::init::Hashes>,
+    /// What the record's check noticed (NaN or infinite weights).
+    pub(crate) init_warnings: Vec<String>,
 }
 
 impl Job<'_> {
     /// Builds the configured model on `device` (plain; trained through `.autodiff()`) and
     /// drives it.
-    fn run(self, device: Device) -> Result<RunSummary> {
+    fn run(mut self, device: Device) -> Result<RunSummary> {
         let device = device.autodiff();
         device.seed(self.cfg.seed);
         let info = self.source.info();
         // The seed's draw, or the `--init` record (checked against this model); saved
         // to `--save-init` before step 0.
         let data = format!("{} {:?}", info.name, info.sample_shape);
-        let start = crate::init::Start::new(self.cfg, &self.selection.kind.to_string(), data);
+        let mut start = crate::init::Start::new(self.cfg, &self.selection.kind.to_string(), data);
         let kind = self.cfg.model;
         match kind {
             ModelKind::Mlp => {
                 let features: usize = info.sample_shape.iter().product();
                 let config = MlpConfig::new(features, info.num_classes);
                 let model = start.apply(kind, &config, config.init(&device))?;
+                self.started_from(start);
                 self.drive(model, device)
             }
             ModelKind::ConvNet => {
@@ -144,12 +151,14 @@ impl Job<'_> {
                     .map_err(|_| Error::Config(format!("the ConvNet needs [C, H, W] samples, got {:?}", info.sample_shape)))?;
                 let config = ConvNetConfig::new(c, h, w, info.num_classes);
                 let model = start.apply(kind, &config, config.init(&device))?;
+                self.started_from(start);
                 self.drive(model, device)
             }
             ModelKind::Transformer => {
                 let vocab = self.vocab.ok_or_else(|| Error::Config("the transformer needs a text dataset".into()))?;
                 let config = CharTransformerConfig::new(vocab).with_max_seq_len(self.cfg.seq_len);
                 let model = start.apply(kind, &config, config.init(&device))?;
+                self.started_from(start);
                 self.drive(model, device)
             }
         }
@@ -157,6 +166,16 @@ impl Job<'_> {
 }
 
 impl Job<'_> {
+    /// Keeps what the model's start found out (the record's hashes, its warnings), and
+    /// says each warning in the trace.
+    fn started_from(&mut self, start: crate::init::Start<'_>) {
+        for warning in &start.warnings {
+            tracing::warn!(target: steptrace::format::names::TARGET, "{warning}");
+        }
+        self.init_hashes = start.hashes;
+        self.init_warnings = start.warnings;
+    }
+
     /// The manifest of this run, for the profiler.
     pub(crate) fn manifest<M: burn::module::Module>(&self, model: &M) -> Manifest {
         let cfg = self.cfg;
@@ -178,6 +197,8 @@ impl Job<'_> {
         m.data_licence = Some(info.licence.to_string());
         m.seed = Some(cfg.seed);
         m.init = Some(crate::init::label(cfg.init.as_deref(), cfg.seed));
+        m.init_sha256 = self.init_hashes.as_ref().map(|h| h.file.clone());
+        m.init_weights_sha256 = self.init_hashes.as_ref().map(|h| h.weights.clone());
         m.sync_policy = Some(cfg.sync.to_string());
         m.sync_meaning = Some(cfg.sync.meaning().to_owned());
         m.prefetch_workers = Some(cfg.prefetch as u64);
@@ -187,6 +208,7 @@ impl Job<'_> {
         m.steps = Some(cfg.steps);
         m.startup_steps = Some(startup_steps(cfg.steps));
         m.notes = cfg.notes.clone();
+        m.notes.extend(self.init_warnings.iter().cloned());
         let cubecl = self.selection.kind.uses_cubecl();
         let applies = |on: serde_json::Value| if cubecl { on } else { BackendKind::NOT_CUBECL.into() };
         let cache = CubeclCache {

@@ -90,6 +90,14 @@ pub struct RunSummary {
     /// Why the run ended before its last step (a signal), if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interrupted: Option<String>,
+    /// The record that holds the run's starting state (`--init`, else `--save-init`): its
+    /// file's and its weights' SHA-256; `None` for a start drawn from the seed alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub init_hashes: Option<crate::init::Hashes>,
+    /// What the run noticed but went on with (NaN or infinite weights in its `--init`
+    /// record), for the console.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 impl RunSummary {

@@ -199,7 +199,7 @@ pub struct WorkloadArgs {
     #[arg(long, value_name = "FILE")]
     pub init: Option<PathBuf>,
     /// Save the model's initial weights to this new file before step 0 (a
-    /// burn record: named MessagePack, full precision, with the model, its
+    /// burn record: burnpack, full precision, with the model, its
     /// configuration and parameter shapes); an existing file is never
     /// overwritten. The reproducing command then starts from it (--init).
     #[arg(long, value_name = "FILE")]

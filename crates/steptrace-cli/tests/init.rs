@@ -36,6 +36,12 @@ fn train_saves_once_starts_from_the_record_and_never_overwrites_it() {
     assert!(!dir.path().join("start.mpk").exists());
     let m = manifest(dir.path(), "a");
     assert_eq!(m["init"], "seed 42");
+    // The record that holds the start is named by its SHA-256, as sha256sum prints it.
+    let sha256sum = std::process::Command::new("sha256sum").arg(dir.path().join("start.bin")).output().unwrap();
+    let file_sha256 = String::from_utf8_lossy(&sha256sum.stdout).split_whitespace().next().unwrap().to_owned();
+    assert_eq!(m["init_sha256"], file_sha256.as_str());
+    let weights_sha256 = m["init_weights_sha256"].as_str().unwrap().to_owned();
+    assert_eq!(weights_sha256.len(), 64);
     // The reproducing command starts from the record it saved.
     let command = m["command"].as_str().unwrap();
     assert!(command.contains("--init start.bin"), "{command}");
@@ -60,6 +66,7 @@ fn train_saves_once_starts_from_the_record_and_never_overwrites_it() {
     assert!(loaded.status.success(), "{:?}", text(&loaded));
     let m = manifest(dir.path(), "c");
     assert_eq!(m["init"], "record start.bin");
+    assert_eq!((m["init_sha256"].as_str(), m["init_weights_sha256"].as_str()), (Some(file_sha256.as_str()), Some(weights_sha256.as_str())));
     let command = m["command"].as_str().unwrap();
     assert!(command.contains("--init start.bin") && !command.contains("private-dir"), "{command}");
 
@@ -106,6 +113,7 @@ fn compare_backends_starts_every_backend_from_one_saved_state() {
         "{stdout}"
     );
     assert!(flat(&stdout).contains("identical weights and the same data order"), "{stdout}");
+    assert!(flat(&stdout).contains("starting weights: the same on every backend (sha256 of the weights "), "{stdout}");
     // Without --save-init, the shared record is temporary, and the output says so.
     let out = steptrace(&["compare", "--backends", "cpu,cpu", "--warmup", "1", "--steps", "2", "--runs", "1"], dir.path());
     let (stdout, stderr) = text(&out);

@@ -71,9 +71,43 @@ fn the_first_signal_saves_the_cycle_cut_short_and_exits_with_the_signal_code() {
         let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.path().join("run.json")).unwrap()).unwrap();
         assert!(summary["interrupted"].as_str().unwrap().contains(&format!("SIG{name}")));
         assert_eq!(summary["traces"].as_array().unwrap().len(), 1);
-        // And the report reads it as cut short.
+        // And the report reads it as cut short, with the summary's startup: a fifth of the
+        // steps that ran, not of the million asked for.
         let report = steptrace(&["report", saved[0].to_str().unwrap()], dir.path());
         assert!(report.status.success(), "{:?}", text(&report));
+        let ran = summary["steps"].as_array().unwrap().len() as u64;
+        let startup = summary["startup_steps"].as_u64().unwrap();
+        assert_eq!(startup, (ran / 5).max(1), "{ran} steps ran");
+        assert_eq!(meta["manifest"]["startup_steps"], startup, "{meta}");
+        let json = steptrace(&["report", saved[0].to_str().unwrap(), "--json"], dir.path());
+        let json: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+        let rows = json["timing"]["steps"].as_array().unwrap();
+        let steady = rows.iter().filter(|r| r["startup"] == false).count() as u64;
+        let recorded_steady = rows.iter().filter(|r| r["step"].as_u64().unwrap() >= startup).count() as u64;
+        assert!(steady > 0 && steady == recorded_steady, "{steady} steady of {} recorded; startup {startup}", rows.len());
+        assert_eq!(json["timing"]["steady_ms"]["n"], steady);
+    }
+}
+
+/// A signal in the first milliseconds is not lost: the run never goes on to its end (it
+/// stops after at most its first step, or the signal's default action ends it before the
+/// handlers are in).
+#[test]
+fn a_signal_at_once_stops_the_run() {
+    for delay_ms in [1u64, 5, 15, 40] {
+        let dir = tempfile::tempdir().unwrap();
+        let child = long_run(dir.path(), &[]);
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        signal(&child, "INT");
+        let started = Instant::now();
+        let out = child.wait_with_output().unwrap();
+        let (stdout, stderr) = text(&out);
+        assert!(started.elapsed() < Duration::from_secs(120), "{delay_ms} ms: the run went on");
+        assert_ne!(out.status.code(), Some(0), "{delay_ms} ms: the signal was lost\n{stdout}{stderr}");
+        if out.status.code() == Some(130) && dir.path().join("run.json").exists() {
+            let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.path().join("run.json")).unwrap()).unwrap();
+            assert!(summary["steps"].as_array().unwrap().len() <= 2, "{delay_ms} ms: {stdout}");
+        }
     }
 }
 

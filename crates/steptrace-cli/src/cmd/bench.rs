@@ -131,6 +131,11 @@ fn fingerprint(w: &WorkloadArgs, summary: &RunSummary, profile: &str, warmup: u6
     if let Some(init) = init_label(w) {
         fp.insert("init".into(), json!(init));
     }
+    // Which weights the run started from (the record's weights, whatever file held them):
+    // `compare --backends` checks that every backend had the same.
+    if let Some(hashes) = &summary.init_hashes {
+        fp.insert("init_weights_sha256".into(), json!(hashes.weights));
+    }
     fp
 }
 

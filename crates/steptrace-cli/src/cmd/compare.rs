@@ -208,8 +208,12 @@ fn backends(a: &CompareArgs) -> anyhow::Result<ExitCode> {
         }
     }
     println!("{}", block(&table.to_string()));
+    let weights = start::same_weights(results.iter().filter_map(|(name, r)| Some((name.as_str(), r.as_ref().ok()?))))?;
     if let Some(line) = shared.describe() {
         print!("{}", crate::console::fit(&format!("{}\n", block(&line))));
+    }
+    if let Some(weights) = weights {
+        crate::console::say(&format!("starting weights: the same on every backend ({weights})"));
     }
     let ok: Vec<&BenchResult> = results.iter().filter_map(|(_, r)| r.as_ref().ok()).collect();
     if ok.is_empty() {

@@ -127,6 +127,9 @@ pub fn run(a: TrainArgs, signals: Option<std::io::Result<signals::Signals>>) -> 
     bar.finish_and_clear();
     signals.announce();
     let summary = summary?;
+    for warning in &summary.warnings {
+        console::warn(&format!("steptrace: warning: {warning}"));
+    }
     if records_nothing && summary.traces.is_empty() {
         say(&format!("no trace written: the schedule {} recorded none of the {} steps that ran", a.schedule, summary.steps.len()));
     }

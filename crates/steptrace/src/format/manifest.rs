@@ -73,10 +73,20 @@ pub struct Manifest {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
     /// Where the initial weights came from: `seed 42` (burn's random draw,
-    /// which differs per backend) or `record init.mpk` (a saved initial
+    /// which differs per backend) or `record init.bpk` (a saved initial
     /// state, the file name only: the same on every backend).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub init: Option<String>,
+    /// The SHA-256 (hex) of the record file that holds the run's starting state: the
+    /// `--init` record it loaded, else the `--save-init` record it wrote (what
+    /// `sha256sum FILE` prints). Absent when no record was read or written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub init_sha256: Option<String>,
+    /// The SHA-256 (hex) of that record's weights alone (every tensor's name, type, shape
+    /// and bytes): equal for two runs that started from the same weights, whatever file
+    /// held them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub init_weights_sha256: Option<String>,
     /// `none`, `step` or `phase`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sync_policy: Option<String>,

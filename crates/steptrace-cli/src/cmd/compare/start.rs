@@ -8,12 +8,18 @@
 //! else a file in a new private temporary directory (removed at the end).
 //! Every later run loads it (`--init`). With `--init FILE` alone, every
 //! backend loads that record.
+//!
+//! Each run records the SHA-256 of the weights it started from (the bench fingerprint's
+//! `init_weights_sha256`); [`SharedStart::check`] refuses a comparison whose backends
+//! did not all start from the same weights (a record changed on disk between two runs).
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use steptrace::read::display::escape;
 use tempfile::TempDir;
+
+use steptrace::bench::BenchResult;
 
 use crate::args::WorkloadArgs;
 
@@ -51,7 +57,7 @@ impl SharedStart {
                     .prefix("steptrace-compare-")
                     .tempdir()
                     .context("cannot create a private directory for the shared initial state")?;
-                (dir.path().join("initial-state.mpk"), Some(dir))
+                (dir.path().join("initial-state.bpk"), Some(dir))
             }
         };
         let saves = !path.exists();
@@ -100,6 +106,76 @@ impl SharedStart {
     }
 }
 
+/// The weights every result started from, as `sha256 1a2b3c4d…`; an error naming each
+/// backend's weights when they differ (or when one did not say), since then final loss and
+/// held-out quality compare two starts, not two backends.
+pub fn same_weights<'a>(results: impl IntoIterator<Item = (&'a str, &'a BenchResult)>) -> anyhow::Result<Option<String>> {
+    let weights: Vec<(&str, Option<&str>)> = results
+        .into_iter()
+        .map(|(backend, r)| (backend, r.fingerprint.get("init_weights_sha256").and_then(|v| v.as_str())))
+        .collect();
+    if weights.iter().all(|(_, w)| w.is_none()) {
+        return Ok(None);
+    }
+    if let Some((_, Some(first))) = weights.first() {
+        if weights.iter().all(|(_, w)| *w == Some(*first)) {
+            return Ok(Some(format!("sha256 of the weights {}…", &first[..first.len().min(16)])));
+        }
+    }
+    let each: Vec<String> = weights
+        .iter()
+        .map(|(backend, w)| format!("{backend}: {}", w.map_or("not recorded".to_owned(), |w| w[..w.len().min(16)].to_owned() + "…")))
+        .collect();
+    bail!(
+        "the backends did not start from the same weights ({}): the record changed between runs, so final loss and held-out \
+         quality would compare two starting states; run the comparison again",
+        each.join(", ")
+    )
+}
+
 fn display(path: &Path) -> String {
     escape(&path.display().to_string()).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use steptrace::bench::{Fingerprint, RunRecord};
+
+    use super::*;
+
+    fn result(weights: Option<&str>) -> BenchResult {
+        let mut fp = Fingerprint::new();
+        fp.insert("model".into(), json!("mlp"));
+        if let Some(w) = weights {
+            fp.insert("init_weights_sha256".into(), json!(w));
+        }
+        let run = RunRecord {
+            time_to_first_step_ms: 100.0,
+            first_step_ms: 50.0,
+            cache: "warm".into(),
+            step_ms: vec![1.0, 1.0, 1.0],
+            median_ms: 1.0,
+            first_loss: Some(2.3),
+            final_loss: Some(0.5),
+            held_out: None,
+        };
+        BenchResult::new(fp, "cpu".into(), 1, 3, 64, vec![run]).unwrap()
+    }
+
+    #[test]
+    fn backends_must_have_started_from_the_same_weights() {
+        let a = "a".repeat(64);
+        let b = "b".repeat(64);
+        let (same, other, none) = (result(Some(&a)), result(Some(&b)), result(None));
+        let said = same_weights([("cpu", &same), ("wgpu", &same)]).unwrap();
+        assert_eq!(said.as_deref(), Some("sha256 of the weights aaaaaaaaaaaaaaaa…"));
+        let err = same_weights([("cpu", &same), ("wgpu", &other)]).unwrap_err().to_string();
+        assert!(err.contains("did not start from the same weights (cpu: aaaaaaaaaaaaaaaa…, wgpu: bbbbbbbbbbbbbbbb…)"), "{err}");
+        let err = same_weights([("cpu", &same), ("wgpu", &none)]).unwrap_err().to_string();
+        assert!(err.contains("wgpu: not recorded"), "{err}");
+        assert!(same_weights([("cpu", &none), ("wgpu", &same)]).is_err());
+        // No backend got as far as its start: nothing to check.
+        assert_eq!(same_weights([("cpu", &none)]).unwrap(), None);
+    }
 }
