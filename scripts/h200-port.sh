@@ -8,6 +8,10 @@
 #                                        `report --html`; then the ConvNet into the same
 #                                        cache (cold for its kernels), and the MLP again
 #                                        (warm); `backends`; traces kept for HTA here
+#   bash scripts/h200-port.sh cold       0.21's cold-start method exactly (h200-measure.sh
+#                                        `cold`): into an empty cache, the MLP at batch 256,
+#                                        then the ConvNet (partly warm), then the MLP again
+#                                        (warm); then the Transformer (its own kernels)
 #   bash scripts/h200-port.sh overhead   `bench --profile interleaved` for the MLP (with
 #                                        --baseline) and the ConvNet at batch 256, 3
 #                                        processes each, in the cache `first` left (when the
@@ -67,6 +71,16 @@ main() {
       (cd "$R" && report default-mlp)
       CAP=220 train cold-convnet --model convnet --dataset fashion-mnist --batch 256 --steps 40 --loss-every 0
       CAP=90 train warm-mlp --model mlp --dataset digits --batch 256 --steps 40 --loss-every 0
+      ;;
+    cold)
+      rm -rf "$CACHE"
+      CAP=150 train cold-mlp-256 --model mlp --dataset digits --batch 256 --steps 40 --loss-every 0
+      CAP=200 train cold-convnet-256 --model convnet --dataset fashion-mnist --batch 256 --steps 40 --loss-every 0
+      CAP=60 train warm-mlp-256 --model mlp --dataset digits --batch 256 --steps 40 --loss-every 0
+      CAP=200 train cold-transformer --model transformer --dataset shakespeare --batch 64 --seq-len 64 --steps 40 --loss-every 0
+      ;;
+    transformer)
+      CAP=240 train cold-transformer --model transformer --dataset shakespeare --batch 64 --seq-len 64 --steps 40 --loss-every 0
       ;;
     overhead)
       overhead overhead-mlp-256 --model mlp --dataset digits --batch 256 --baseline
