@@ -7,6 +7,13 @@ fn start(cfg: &RunConfig) -> Start<'_> {
     Start::new(cfg, "cpu", "digits [1, 8, 8]".to_owned())
 }
 
+/// Saves `mlp`'s initial state, drawn on `device`, to the new file `path`.
+fn save(path: &std::path::Path, mlp: &MlpConfig, device: &Device) {
+    let mut cfg = RunConfig::new();
+    cfg.save_init = Some(path.to_owned());
+    start(&cfg).apply(ModelKind::Mlp, mlp, mlp.init(device)).unwrap();
+}
+
 fn weights<M: Module>(model: &M) -> Vec<f32> {
     let mut out = Vec::new();
     struct Collect<'a>(&'a mut Vec<f32>);
@@ -68,9 +75,7 @@ fn a_record_of_another_model_or_shape_is_refused_with_what_differs() {
     let path = dir.path().join("mlp64.bpk");
     let device = Device::flex();
     let mlp = MlpConfig::new(64, 10);
-    let mut cfg = RunConfig::new();
-    cfg.save_init = Some(path.clone());
-    start(&cfg).apply(ModelKind::Mlp, &mlp, mlp.init(&device)).unwrap();
+    save(&path, &mlp, &device);
     let mut cfg = RunConfig::new();
     cfg.init = Some(path.clone());
     let wide = MlpConfig::new(784, 10);
@@ -116,9 +121,7 @@ fn a_crafted_tensor_is_refused_before_it_reaches_burn() {
     let good = dir.path().join("good.bpk");
     let device = Device::flex();
     let mlp = MlpConfig::new(64, 10);
-    let mut cfg = RunConfig::new();
-    cfg.save_init = Some(good.clone());
-    start(&cfg).apply(ModelKind::Mlp, &mlp, mlp.init(&device)).unwrap();
+    save(&good, &mlp, &device);
     let reader = burn_pack::Reader::from_bytes(Bytes::from_bytes_vec(std::fs::read(&good).unwrap())).unwrap();
     let header = reader.metadata().get(HEADER_KEY).unwrap().clone();
     let tensors = reader.into_tensors().unwrap();
@@ -158,9 +161,7 @@ fn every_truncation_of_a_record_is_refused() {
     let good = dir.path().join("good.bpk");
     let device = Device::flex();
     let mlp = MlpConfig::new(8, 3).with_hidden(vec![4]);
-    let mut cfg = RunConfig::new();
-    cfg.save_init = Some(good.clone());
-    start(&cfg).apply(ModelKind::Mlp, &mlp, mlp.init(&device)).unwrap();
+    save(&good, &mlp, &device);
     let bytes = std::fs::read(&good).unwrap();
     let cut = dir.path().join("cut.bpk");
     for len in (0..bytes.len()).step_by(7) {
@@ -223,9 +224,7 @@ fn non_finite_weights_are_named_in_a_warning() {
     let good = dir.path().join("good.bpk");
     let device = Device::flex();
     let mlp = MlpConfig::new(8, 3).with_hidden(vec![4]);
-    let mut cfg = RunConfig::new();
-    cfg.save_init = Some(good.clone());
-    start(&cfg).apply(ModelKind::Mlp, &mlp, mlp.init(&device)).unwrap();
+    save(&good, &mlp, &device);
     let reader = burn_pack::Reader::from_bytes(Bytes::from_bytes_vec(std::fs::read(&good).unwrap())).unwrap();
     let header = reader.metadata().get(HEADER_KEY).unwrap().clone();
     let tensors: Vec<_> = reader
