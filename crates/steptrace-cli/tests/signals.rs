@@ -91,20 +91,27 @@ fn the_first_signal_saves_the_cycle_cut_short_and_exits_with_the_signal_code() {
 
 /// A signal in the first milliseconds is not lost: the run never goes on to its end (it
 /// stops after at most its first step, or the signal's default action ends it before the
-/// handlers are in). SIGTERM, because a test run started in the background (`cmd &` in a
-/// shell without job control) inherits SIGINT as ignored, and a signal that arrives before
-/// the handlers replace that is rightly dropped.
+/// handlers are in). Each batch read takes 300 ms, so that however fast the machine, the
+/// signal arrives before the second step can start. SIGTERM, because a test run started
+/// in the background (`cmd &` in a shell without job control) inherits SIGINT as ignored,
+/// and a signal that arrives before the handlers replace that is rightly dropped.
 #[test]
 fn a_signal_at_once_stops_the_run() {
     for delay_ms in [1u64, 5, 15, 40] {
         let dir = tempfile::tempdir().unwrap();
-        let child = long_run(dir.path(), &[]);
+        let mut child = long_run(dir.path(), &["--loader-delay-ms", "300"]);
         std::thread::sleep(Duration::from_millis(delay_ms));
         signal(&child, "TERM");
         let started = Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            if started.elapsed() > Duration::from_secs(120) {
+                child.kill().unwrap();
+                panic!("{delay_ms} ms: the signal was lost and the run went on");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let out = child.wait_with_output().unwrap();
         let (stdout, stderr) = text(&out);
-        assert!(started.elapsed() < Duration::from_secs(120), "{delay_ms} ms: the run went on");
         assert_ne!(out.status.code(), Some(0), "{delay_ms} ms: the signal was lost\n{stdout}{stderr}");
         if out.status.code() == Some(143) && dir.path().join("run.json").exists() {
             let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.path().join("run.json")).unwrap()).unwrap();
