@@ -1,7 +1,7 @@
 //! A record's checks: its header against the run's model ([`check`]), its tensors against
-//! the header before any byte reaches burn ([`check_tensors`]), and what a valid record may
-//! still hold that a run should hear of ([`non_finite`]), and the hashes that say which
-//! starting state a run had ([`Hashes`], [`weights_sha256`]).
+//! the header before any byte reaches burn ([`check_tensors`]), and in one read of the
+//! weights ([`read_weights`]) the hash that says which starting state a run had and what a
+//! valid record may still hold that a run should hear of (NaN or infinite weights).
 
 use std::path::Path;
 
@@ -108,35 +108,68 @@ fn differences(holds: &InitHeader, needs: &InitHeader) -> Vec<String> {
     out
 }
 
-/// Parameters holding NaN or infinite weights, as `parameter hidden.0.weight holds 3 NaN and
-/// 1 infinite of its 8192 weights` (tensors already checked: f32, of the byte count their
-/// shape needs).
-pub(super) fn non_finite(tensors: &[burn_pack::Tensor]) -> Vec<String> {
-    let mut out = Vec::new();
-    for tensor in tensors {
-        let Ok(bytes) = tensor.to_bytes() else { continue };
-        let (mut nan, mut infinite, mut total) = (0usize, 0usize, 0usize);
-        for chunk in bytes.chunks_exact(4) {
-            let value = f32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
-            total += 1;
-            if value.is_nan() {
-                nan += 1;
-            } else if value.is_infinite() {
-                infinite += 1;
-            }
+/// What a record's (already checked) weights hold, read in one pass over each tensor's bytes.
+pub(super) struct Weights {
+    /// [`Hashes::weights`].
+    pub(super) sha256: String,
+    /// Parameters holding NaN or infinite weights, as `parameter hidden.0.weight holds 3 NaN
+    /// and 1 infinite of its 8192 weights`.
+    pub(super) non_finite: Vec<String>,
+}
+
+/// Reads every tensor once (tensors already checked: f32, of the byte count their shape
+/// needs): the weights' digest ([`Hashes::weights`]) and the parameters that hold NaN or
+/// infinite values.
+pub(super) fn read_weights(tensors: &[burn_pack::Tensor]) -> Result<Weights, String> {
+    let mut sorted: Vec<&burn_pack::Tensor> = tensors.iter().collect();
+    sorted.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut digest = Sha256::new();
+    let mut non_finite = Vec::new();
+    for tensor in sorted {
+        let bytes = tensor.to_bytes().map_err(|e| format!("parameter {} cannot be read ({e})", tensor.name))?;
+        // Lengths first, so that no two different lists hash alike.
+        digest.update((tensor.name.len() as u64).to_le_bytes());
+        digest.update(tensor.name.as_bytes());
+        digest.update(format!("{:?}", tensor.dtype).as_bytes());
+        digest.update((tensor.shape.len() as u64).to_le_bytes());
+        for &d in tensor.shape.iter() {
+            digest.update((d as u64).to_le_bytes());
         }
-        if nan + infinite > 0 {
-            let mut what = Vec::new();
-            if nan > 0 {
-                what.push(format!("{nan} NaN"));
+        digest.update((bytes.len() as u64).to_le_bytes());
+        digest.update(&bytes[..]);
+        if tensor.dtype == burn::tensor::DType::F32 {
+            if let Some(line) = count_non_finite(&tensor.name, &bytes) {
+                non_finite.push(line);
             }
-            if infinite > 0 {
-                what.push(format!("{infinite} infinite"));
-            }
-            out.push(format!("parameter {} holds {} of its {total} weights", tensor.name, what.join(" and ")));
         }
     }
-    out
+    Ok(Weights { sha256: hex(&digest.finalize()), non_finite })
+}
+
+/// `parameter NAME holds 3 NaN and 1 infinite of its 8192 weights`, or `None` if every
+/// f32 in `bytes` is finite.
+fn count_non_finite(name: &str, bytes: &[u8]) -> Option<String> {
+    let (mut nan, mut infinite, mut total) = (0usize, 0usize, 0usize);
+    for chunk in bytes.chunks_exact(4) {
+        let value = f32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
+        total += 1;
+        if value.is_nan() {
+            nan += 1;
+        } else if value.is_infinite() {
+            infinite += 1;
+        }
+    }
+    if nan + infinite == 0 {
+        return None;
+    }
+    let mut what = Vec::new();
+    if nan > 0 {
+        what.push(format!("{nan} NaN"));
+    }
+    if infinite > 0 {
+        what.push(format!("{infinite} infinite"));
+    }
+    Some(format!("parameter {name} holds {} of its {total} weights", what.join(" and ")))
 }
 
 /// Which starting state a record holds, as two SHA-256 digests (lowercase hex).
@@ -151,31 +184,15 @@ pub struct Hashes {
 }
 
 impl Hashes {
-    /// The digests of a record: its `file` bytes, and `weights` from [`weights_sha256`].
+    /// The digests of a record: its `file` bytes, and `weights` from [`read_weights`].
     pub(super) fn new(file: &[u8], weights: String) -> Hashes {
-        Hashes { file: hex(&Sha256::digest(file)), weights }
+        Hashes { file: Self::file_sha256(file), weights }
     }
-}
 
-/// [`Hashes::weights`] of a record's (already checked) tensors.
-pub(super) fn weights_sha256(tensors: &[burn_pack::Tensor]) -> Result<String, String> {
-    let mut sorted: Vec<&burn_pack::Tensor> = tensors.iter().collect();
-    sorted.sort_by(|a, b| a.name.cmp(&b.name));
-    let mut weights = Sha256::new();
-    for tensor in sorted {
-        let bytes = tensor.to_bytes().map_err(|e| format!("parameter {} cannot be read ({e})", tensor.name))?;
-        // Lengths first, so that no two different lists hash alike.
-        weights.update((tensor.name.len() as u64).to_le_bytes());
-        weights.update(tensor.name.as_bytes());
-        weights.update(format!("{:?}", tensor.dtype).as_bytes());
-        weights.update((tensor.shape.len() as u64).to_le_bytes());
-        for &d in tensor.shape.iter() {
-            weights.update((d as u64).to_le_bytes());
-        }
-        weights.update((bytes.len() as u64).to_le_bytes());
-        weights.update(&bytes[..]);
+    /// [`Hashes::file`] of a record's bytes.
+    pub(super) fn file_sha256(file: &[u8]) -> String {
+        hex(&Sha256::digest(file))
     }
-    Ok(hex(&weights.finalize()))
 }
 
 fn hex(bytes: &[u8]) -> String {

@@ -40,26 +40,7 @@ fn try_start(bytes: &[u8]) -> Result<Vec<f32>, String> {
     let model = Start::new(&cfg, "cpu", String::new())
         .apply(ModelKind::Mlp, &config, config.init(&Device::flex()))
         .map_err(|e| e.to_string())?;
-    let mut out = Vec::new();
-    struct Collect<'a>(&'a mut Vec<(String, Vec<f32>)>, Vec<String>);
-    impl ModuleVisitor for Collect<'_> {
-        fn enter_module(&mut self, name: &str, _: &str) {
-            self.1.push(name.to_owned());
-        }
-        fn exit_module(&mut self, _: &str, _: &str) {
-            self.1.pop();
-        }
-        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-            self.0.push((self.1.join("."), param.val().into_data().iter::<f32>().collect()));
-        }
-    }
-    let mut named = Vec::new();
-    model.visit(&mut Collect(&mut named, Vec::new()));
-    named.sort_by(|a, b| a.0.cmp(&b.0));
-    for (_, values) in named {
-        out.extend(values);
-    }
-    Ok(out)
+    Ok(super::tests::weights(&model))
 }
 
 /// What a mutated file that loads must have started the model from: its tensors as burnpack

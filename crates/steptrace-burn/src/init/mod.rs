@@ -46,7 +46,7 @@ use std::path::{Path, PathBuf};
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::prelude::*;
 use burn::store::ModuleRecord;
-use burn::tensor::Bytes;
+use burn::tensor::{AllocationProperty, Bytes};
 use serde::{Deserialize, Serialize};
 use steptrace_models::ModelKind;
 
@@ -54,7 +54,7 @@ use crate::config::RunConfig;
 
 mod check;
 
-use check::{check, check_tensors, non_finite, weights_sha256};
+use check::{check, check_tensors, read_weights};
 pub use check::Hashes;
 
 /// The header's format tag: a record of another format is refused, not guessed at
@@ -257,7 +257,7 @@ fn save<M: Module>(path: &Path, header: InitHeader, model: &M) -> Result<Hashes,
     let tensors = burn_pack::Reader::from_bytes(plain)
         .and_then(burn_pack::Reader::into_tensors)
         .map_err(|e| encode(e.to_string()))?;
-    let weights = weights_sha256(&tensors).map_err(encode)?;
+    let weights = read_weights(&tensors).map_err(encode)?.sha256;
     let bytes = burn_pack::Writer::new(tensors)
         .with_metadata(HEADER_KEY, &header)
         .into_bytes()
@@ -287,7 +287,7 @@ fn write_new(path: &Path, bytes: &[u8]) -> Result<(), InitError> {
 struct Loaded<M> {
     model: M,
     hashes: Hashes,
-    /// Parameters with NaN or infinite weights, and how many ([`check::non_finite`]).
+    /// Parameters with NaN or infinite weights, and how many ([`check::read_weights`]).
     non_finite: Vec<String>,
 }
 
@@ -302,8 +302,11 @@ fn load<M: Module>(path: &Path, needs: &InitHeader, model: M) -> Result<Loaded<M
         });
     }
     let bytes = std::fs::read(path).map_err(|source| InitError::Read { path: path.to_owned(), source })?;
+    let file_sha256 = Hashes::file_sha256(&bytes);
+    // One buffer, shared by the checking read below and burn's own decode (no copy).
+    let bytes = Bytes::from_shared(bytes::Bytes::from(bytes), AllocationProperty::Native);
     let not_a_record = |reason: String| InitError::NotARecord { path: path.to_owned(), reason };
-    let reader = burn_pack::Reader::from_bytes(Bytes::from_bytes_vec(bytes.clone()))
+    let reader = burn_pack::Reader::from_bytes(bytes.clone())
         .map_err(|e| not_a_record(format!("it is not a burnpack record ({e})")))?;
     let header = reader.metadata().get(HEADER_KEY).ok_or_else(|| {
         not_a_record(format!(
@@ -323,10 +326,11 @@ fn load<M: Module>(path: &Path, needs: &InitHeader, model: M) -> Result<Loaded<M
         .into_tensors()
         .map_err(|e| not_a_record(format!("its weights cannot be read ({e})")))?;
     check_tensors(&tensors, needs).map_err(not_a_record)?;
-    let non_finite = non_finite(&tensors);
-    let hashes = Hashes::new(&bytes, weights_sha256(&tensors).map_err(not_a_record)?);
+    let weights = read_weights(&tensors).map_err(not_a_record)?;
+    let hashes = Hashes { file: file_sha256, weights: weights.sha256 };
+    let non_finite = weights.non_finite;
     drop(tensors);
-    let record = ModuleRecord::from_bytes(Bytes::from_bytes_vec(bytes))
+    let record = ModuleRecord::from_bytes(bytes)
         .map_err(|e| not_a_record(format!("its weights cannot be decoded: {e}")))?;
     let model = model
         .try_load_record(record)

@@ -14,16 +14,25 @@ fn save(path: &std::path::Path, mlp: &MlpConfig, device: &Device) {
     start(&cfg).apply(ModelKind::Mlp, mlp, mlp.init(device)).unwrap();
 }
 
-fn weights<M: Module>(model: &M) -> Vec<f32> {
-    let mut out = Vec::new();
-    struct Collect<'a>(&'a mut Vec<f32>);
+/// Every weight of `model`, parameter by parameter in the order of their paths (the order
+/// a record lists them in, whatever the order burn visits them).
+pub(super) fn weights<M: Module>(model: &M) -> Vec<f32> {
+    struct Collect<'a>(&'a mut Vec<(String, Vec<f32>)>, Vec<String>);
     impl ModuleVisitor for Collect<'_> {
+        fn enter_module(&mut self, name: &str, _: &str) {
+            self.1.push(name.to_owned());
+        }
+        fn exit_module(&mut self, _: &str, _: &str) {
+            self.1.pop();
+        }
         fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-            self.0.extend(param.val().into_data().iter::<f32>());
+            self.0.push((self.1.join("."), param.val().into_data().iter::<f32>().collect()));
         }
     }
-    model.visit(&mut Collect(&mut out));
-    out
+    let mut named = Vec::new();
+    model.visit(&mut Collect(&mut named, Vec::new()));
+    named.sort_by(|a, b| a.0.cmp(&b.0));
+    named.into_iter().flat_map(|(_, values)| values).collect()
 }
 
 #[test]
