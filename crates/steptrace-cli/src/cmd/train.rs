@@ -32,17 +32,6 @@ pub fn run(a: TrainArgs, signals: Option<std::io::Result<signals::Signals>>) -> 
     cfg.loss_every = a.loss_every;
     let schedule: Schedule = a.schedule.parse()?;
     cfg.validate()?;
-    // A run whose schedule records none of its steps is said up front, not discovered after.
-    let records_nothing = !a.no_profile && first_recorded(&schedule).is_none_or(|first| first >= cfg.steps);
-    if records_nothing {
-        console::warn(&format!(
-            "steptrace: warning: the schedule {} records none of this run's {} steps (its first recorded step \
-             is {}): no trace will be written; run more steps (--steps) or choose a shorter schedule (--schedule)",
-            a.schedule,
-            cfg.steps,
-            first_recorded(&schedule).map_or_else(|| "never".to_owned(), |s| s.to_string()),
-        ));
-    }
     // Created now (exclusively), so that an unusable path fails before
     // training rather than after it; removed again if the run fails.
     let json = match &a.json {
@@ -53,6 +42,18 @@ pub fn run(a: TrainArgs, signals: Option<std::io::Result<signals::Signals>>) -> 
     cfg.stop = Some(signals.stop.clone());
 
     let selection = cfg.select()?.clone();
+    // A run whose schedule records none of its steps is said up front, not discovered after
+    // (once the backend is known: a run that cannot start says that first).
+    let records_nothing = !a.no_profile && first_recorded(&schedule).is_none_or(|first| first >= cfg.steps);
+    if records_nothing {
+        console::warn(&format!(
+            "steptrace: warning: the schedule {} records none of this run's {} steps (its first recorded step \
+             is {}): no trace will be written; run more steps (--steps) or choose a shorter schedule (--schedule)",
+            a.schedule,
+            cfg.steps,
+            first_recorded(&schedule).map_or_else(|| "never".to_owned(), |s| s.to_string()),
+        ));
+    }
     say(&format!("backend: {}", selection.label()));
     if selection.is_fallback() {
         say(&format!(
