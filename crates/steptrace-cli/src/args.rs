@@ -395,6 +395,11 @@ pub struct CompareArgs {
     /// Print JSON (with the kernel comparison under `kernels`).
     #[arg(long)]
     pub json: bool,
+    /// With traces of several ranks (a multi-device run): compare rank N's
+    /// files of each side. Without it, such traces are refused: their ranks
+    /// would be read as one run.
+    #[arg(long, value_name = "N")]
+    pub rank: Option<u32>,
     #[command(flatten)]
     pub workload: WorkloadArgs,
     /// With --backends: warm-up steps per run.

@@ -112,3 +112,24 @@ fn compare_backends_runs_each_and_reports_a_missing_one_without_substituting() {
     }
     assert!(stdout.lines().all(|l| l.chars().count() <= 100), "{stdout}");
 }
+
+#[test]
+fn a_json_path_that_cannot_be_written_is_refused_before_any_run() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("taken.json"), "keep me").unwrap();
+    // A missing folder, and an existing file, in both modes: refused at once,
+    // before the first run's progress line (the steps are many, so a run
+    // would show).
+    for profile in ["off", "interleaved"] {
+        for (path, expected) in [("no/such/dir/r.json", "does not exist"), ("taken.json", "already exists")] {
+            let args = ["bench", "--backend", "cpu", "--profile", profile, "--runs", "3", "--steps", "100000", "--json", path];
+            let out = steptrace(&args, dir.path());
+            let (stdout, stderr) = text(&out);
+            assert_eq!(out.status.code(), Some(1), "{profile} {path}: {stdout}{stderr}");
+            assert!(stderr.contains(expected), "{profile} {path}: {stderr}");
+            assert!(!stderr.contains("run 1/") && !stderr.contains("process 1 ("), "{profile} {path}: a run started: {stderr}");
+        }
+    }
+    assert!(!dir.path().join("no").exists());
+    assert_eq!(std::fs::read_to_string(dir.path().join("taken.json")).unwrap(), "keep me");
+}

@@ -47,6 +47,12 @@ fn interleaved_bench_keeps_every_step_with_its_phase_and_figures_that_agree_with
     for part in ["verdict: ", "null check", "baseline", "warning: cross-process", "by position", "a whole cycle"] {
         assert!(stdout.contains(part), "{part:?} missing:\n{stdout}");
     }
+    // Two processes per condition: no "95% interval" over processes, no
+    // verdict, and the reason said.
+    let flat = common::flat(&stdout);
+    assert!(flat.contains("range over the 2 processes") && !flat.contains("95% bootstrap interval over processes"), "{stdout}");
+    assert!(flat.contains("2 processes per condition: too few for a verdict"), "{stdout}");
+    assert!(!flat.contains("verdict: measurable"), "{stdout}");
     let r: Value = serde_json::from_slice(&std::fs::read(dir.path().join("oh.json")).unwrap()).unwrap();
     assert_eq!(r["format"], "steptrace-overhead/1");
     assert_eq!(r["schedule"], "skip_first=3,wait=3,warmup=1,active=2,repeat=0");
@@ -108,13 +114,17 @@ fn interleaved_bench_keeps_every_step_with_its_phase_and_figures_that_agree_with
     let x = |v: &Value| v.as_f64().unwrap();
     assert!(x(&a["spread"]["min"]) <= x(&a["ratio"]) && x(&a["ratio"]) <= x(&a["spread"]["max"]), "{a}");
     assert!(x(&a["interval"][0]) <= x(&a["ratio"]) && x(&a["ratio"]) <= x(&a["interval"][1]), "{a}");
-    let kinds = ["no_measurable_difference", "b_slower", "b_faster"];
-    assert!(kinds.contains(&a["verdict"]["kind"].as_str().unwrap()), "{a}");
+    assert_eq!(a["verdict"]["kind"], "no_measurable_difference", "{a}");
     assert!(r["conditions"].as_array().unwrap().iter().any(|c| c["condition"] == "no_profile"));
     // Without device activity there is nothing to tell apart; the baseline is there, warned about.
     assert!(r.get("device_activity").is_none());
     assert!(r["baseline"]["warning"].as_str().unwrap().starts_with("cross-process"));
     assert_eq!(r["baseline"]["a_values"].as_array().unwrap().len(), 2);
+    assert_eq!(r["baseline"]["interval_is_range"], true);
+    assert_eq!(auto["active_over_wait"]["interval_is_range"], true);
+    assert!(a["verdict"]["reason"].as_str().unwrap().contains("too few"), "{a}");
+    // The null check: how far the labels alone moved, and whether that failed.
+    assert!(r["null_check"]["moved"].as_f64().unwrap() >= 0.0 && r["null_check"]["failed"] == false, "{}", r["null_check"]);
 
     // A result is never overwritten.
     let before = std::fs::read(dir.path().join("oh.json")).unwrap();
@@ -125,13 +135,33 @@ fn interleaved_bench_keeps_every_step_with_its_phase_and_figures_that_agree_with
 }
 
 #[test]
+fn steps_after_the_last_cycle_are_warned_about_before_and_after_the_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "bench", "--profile", "interleaved", "--backend", "cpu", "--runs", "1", "--warmup", "1", "--steps", "12",
+        "--schedule", "wait=2,active=1,repeat=1",
+    ];
+    let out = steptrace(&args, dir.path());
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    let warning = "9 of the 12 measured steps fall after the schedule's last cycle (repeat=1) and in no phase";
+    // Before the first process, and in the result.
+    let before = common::flat(&stderr);
+    let at = before.find(warning).unwrap_or_else(|| panic!("{stderr}"));
+    assert!(before.find("process 1 (").is_some_and(|p| p > at), "{stderr}");
+    assert!(common::flat(&stdout).contains(warning), "{stdout}");
+    // One process: its interval is a range, said in the singular.
+    assert!(common::flat(&stdout).contains("range over the 1 process "), "{stdout}");
+}
+
+#[test]
 fn schedules_without_wait_or_active_steps_and_misplaced_flags_are_refused_before_any_run() {
     let dir = tempfile::tempdir().unwrap();
     let base = ["bench", "--profile", "interleaved", "--backend", "cpu", "--json", "x.json"];
     let cases: [(&[&str], &str); 4] = [
         (&["--schedule", "wait=0,warmup=1,active=2"], "has no wait steps"),
         (&["--schedule", "skip_first=5,wait=3,active=1"], "sets skip_first"),
-        (&["--schedule", "wait=7,warmup=1,active=2", "--steps", "5"], "5 wait and 0 active steps"),
+        (&["--schedule", "wait=7,warmup=1,active=2", "--steps", "5"], "raise --steps to 9 or more for this schedule, or use a shorter cycle, e.g. --schedule wait=3,warmup=1,active=2"),
         (&["--threshold", "nan"], "--threshold"),
     ];
     for (extra, expected) in cases {

@@ -1,7 +1,8 @@
 //! `steptrace compare` at kernel level: two traces (burn on an H200
 //! against PyTorch on the H200, a trace against itself), a side without
 //! kernels, bench results with and without kernels, and a bench result
-//! against a trace (refused).
+//! against a trace (refused); a trace cut short, said so per file, and
+//! who wrote a trace, told from its content.
 
 mod common;
 
@@ -257,4 +258,52 @@ fn bench_with_profile_active_records_why_a_run_has_no_kernels() {
     }
     let (stdout, _) = compare(&["a.json", "a.json"], dir.path());
     assert!(stdout.contains("kernels A: not observed: device activity not observed"), "{stdout}");
+}
+
+/// `bytes` as gzip (stored deflate blocks, written by hand), cut after
+/// `keep` bytes of content: what a copy stopped midway leaves.
+fn gzip_cut(bytes: &[u8], keep: usize) -> Vec<u8> {
+    let mut out = vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 255];
+    let mut content = 0;
+    for block in bytes.chunks(65_535) {
+        out.push(0);
+        let len = block.len() as u16;
+        out.extend(len.to_le_bytes());
+        out.extend((!len).to_le_bytes());
+        let take = block.len().min(keep - content);
+        out.extend(&block[..take]);
+        content += take;
+        if content == keep {
+            break;
+        }
+    }
+    out
+}
+
+#[test]
+fn a_trace_cut_short_is_said_so_per_file_and_a_steptrace_file_is_not_taken_for_torchs() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = "mlp-cuda.cycle0.20261201T104254.501Z.trace.json";
+    let bytes = std::fs::read(Path::new(BURN).join(name)).unwrap();
+    // Cut before its metadata: what is left holds CUPTI's kernel categories, as Kineto's traces do.
+    std::fs::write(dir.path().join("cut.trace.json.gz"), gzip_cut(&bytes, bytes.len() * 3 / 4)).unwrap();
+    let note = "cut short (crash mid-window): complete events only";
+
+    let out = steptrace(&["report", "cut.trace.json.gz"], dir.path());
+    let (report, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(flat(&report).contains(note) && report.contains("from steptrace"), "{report}");
+
+    let (stdout, _) = compare(&["cut.trace.json.gz", BURN], dir.path());
+    assert!(flat(&stdout).contains(&format!("A: cut.trace.json.gz: {note}")), "{stdout}");
+    assert!(!stdout.lines().any(|l| l.starts_with("B: ")), "B is whole: {stdout}");
+    let written = stdout.lines().find(|l| l.starts_with("│ written by")).unwrap();
+    assert_eq!(written.matches("steptrace").count(), 2, "{written}");
+    assert!(!stdout.contains("torch.profiler"), "{stdout}");
+
+    let json = compare_json(&["cut.trace.json.gz", BURN], dir.path());
+    assert_eq!((&json["a"]["producer"], &json["b"]["producer"]), (&Value::from("steptrace"), &Value::from("steptrace")));
+    assert_eq!((&json["a"]["sources"][0]["truncated"], &json["b"]["sources"][0]["truncated"]), (&Value::from(true), &Value::from(false)));
+    assert_eq!(json["a"]["file_notes"][0], format!("cut.trace.json.gz: {note}"));
+    assert_eq!(json["b"]["file_notes"], serde_json::json!([]));
 }

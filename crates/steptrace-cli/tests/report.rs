@@ -145,3 +145,27 @@ fn inspect_flags_planted_secrets_and_redacts_to_a_new_file() {
     assert_eq!(out.status.code(), Some(3));
     assert!(text(&out).0.contains("traceName: home directory path"), "{:?}", text(&out));
 }
+
+#[test]
+fn outputs_that_clash_are_refused_before_anything_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("d")).unwrap();
+    for (plot, html) in [("x", "x"), ("./x", "x"), ("d/../x", "./x")] {
+        let out = steptrace(&["report", KINETO, "--plot", plot, "--html", html], dir.path());
+        let (stdout, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(1), "{plot} {html}: {stdout}{stderr}");
+        assert!(flat(&stderr).contains(&format!("--html {html} and --plot {plot} are the same file")), "{stderr}");
+        assert!(!dir.path().join("x").exists(), "{plot} {html}: nothing is written");
+    }
+    // An existing output is found before the other one is written, too.
+    std::fs::write(dir.path().join("old.html"), "kept").unwrap();
+    let out = steptrace(&["report", KINETO, "--plot", "new.svg", "--html", "old.html"], dir.path());
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out).1.contains("old.html already exists"), "{:?}", text(&out));
+    assert!(!dir.path().join("new.svg").exists());
+    assert_eq!(std::fs::read_to_string(dir.path().join("old.html")).unwrap(), "kept");
+    // Distinct outputs are both written.
+    let out = steptrace(&["report", KINETO, "--plot", "d/x.svg", "--html", "x.html"], dir.path());
+    assert!(out.status.success(), "{:?}", text(&out));
+    assert!(dir.path().join("d/x.svg").exists() && dir.path().join("x.html").exists());
+}

@@ -26,6 +26,10 @@ impl Plan {
     }
 
     fn trace(&self, rank: u32) -> Trace {
+        parse_trace(self.doc(rank).to_string().as_bytes()).unwrap()
+    }
+
+    fn doc(&self, rank: u32) -> Value {
         let exchange = 0.3;
         let mut events = vec![json!({"ph":"M","pid":1,"tid":1,"name":"thread_name","args":{"name":format!("rank-{rank}")}})];
         let mut t = 1000.0;
@@ -42,15 +46,14 @@ impl Plan {
             }
             t += us(step_ms) + 5.0;
         }
-        let doc = if self.torch_shaped {
+        if self.torch_shaped {
             json!({"distributedInfo": {"backend": "nccl", "rank": rank, "world_size": self.world}, "traceEvents": events})
         } else {
             json!({"distributedInfo": {"backend": "threads", "rank": rank, "world_size": self.world}, "traceEvents": events,
                    "metadata": {"format": "steptrace-chrome-trace/1", "worker": "ddp", "clock": {"ts_unit": "us", "epoch_unix_ms": 7},
                                 "distributed": {"backend": "threads", "rank": rank, "world_size": self.world},
                                 "manifest": {"model": "convnet", "startup_steps": 1}}})
-        };
-        parse_trace(doc.to_string().as_bytes()).unwrap()
+        }
     }
 
     fn files(&self) -> Vec<(String, Trace)> {
@@ -122,6 +125,47 @@ fn equal_ranks_have_no_straggler_and_a_small_lag_is_not_one() {
     // 2% of a step: below the 5% line.
     let report = Plan { extra_ms: 0.2, ..plan() }.report();
     assert!(report.straggler.is_none(), "{:?}", report.straggler);
+}
+
+#[test]
+fn identical_ranks_tie_and_none_is_the_slowest() {
+    // Every rank's file the same but for its rank.
+    let plan = Plan { slow_rank: None, ..plan() };
+    let files: Vec<(String, Trace)> = (0..plan.world)
+        .map(|rank| {
+            let mut doc = plan.doc(0);
+            doc["distributedInfo"]["rank"] = json!(rank);
+            doc["metadata"]["distributed"]["rank"] = json!(rank);
+            (format!("rank{rank}.trace.json"), parse_trace(doc.to_string().as_bytes()).unwrap())
+        })
+        .collect();
+    let report = RankReport::build(&files, &ReportOptions::default()).unwrap();
+    assert_eq!(report.steps.len(), 11);
+    assert!(report.steps.iter().all(|s| s.tied && s.slowest == 0 && s.lag_ms == 0.0), "{:?}", report.steps);
+    assert!(report.ranks.iter().all(|r| r.slowest_steps == 0), "a tie counts for no rank");
+    assert!(report.straggler.is_none());
+    // Ranks that differ are not tied.
+    let report = plan.report();
+    assert!(report.steps.iter().all(|s| !s.tied), "{:?}", report.steps);
+    assert_eq!(report.ranks.iter().map(|r| r.slowest_steps).sum::<usize>(), report.steps.len());
+}
+
+#[test]
+fn steps_not_every_rank_recorded_are_left_out_with_one_warning() {
+    // Rank 3 stopped two steps early: the other three ranks lose steps 10 and 11, said once for all three.
+    let mut files = plan().files();
+    let short = Plan { steps: 10, ..plan() };
+    files[3] = ("rank3.trace.json".into(), short.trace(3));
+    let report = RankReport::build(&files, &ReportOptions::default()).unwrap();
+    let left_out: Vec<&String> = report.warnings.iter().filter(|w| w.contains("left out of the comparison")).collect();
+    assert_eq!(
+        left_out,
+        ["ranks 0–2 recorded 2 step(s) that not every rank recorded (#10, #11): left out of the comparison"],
+        "{:?}",
+        report.warnings
+    );
+    assert_eq!(report.steps.iter().map(|s| s.step).collect::<Vec<_>>(), (1..10).collect::<Vec<_>>());
+    assert_eq!(report.straggler.as_ref().map(|s| s.rank), Some(2));
 }
 
 #[test]

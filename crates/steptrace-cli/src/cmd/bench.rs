@@ -23,8 +23,9 @@ use crate::args::{value_name, BenchArgs, ModelArg, ProfileMode, WorkloadArgs};
 use crate::convert::{config, init_label, workload_flags};
 
 pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
-    if let Some(path) = a.json.as_ref().filter(|p| p.exists()) {
-        bail!("{} already exists; steptrace never overwrites a result: choose another --json path", path.display());
+    // Checked before any run: a result that cannot be written is known now.
+    if let Some(path) = &a.json {
+        check_new_result(path)?;
     }
     if a.profile == ProfileMode::Interleaved {
         return overhead::run(a);
@@ -213,6 +214,29 @@ fn record(summary: &RunSummary, protocol: &Protocol) -> anyhow::Result<RunRecord
         final_loss: summary.last_loss,
         held_out: summary.held_out.clone(),
     })
+}
+
+/// Refuses a `--json` path that exists (a dangling link included: a result
+/// is never written over anything) or whose folder does not exist.
+pub fn check_new_result(path: &Path) -> anyhow::Result<()> {
+    let text = path.as_os_str().to_string_lossy();
+    if path.file_name().is_none() || text.ends_with('/') || text.ends_with(std::path::MAIN_SEPARATOR) {
+        bail!("--json {} names no file: give the path of a new file (checked before any run)", path.display());
+    }
+    if path.symlink_metadata().is_ok() {
+        bail!("{} already exists; steptrace never overwrites a result: choose another --json path", path.display());
+    }
+    let folder = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if !folder.is_dir() {
+        let why = if folder.exists() { "is not a folder" } else { "does not exist" };
+        bail!(
+            "cannot write the result to {}: the folder {} {why} (checked before any run; create it or choose another \
+             --json path)",
+            path.display(),
+            folder.display()
+        );
+    }
+    Ok(())
 }
 
 pub fn write_new(path: &Path, value: &impl serde::Serialize) -> anyhow::Result<()> {

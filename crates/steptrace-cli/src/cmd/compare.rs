@@ -24,6 +24,9 @@ const PROSE_CHARS: usize = 400;
 
 pub fn run(a: CompareArgs) -> anyhow::Result<ExitCode> {
     if !a.backends.is_empty() {
+        if a.rank.is_some() {
+            bail!("--rank chooses one rank's traces; --backends runs the workload instead of reading traces");
+        }
         return backends(&a);
     }
     let [pa, pb] = a.results.as_slice() else {
@@ -33,8 +36,13 @@ pub fn run(a: CompareArgs) -> anyhow::Result<ExitCode> {
         );
     };
     match input::kinds(pa, pb)? {
-        input::Kind::Trace => traces::run(pa, pb, a.json)?,
-        input::Kind::Bench => benches(&a, pa, pb)?,
+        input::Kind::Trace => traces::run(pa, pb, a.json, a.rank)?,
+        input::Kind::Bench => {
+            if a.rank.is_some() {
+                bail!("--rank chooses one rank's traces; bench results have no ranks");
+            }
+            benches(&a, pa, pb)?;
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,11 +1,13 @@
 //! `steptrace inspect`: what a trace would reveal if shared.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::process::ExitCode;
 
-use steptrace::analysis::{redact_file, Inventory};
+use anyhow::bail;
+use steptrace::analysis::{redact_file_in_order, top_level_keys, Inventory};
 use steptrace::read::display::{escape, label, LABEL_CHARS};
-use steptrace::reader::{read_json_trace_file, JsonTrace};
+use steptrace::reader::{parse_json_trace, read_json_trace_file, JsonTrace, ReadError};
 
 use crate::args::InspectArgs;
 
@@ -13,8 +15,17 @@ use crate::args::InspectArgs;
 const FLAGGED: u8 = 3;
 
 pub fn run(a: InspectArgs) -> anyhow::Result<ExitCode> {
+    // Refused before anything is read or printed: an output that exists,
+    // or whose folder does not.
+    if let Some(out) = &a.redact {
+        check_new_file(out)?;
+    }
     // Every field of every event: a secret can sit in any of them.
-    let trace = read_json_trace_file(&a.trace)?;
+    let bytes = std::fs::read(&a.trace).map_err(|source| ReadError::io(&a.trace, source))?;
+    let trace = parse_json_trace(&bytes).map_err(|err| err.with_path(&a.trace))?;
+    // The copy keeps the file's top-level order (a rank's distributedInfo first).
+    let order = if a.redact.is_some() { top_level_keys(&bytes) } else { Vec::new() };
+    drop(bytes);
     let inv = Inventory::of(&trace);
     if a.json {
         println!("{}", serde_json::to_string_pretty(&inv)?);
@@ -24,18 +35,46 @@ pub fn run(a: InspectArgs) -> anyhow::Result<ExitCode> {
     if let Some(out) = &a.redact {
         // The copy is scanned again before it is written: nothing flagged
         // is ever written.
-        let outcome = redact_file(&trace, out)?;
+        let outcome = redact_file_in_order(&trace, &order, out)?;
         let check = Inventory::of(&read_json_trace_file(out)?);
         eprintln!(
-            "sanitised copy: {} ({} strings replaced, {} bytes{}); it scans {}",
+            "sanitised copy: {} ({} strings replaced, {} bytes{}{}); it scans {}",
             escape(&out.display().to_string()),
             outcome.replaced,
             outcome.bytes,
+            if is_gzip(out) { ", gzip" } else { "" },
             if outcome.rebuilt { ", rebuilt from the complete events of a cut file" } else { "" },
             if check.findings.is_empty() { "clean".to_owned() } else { format!("with {} findings left", check.findings.len()) }
         );
     }
     Ok(if inv.findings.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(FLAGGED) })
+}
+
+fn is_gzip(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e.eq_ignore_ascii_case("gz"))
+}
+
+/// Refuses an output that exists (a sanitised copy never overwrites a
+/// file, a dangling link included) or whose folder does not exist.
+fn check_new_file(out: &Path) -> anyhow::Result<()> {
+    let path = out.display().to_string();
+    let shown = escape(&path);
+    let text = out.as_os_str().to_string_lossy();
+    if out.file_name().is_none() || text.ends_with('/') || text.ends_with(std::path::MAIN_SEPARATOR) {
+        bail!("--redact {shown} names no file: give the path of a new file (nothing was read or written)");
+    }
+    if out.symlink_metadata().is_ok() {
+        bail!("{shown} already exists: a sanitised copy never overwrites a file (nothing was read or written)");
+    }
+    let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if !parent.is_dir() {
+        let why = if parent.exists() { "is not a folder" } else { "does not exist" };
+        bail!(
+            "cannot write the sanitised copy {shown}: its folder {} {why} (nothing was read or written)",
+            escape(&parent.display().to_string())
+        );
+    }
+    Ok(())
 }
 
 /// What the header line says of a damaged file.
@@ -74,7 +113,8 @@ fn print_inventory(a: &InspectArgs, inv: &Inventory, trace: &JsonTrace) {
     listed("process names", &inv.process_names);
     listed("metadata fields", &inv.metadata_fields);
     if inv.findings.is_empty() {
-        println!("\nnothing flagged: no e-mail address, token, home-directory path or input content was found");
+        println!("\nnothing flagged: no e-mail address, token, home-directory or network path, card number,");
+        println!("  national identifier, IBAN or input content was found");
     } else {
         println!("\nflagged ({}):", inv.findings.len());
         for f in &inv.findings {

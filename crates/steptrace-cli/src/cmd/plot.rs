@@ -11,12 +11,6 @@ use plotters::prelude::*;
 use steptrace::analysis::Report;
 use steptrace::read::display::{escape, label};
 
-/// Writes the plot to `path`, which must not exist.
-pub fn steps_svg(report: &Report, path: &Path) -> anyhow::Result<()> {
-    let svg = svg(report)?;
-    write_new(path, svg.as_bytes())
-}
-
 /// The plot as an SVG document (`<svg ...>...</svg>`), for `--plot` and
 /// the HTML page.
 ///

@@ -17,7 +17,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Context};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, ContentArrangement, Table};
 use serde_json::json;
-use steptrace::bench::overhead::CROSS_PROCESS_WARNING;
+use steptrace::bench::overhead::{CROSS_PROCESS_WARNING, MIN_PROCESSES_FOR_INTERVAL};
 use steptrace::bench::{
     label_steps, Condition, ConditionSummary, CrossProcess, OverheadResult, OverheadSetup, PairedRatio, PhaseCounts,
     ProcessRecord, ProcessRun, StatsRecord, Verdict,
@@ -54,6 +54,10 @@ pub(super) fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
     }
     let text = a.schedule.as_deref().unwrap_or(DEFAULT_CYCLE);
     let schedule = interleaved(text, warmup, steps)?;
+    // Said now, before the processes run, and again with the result.
+    if let Some(w) = PhaseCounts::warning(&schedule, warmup..warmup + steps) {
+        eprint!("{}", wrap(&format!("warning: {w}"), "  "));
+    }
     // One extra step reads the final loss back; it is not measured.
     let total = warmup.checked_add(steps).and_then(|n| n.checked_add(1)).context("--warmup + --steps overflows")?;
     // Check the workload before starting any process.
@@ -123,36 +127,102 @@ pub(super) fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// The schedule of `--schedule TEXT`, with `warmup` steps skipped first;
-/// refused unless the measured steps hold both wait and active steps.
+/// refused unless the measured steps hold both wait and active steps. Each
+/// refusal suggests what would pass (checked here, not guessed).
 fn interleaved(text: &str, warmup: u64, steps: u64) -> anyhow::Result<Schedule> {
     let parsed: Schedule = text.parse().with_context(|| format!("--schedule {text}"))?;
-    let example = format!("e.g. --schedule {DEFAULT_CYCLE}");
+    let end = warmup.checked_add(steps).context("--warmup + --steps overflows")?;
+    let fits = |s: &Schedule| {
+        let c = PhaseCounts::of(&s.with_skip_first(warmup), warmup..end);
+        c.wait > 0 && c.active > 0
+    };
     if parsed.skip_first() != 0 {
+        let without = parsed.with_skip_first(0);
+        let hint = if fits(&without) { format!("--schedule {}", cycle_text(&without)) } else { example(&parsed, warmup, steps) };
         bail!(
             "--schedule {text} sets skip_first: with --profile interleaved the steps skipped before measuring are \
-             --warmup (default {DEFAULT_WARMUP}); drop skip_first from --schedule"
+             --warmup (default {DEFAULT_WARMUP}); drop skip_first from --schedule ({hint})"
         );
     }
     if parsed.wait() == 0 {
         bail!(
             "--schedule {text} has no wait steps: --profile interleaved compares each process's active steps \
-             (recording) with its wait steps (the profiler installed, not recording), so every cycle needs both \
-             ({example})"
+             (recording) with its wait steps (the profiler installed, not recording), so every cycle needs both ({})",
+            example(&parsed, warmup, steps)
         );
     }
     let schedule = parsed.with_skip_first(warmup);
-    let end = warmup.checked_add(steps).context("--warmup + --steps overflows")?;
     let c = PhaseCounts::of(&schedule, warmup..end);
     if c.wait == 0 || c.active == 0 {
+        let fix = match (fewest_steps(&schedule, warmup).filter(|&n| n > steps), shorter(&parsed, warmup, steps)) {
+            (Some(n), Some(cycle)) => {
+                format!("raise --steps to {n} or more for this schedule, or use a shorter cycle, e.g. --schedule {cycle}")
+            }
+            (Some(n), None) => format!("raise --steps to {n} or more for this schedule"),
+            (None, Some(cycle)) => format!("no step count gives this schedule both; e.g. --schedule {cycle}"),
+            (None, None) => example(&parsed, warmup, steps),
+        };
         bail!(
             "--schedule {text} gives {} wait and {} active steps among the {steps} measured steps ({warmup}..{}): \
-             --profile interleaved needs both; raise --steps or shorten the cycle ({example})",
+             --profile interleaved needs both; {fix}",
             c.wait,
             c.active,
             end - 1
         );
     }
     Ok(schedule)
+}
+
+/// The cycles tried, longest first, when suggesting a schedule.
+const CYCLES: [(u64, u64, u64); 5] = [(7, 1, 2), (3, 1, 2), (2, 1, 1), (1, 1, 1), (1, 0, 1)];
+
+/// A cycle other than `failed`'s that gives both wait and active steps
+/// among `steps` measured steps after `warmup` (checked), as `--schedule`
+/// takes it; `None` when no cycle can (fewer than 2 steps).
+fn shorter(failed: &Schedule, warmup: u64, steps: u64) -> Option<String> {
+    let end = warmup.saturating_add(steps);
+    let fitting = CYCLES.iter().filter_map(|&(w, u, a)| Schedule::new(w, u, a).ok()).find(|s| {
+        let c = PhaseCounts::of(&s.with_skip_first(warmup), warmup..end);
+        *s != failed.with_skip_first(0) && c.wait > 0 && c.active > 0
+    });
+    fitting.map(|s| cycle_text(&s))
+}
+
+/// `e.g. --schedule ...` with a cycle that passes (see [`shorter`]), or,
+/// when none can, what to raise.
+fn example(failed: &Schedule, warmup: u64, steps: u64) -> String {
+    match shorter(failed, warmup, steps) {
+        Some(cycle) => format!("e.g. --schedule {cycle}"),
+        None => "a wait and an active step need at least 2 measured steps: raise --steps".to_owned(),
+    }
+}
+
+/// The fewest measured steps that give `schedule` (which skips `warmup`
+/// steps first) both a wait and an active step; `None` when no count does.
+fn fewest_steps(schedule: &Schedule, warmup: u64) -> Option<u64> {
+    let (wait, warmup_steps, len) = (schedule.wait(), schedule.warmup(), schedule.cycle_len());
+    // Where the first wait step and the first active step fall, from the first measured step.
+    let (first_wait, first_active) = if schedule.skip_first_wait() {
+        (Some(len - wait).filter(|_| schedule.repeat() != 1 && wait > 0), warmup_steps)
+    } else {
+        (Some(0).filter(|_| wait > 0), wait.checked_add(warmup_steps)?)
+    };
+    let n = first_wait?.max(first_active).checked_add(1)?;
+    let c = PhaseCounts::of(schedule, warmup..warmup.checked_add(n)?);
+    (c.wait > 0 && c.active > 0).then_some(n)
+}
+
+/// `wait=W,warmup=U,active=A` (and `repeat`, `skip_first_wait` when set):
+/// a `--schedule` without the skip_first that `--warmup` sets.
+fn cycle_text(s: &Schedule) -> String {
+    let mut text = format!("wait={},warmup={},active={}", s.wait(), s.warmup(), s.active());
+    if s.repeat() > 0 {
+        text.push_str(&format!(",repeat={}", s.repeat()));
+    }
+    if s.skip_first_wait() {
+        text.push_str(",skip_first_wait=1");
+    }
+    text
 }
 
 /// One process of condition `c`; its summary and whether it recorded
@@ -279,33 +349,68 @@ fn verdict(v: &Verdict, what: &str, against: &str) -> String {
     }
 }
 
-fn paired(out: &mut String, name: &str, what: &str, p: &PairedRatio) {
+/// `95% bootstrap interval over processes a–b`, or, with too few
+/// processes for one, `range over the N processes a–b (...)`.
+fn interval_text(interval: (f64, f64), is_range: bool, over: &str, n: usize) -> String {
+    if is_range {
+        let one = over.strip_suffix("es").filter(|_| n == 1).unwrap_or(over);
+        format!(
+            "range over the {n} {one} {:.4}–{:.4} (too few {over} for a 95% interval: {MIN_PROCESSES_FOR_INTERVAL} or \
+             more give one)",
+            interval.0, interval.1
+        )
+    } else {
+        format!("95% bootstrap interval over {over} {:.4}–{:.4}", interval.0, interval.1)
+    }
+}
+
+/// What the null check says of a measurable `verdict`: ` (suspect: ...)`
+/// when it claims no more than the null check moved.
+fn suspect(r: &OverheadResult, v: &Verdict) -> String {
+    match r.null_check {
+        Some(null) if null.covers(v) => format!(
+            " (SUSPECT: the null check, with no profiler, moved by {:.2}%, as much as this)",
+            null.moved * 100.0
+        ),
+        _ => String::new(),
+    }
+}
+
+fn paired(out: &mut String, r: &OverheadResult, c: Condition, name: &str, what: &str, p: &PairedRatio) {
     let s = &p.spread;
     out.push_str(&wrap(
         &format!(
-            "  {name}: per process min {:.4}, median {:.4}, max {:.4}; median {:.4}, 95% bootstrap interval over \
-             processes {:.4}–{:.4}",
-            s.min, s.median, s.max, p.ratio, p.interval.0, p.interval.1
+            "  {name}: per process min {:.4}, median {:.4}, max {:.4}; median {:.4}, {}",
+            s.min,
+            s.median,
+            s.max,
+            p.ratio,
+            interval_text(p.interval, p.interval_is_range, "processes", p.per_process.len())
         ),
         "    ",
     ));
-    out.push_str(&wrap(&format!("    verdict: {}", verdict(&p.verdict, what, "wait steps")), "      "));
+    let line = match (&p.verdict, c) {
+        (Verdict::NoMeasurableDifference { .. }, _) => verdict(&p.verdict, what, "wait steps"),
+        // With no profiler the phases are labels only: a difference there is the method's own noise.
+        (_, Condition::NoProfile) => format!(
+            "null check FAILED: with no profiler, {}; this bench cannot resolve a difference of that size",
+            verdict(&p.verdict, &what.replace(" steps", "-labelled steps"), "wait-labelled steps")
+        ),
+        _ => format!("{}{}", verdict(&p.verdict, what, "wait steps"), suspect(r, &p.verdict)),
+    };
+    out.push_str(&wrap(&format!("    verdict: {line}"), "      "));
 }
 
-fn cross(out: &mut String, title: &str, c: &CrossProcess) {
-    out.push_str(&wrap(
-        &format!(
-            "{title}: B = {}, A = {}: B/A {:.4}, 95% bootstrap interval {:.4}–{:.4}",
-            c.b, c.a, c.ratio, c.interval.0, c.interval.1
-        ),
-        "  ",
-    ));
+fn cross(out: &mut String, r: &OverheadResult, title: &str, c: &CrossProcess) {
+    let n = c.a_values.len().min(c.b_values.len());
+    let interval = interval_text(c.interval, c.interval_is_range, "processes", n).replace(" over processes", "");
+    out.push_str(&wrap(&format!("{title}: B = {}, A = {}: B/A {:.4}, {interval}", c.b, c.a, c.ratio), "  "));
     let v = match &c.verdict {
         Verdict::NoMeasurableDifference { reason } => format!("no measurable difference ({reason})"),
         Verdict::BSlower { slowdown } => format!("measurable: B is {:.2}% above A", (slowdown - 1.0) * 100.0),
         Verdict::BFaster { speedup } => format!("measurable: B is {:.2}% below A", (1.0 - 1.0 / speedup) * 100.0),
     };
-    out.push_str(&wrap(&format!("  verdict: {v}"), "    "));
+    out.push_str(&wrap(&format!("  verdict: {v}{}", suspect(r, &c.verdict)), "    "));
     out.push_str(&wrap(&format!("  warning: {}", c.warning), "    "));
 }
 
@@ -341,7 +446,8 @@ pub(super) fn render(r: &OverheadResult) -> String {
     out.push('\n');
     out.push_str(&wrap(
         "per process, ms/step: median (IQR); ratios of phase medians, with a 95% bootstrap interval over the \
-         process's steps (it understates the uncertainty: the verdicts are over processes)",
+         process's steps (it understates the uncertainty: the verdicts are over processes; \"range\": too few steps \
+         in a phase for one)",
         "",
     ));
     let mut table = Table::new();
@@ -360,8 +466,13 @@ pub(super) fn render(r: &OverheadResult) -> String {
             cell(&p.phases.wait),
             cell(&p.phases.warmup),
             cell(&p.phases.active),
-            p.active_over_wait
-                .map_or_else(|| "-".into(), |x| format!("{:.3} ({:.3}–{:.3})", x.ratio, x.interval.0, x.interval.1)),
+            p.active_over_wait.map_or_else(
+                || "-".into(),
+                |x| {
+                    let range = if x.interval_is_range { "range " } else { "" };
+                    format!("{:.3} ({range}{:.3}–{:.3})", x.ratio, x.interval.0, x.interval.1)
+                },
+            ),
             p.warmup_over_wait.map_or_else(|| "-".into(), |x| format!("{:.3}", x.ratio)),
         ]);
     }
@@ -370,10 +481,10 @@ pub(super) fn render(r: &OverheadResult) -> String {
         let n = c.processes.len();
         out.push_str(&wrap(&format!("{}, {n} process{}:", describe(r, c), if n == 1 { "" } else { "es" }), "  "));
         if let Some(p) = &c.active_over_wait {
-            paired(&mut out, "active/wait", "active steps", p);
+            paired(&mut out, r, c.condition, "active/wait", "active steps", p);
         }
         if let Some(p) = &c.warmup_over_wait {
-            paired(&mut out, "warmup/wait", "warmup steps", p);
+            paired(&mut out, r, c.condition, "warmup/wait", "warmup steps", p);
         }
         let slots: Vec<String> = c
             .slots
@@ -402,11 +513,11 @@ pub(super) fn render(r: &OverheadResult) -> String {
     }
     if let Some(d) = &r.device_activity {
         out.push('\n');
-        cross(&mut out, "device activity's own cost", d);
+        cross(&mut out, r, "device activity's own cost", d);
     }
     if let Some(b) = &r.baseline {
         out.push('\n');
-        cross(&mut out, "baseline, the profiler installed against none", b);
+        cross(&mut out, r, "baseline, the profiler installed against none", b);
     } else if r.conditions.iter().any(|c| c.condition == Condition::NoProfile) {
         out.push_str(&wrap(&format!("baseline: not computed (too few steps); {CROSS_PROCESS_WARNING}"), "  "));
     }
@@ -470,34 +581,5 @@ pub(super) fn wrap(text: &str, indent: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn lines_are_wrapped_at_the_width_and_long_words_cut() {
-        let text = format!("  {}", "word ".repeat(60));
-        let wrapped = wrap(&text, "    ");
-        assert!(wrapped.lines().all(|l| l.chars().count() <= WIDTH), "{wrapped}");
-        assert!(wrapped.starts_with("  word") && wrapped.lines().nth(1).is_some_and(|l| l.starts_with("    word")));
-        let long = format!("path {}", "x".repeat(250));
-        let wrapped = wrap(&long, "  ");
-        assert!(wrapped.lines().all(|l| l.chars().count() <= WIDTH), "{wrapped}");
-        assert_eq!(wrapped.chars().filter(|&c| c == 'x').count(), 250);
-        assert_eq!(wrap("µs – é", ""), "µs – é\n");
-    }
-
-    #[test]
-    fn schedules_without_wait_or_active_steps_are_refused() {
-        assert!(interleaved(DEFAULT_CYCLE, 20, 300).is_ok());
-        let err = interleaved("wait=0,warmup=1,active=2", 20, 300).unwrap_err().to_string();
-        assert!(err.contains("no wait steps") && err.contains("wait=7,warmup=1,active=2"), "{err}");
-        let err = interleaved("skip_first=5,wait=7,active=2", 20, 300).unwrap_err().to_string();
-        assert!(err.contains("skip_first") && err.contains("--warmup"), "{err}");
-        // Five measured steps, all of them wait steps.
-        let err = interleaved("wait=7,warmup=1,active=2", 20, 5).unwrap_err().to_string();
-        assert!(err.contains("5 wait and 0 active"), "{err}");
-        // One cycle, then nothing: still both phases.
-        assert!(interleaved("wait=2,active=1,repeat=1", 20, 50).is_ok());
-        assert!(interleaved("wait=1,active=0", 20, 50).is_err());
-    }
-}
+#[path = "overhead_tests.rs"]
+mod tests;

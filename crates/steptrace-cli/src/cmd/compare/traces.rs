@@ -4,15 +4,15 @@
 
 use std::path::Path;
 
-use anyhow::Context;
+use anyhow::{bail, Context};
 use comfy_table::CellAlignment;
 use serde::Serialize;
-use steptrace::analysis::{Producer, Report, ReportOptions, Stats};
+use steptrace::analysis::{check_ranks, rank_of, Producer, RankReport, Report, ReportOptions, Source, Stats};
 use steptrace::bench::{compare_kernels, KernelOutcome, KernelRecord};
-use steptrace::read::display::{block, label, LABEL_CHARS};
+use steptrace::read::display::{block, escape, label, LABEL_CHARS};
 
 use super::input::shown;
-use crate::cmd::report::load;
+use crate::cmd::report::{load, source_flags};
 
 /// What a trace comparison can and cannot say.
 const ONE_RUN: &str = "a trace comparison is one run each, not a benchmark: the differences above are not a verdict \
@@ -42,11 +42,15 @@ struct TraceSide<'a> {
     steady_ms: Option<&'a Stats>,
     device_busy_ms_per_step: Option<&'a Stats>,
     device_not_observed_reason: Option<&'a str>,
+    /// Each file read, as `report --json` lists them (cut short, unfinished...).
+    sources: &'a [Source],
+    /// What is wrong with each file as a whole, as `report` says it.
+    file_notes: Vec<String>,
     warnings: &'a [String],
 }
 
-pub(super) fn run(pa: &Path, pb: &Path, json: bool) -> anyhow::Result<()> {
-    let (ra, rb) = (build(pa)?, build(pb)?);
+pub(super) fn run(pa: &Path, pb: &Path, json: bool, rank: Option<u32>) -> anyhow::Result<()> {
+    let (ra, rb) = (build(pa, rank)?, build(pb, rank)?);
     let median = |r: &Report| r.timing.steady_ms.as_ref().map(|s| s.median);
     let c = TraceComparison {
         kind: "traces",
@@ -74,13 +78,42 @@ fn side<'a>(path: &Path, r: &'a Report) -> TraceSide<'a> {
         steady_ms: r.timing.steady_ms.as_ref(),
         device_busy_ms_per_step: r.device.device_busy_ms_per_step.as_ref(),
         device_not_observed_reason: r.device.not_observed_reason.as_deref(),
+        sources: &r.sources,
+        file_notes: r
+            .sources
+            .iter()
+            .filter_map(|s| {
+                let flags = source_flags(s);
+                (!flags.is_empty()).then(|| format!("{}: {}", s.path, flags.join("; ")))
+            })
+            .collect(),
         warnings: &r.warnings,
     }
 }
 
 /// The report of one side's traces (a directory: its most recent run).
-fn build(path: &Path) -> anyhow::Result<Report> {
-    let loaded = load::load(&[path.to_path_buf()])?;
+fn build(path: &Path, rank: Option<u32>) -> anyhow::Result<Report> {
+    let mut loaded = load::load(&[path.to_path_buf()])?;
+    // What the files say of their ranks must hold, as for `report`; the ranks of a
+    // multi-device run are never merged into one "run".
+    let check = check_ranks(&loaded.files).with_context(|| format!("cannot compare {}", shown(path)))?;
+    if let Some(rank) = rank {
+        loaded.files.retain(|(p, trace)| rank_of(p, trace).is_some_and(|info| info.rank == rank));
+        if loaded.files.is_empty() {
+            bail!(
+                "{} holds no trace of rank {rank} (ranks come from each file's distributedInfo)",
+                shown(path)
+            );
+        }
+    } else if RankReport::applies(&loaded.files) {
+        bail!(
+            "{} holds the traces of {} ranks: compare one rank's files with --rank N (or `steptrace report` to \
+             compare the ranks with each other)",
+            shown(path),
+            check.ranks.len()
+        );
+    }
+    loaded.warnings.extend(check.warnings.iter().cloned());
     let mut report =
         Report::build(&loaded.files, &ReportOptions { batch_size: None, ops: steptrace_burn::report_ops() })
             .with_context(|| format!("cannot compare {}", shown(path)))?;
@@ -127,6 +160,11 @@ fn render(c: &TraceComparison<'_>) -> String {
         }
     }
     let mut out = format!("{t}\n");
+    for (side, s) in [("A", a), ("B", b)] {
+        for note in &s.file_notes {
+            out.push_str(&format!("{side}: {}\n", escape(note)));
+        }
+    }
     for (side, s) in [("A", a), ("B", b)] {
         if let (None, Some(why)) = (busy(s), s.device_not_observed_reason) {
             out.push_str(&format!("device {side}: not observed: {why}\n"));

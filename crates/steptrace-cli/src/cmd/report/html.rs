@@ -30,18 +30,11 @@ mod spans;
 mod timing;
 mod viewers;
 
-use std::path::Path;
-
 use steptrace::analysis::Report;
 
 /// The page of `report`, its span table cut at `top` rows.
 pub(super) fn page(report: &Report, top: usize) -> String {
     page::page(report, top)
-}
-
-/// Writes the page of `report` to `path`, which must not exist.
-pub(super) fn write(report: &Report, top: usize, path: &Path) -> anyhow::Result<()> {
-    crate::cmd::plot::write_new(path, page(report, top).as_bytes())
 }
 
 #[cfg(test)]

@@ -7,7 +7,10 @@
 //! most recent run: its `*.trace.json` files (also `.gz`) and the
 //! `*.trace.json.partial` files a crash or Ctrl-C leaves, which are read
 //! as cut short, in it and in its folders one level down (each cycle of a
-//! run of several ranks has its own folder).
+//! run of several ranks has its own folder). Beside steptrace's runs, a file
+//! that cannot say its run (no steptrace metadata: cut short, or another
+//! program's) is left out with a warning naming it, never taken for a run
+//! of its own; a file whose steptrace metadata does not read is an error.
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeSet, HashMap};
@@ -90,15 +93,17 @@ fn kind_of(name: &str) -> Option<bool> {
     (finished || partial).then_some(partial)
 }
 
-/// The run a trace belongs to: its start time and worker.
-fn run_key(trace: &Trace) -> (u64, String) {
-    let st = trace.steptrace().ok().flatten();
-    let epoch = st.as_ref().and_then(|s| s.epoch_unix_ms()).unwrap_or(0);
-    let worker = st
-        .as_ref()
-        .and_then(|s| s.metadata.as_ref().and_then(|m| m.worker.clone()).or(s.header.as_ref().map(|h| h.worker.clone())))
-        .unwrap_or_default();
-    (epoch, worker)
+/// The run a trace belongs to: its start time and worker; `None` for a
+/// file without steptrace's part (another program's trace, or a steptrace
+/// file cut short before its metadata).
+fn run_key(path: &Path, trace: &Trace) -> anyhow::Result<Option<(u64, String)>> {
+    let st = trace
+        .steptrace()
+        .with_context(|| format!("{}: its steptrace metadata does not read", escape(&path.display().to_string())))?;
+    Ok(st.map(|s| {
+        let worker = s.metadata.as_ref().and_then(|m| m.worker.clone()).or(s.header.as_ref().map(|h| h.worker.clone()));
+        (s.epoch_unix_ms().unwrap_or(0), worker.unwrap_or_default())
+    }))
 }
 
 /// The paths in `dir` and in its folders one level down (where a run of
@@ -134,13 +139,28 @@ fn latest_run(dir: &Path, seen: &mut Seen) -> anyhow::Result<Vec<(String, Vec<u8
             Ok(trace) => trace,
             // A crash can leave a partial file with nothing readable in it.
             Err(err) if partial => {
-                seen.warnings.push(format!("skipped {}", escape(&err.to_string())));
+                seen.warnings.push(format!("skipped {}", escape(&err.with_path(&path).to_string())));
                 continue;
             }
             Err(err) => return Err(err.with_path(&path).into()),
         };
         partial_count += usize::from(partial);
-        all.push((run_key(&trace), path, bytes, partial));
+        all.push((run_key(&path, &trace)?, path, bytes, partial));
+    }
+    // Beside steptrace's runs, a file that cannot say its run is not taken for a run of its own.
+    if all.iter().any(|(k, ..)| k.is_some()) {
+        all.retain(|(k, path, _, partial)| {
+            if k.is_none() {
+                seen.warnings.push(format!(
+                    "{}: left out: it holds no steptrace metadata to tell which run it belongs to ({}); pass it by name \
+                     to read it",
+                    escape(&path.display().to_string()),
+                    if *partial { "a .partial file without its header" } else { "a steptrace file cut short, or another program's trace" }
+                ));
+            }
+            k.is_some()
+        });
+        partial_count = all.iter().filter(|(.., p)| *p).count();
     }
     if all.is_empty() {
         bail!(
@@ -155,7 +175,7 @@ fn latest_run(dir: &Path, seen: &mut Seen) -> anyhow::Result<Vec<(String, Vec<u8
             "{} holds {} runs: reporting the most recent one (worker `{}`); pass files to choose another",
             dir.display(),
             runs.len(),
-            escape(&latest.1)
+            escape(latest.as_ref().map_or("", |k| k.1.as_str()))
         );
     }
     if partial_count == all.len() {

@@ -8,7 +8,7 @@
 use std::fmt::Write as _;
 
 use comfy_table::CellAlignment;
-use steptrace::analysis::{Hypothesis, Report, Stats, Timing};
+use steptrace::analysis::{Hypothesis, Report, Source, Stats, Timing};
 use steptrace::format::Figure;
 use steptrace::read::display::{block, escape, label, LABEL_CHARS};
 
@@ -68,28 +68,35 @@ fn render_sources(o: &mut String, r: &Report) {
     let producers: Vec<String> = r.sources.iter().map(|s| format!("{:?}", s.producer).to_lowercase()).collect();
     let _ = writeln!(o, "steptrace report: {} file(s) from {}", r.sources.len(), producers[0]);
     for s in &r.sources {
-        let mut flags = Vec::new();
-        if s.unfinished || s.path.ends_with(".partial") {
-            flags.push(
-                "cut short: a .partial file steptrace never finished (a crash, a second Ctrl-C or a failed write inside the cycle); complete \
-                 events only"
-                    .to_owned(),
-            );
-        } else if s.truncated {
-            flags.push("cut short (crash mid-window): complete events only".to_owned());
-        }
-        if s.unclosed_spans > 0 {
-            flags.push(format!("{} spans without an end", s.unclosed_spans));
-        }
-        if let Some(reason) = &s.partial_reason {
-            flags.push(format!("partial cycle: {}", label(reason, PROSE_CHARS)));
-        }
+        let flags = source_flags(s);
         let flags = if flags.is_empty() { String::new() } else { format!("  [{}]", flags.join("; ")) };
         let _ = writeln!(o, "  {} ({} events, {} format){flags}", escape(&s.path), s.events, s.format);
     }
     for w in &r.warnings {
         let _ = writeln!(o, "warning: {}", escape(w));
     }
+}
+
+/// What is wrong with a file as a whole (cut short, unfinished, spans
+/// without an end, a partial cycle), as `report` and `compare` say it.
+pub(crate) fn source_flags(s: &Source) -> Vec<String> {
+    let mut flags = Vec::new();
+    if s.unfinished || s.path.ends_with(".partial") {
+        flags.push(
+            "cut short: a .partial file steptrace never finished (a crash, a second Ctrl-C or a failed write inside the cycle); complete \
+             events only"
+                .to_owned(),
+        );
+    } else if s.truncated {
+        flags.push("cut short (crash mid-window): complete events only".to_owned());
+    }
+    if s.unclosed_spans > 0 {
+        flags.push(format!("{} spans without an end", s.unclosed_spans));
+    }
+    if let Some(reason) = &s.partial_reason {
+        flags.push(format!("partial cycle: {}", label(reason, PROSE_CHARS)));
+    }
+    flags
 }
 
 /// What the run was, its fallback first.

@@ -1,17 +1,23 @@
-//! What a trace would reveal if shared, and sanitised copies.
+//! What a trace would reveal if shared, and sanitised copies (which keep
+//! the source's layout: its top-level key order, gzip for a `.gz` name).
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::fs::OpenOptions;
-use std::io::{self, Write};
+use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
+use flate2::read::MultiGzDecoder;
+use flate2::write::GzEncoder;
+use flate2::Compression;
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::format::names::meta;
-use crate::format::tag;
+use crate::format::{tag, DISTRIBUTED_INFO};
 use crate::hygiene::{redact_trace, scan_trace, LocatedFinding};
-use crate::reader::JsonTrace;
+use crate::reader::{JsonTrace, TraceFormat};
 
 /// The labels of a trace, with counts, and the findings of label hygiene.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -163,12 +169,49 @@ pub enum RedactError {
 /// [`redact_trace`](crate::hygiene::redact_trace)), the copy is scanned
 /// again with the same walk, and written only if nothing is left.
 ///
+/// The copy is laid out as steptrace writes a rank's file: a
+/// `distributedInfo` first (with a space after each colon, so that
+/// Holistic Trace Analysis finds the rank), then `traceEvents`, then the
+/// other top-level keys. [`redact_file_in_order`] keeps the source file's
+/// order instead. An `out` ending in `.gz` is written gzip-compressed.
+///
 /// # Errors
 ///
 /// When `out` exists (it is never overwritten), when the copy still flags
 /// something, or when it cannot be written (a partly written copy is
 /// removed).
 pub fn redact_file(trace: &JsonTrace, out: &Path) -> Result<RedactOutcome, RedactError> {
+    redact_file_in_order(trace, &[], out)
+}
+
+/// As [`redact_file`], with the copy's top-level keys in `order`: the
+/// source file's order, as [`top_level_keys`] reads it (keys it does not
+/// name follow, `traceEvents` among them when it is missing). An empty
+/// `order` is [`redact_file`]'s layout.
+///
+/// # Errors
+///
+/// As for [`redact_file`].
+///
+/// # Examples
+///
+/// ```
+/// use steptrace::analysis::{redact_file_in_order, top_level_keys};
+/// use steptrace::reader::parse_json_trace;
+///
+/// let text = br#"{"schemaVersion": 1, "distributedInfo": {"rank": 1}, "traceEvents": [
+///     {"ph": "X", "name": "a", "ts": 1, "dur": 1, "args": {"who": "bob@example.com"}}], "traceName": "t"}"#;
+/// let order = top_level_keys(text);
+/// assert_eq!(order, ["schemaVersion", "distributedInfo", "traceEvents", "traceName"]);
+/// let dir = tempfile::tempdir()?;
+/// let out = dir.path().join("shared.json");
+/// redact_file_in_order(&parse_json_trace(text)?, &order, &out)?;
+/// let copy = std::fs::read_to_string(&out)?;
+/// assert!(copy.starts_with(r#"{"schemaVersion":1,"#) && copy.contains(r#""distributedInfo": {"rank": 1}"#));
+/// assert!(!copy.contains("bob"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn redact_file_in_order(trace: &JsonTrace, order: &[String], out: &Path) -> Result<RedactOutcome, RedactError> {
     let (clean, replaced) = redact_trace(trace);
     let left = scan_trace(&clean);
     if let Some(first) = left.first() {
@@ -178,12 +221,172 @@ pub fn redact_file(trace: &JsonTrace, out: &Path) -> Result<RedactOutcome, Redac
         io::ErrorKind::AlreadyExists => RedactError::Exists { path: out.to_path_buf() },
         _ => RedactError::Io { path: out.to_path_buf(), source },
     };
-    let text = serde_json::to_vec(&clean.to_value()).map_err(|e| io(io::Error::other(e)))?;
-    let mut file = OpenOptions::new().write(true).create_new(true).open(out).map_err(io)?;
-    if let Err(err) = file.write_all(&text).and_then(|()| file.sync_all()) {
-        drop(file);
-        let _ = std::fs::remove_file(out);
-        return Err(io(err));
+    let gzip = out.extension().is_some_and(|e| e.eq_ignore_ascii_case("gz"));
+    let file = OpenOptions::new().write(true).create_new(true).open(out).map_err(io)?;
+    let written = (|| -> io::Result<u64> {
+        let mut buffered = BufWriter::with_capacity(1 << 16, file);
+        if gzip {
+            let mut encoder = GzEncoder::new(buffered, Compression::default());
+            write_document(&mut encoder, &clean, order)?;
+            buffered = encoder.finish()?;
+        } else {
+            write_document(&mut buffered, &clean, order)?;
+        }
+        let file = buffered.into_inner().map_err(io::IntoInnerError::into_error)?;
+        file.sync_all()?;
+        Ok(file.metadata()?.len())
+    })();
+    match written {
+        Ok(bytes) => Ok(RedactOutcome { replaced, bytes, rebuilt: trace.truncated }),
+        Err(err) => {
+            let _ = std::fs::remove_file(out);
+            Err(io(err))
+        }
     }
-    Ok(RedactOutcome { replaced, bytes: text.len() as u64, rebuilt: trace.truncated })
+}
+
+/// The top-level keys of the trace file held in `bytes` (gzip-compressed
+/// or not), in the file's order; empty for the array layout or bytes that
+/// do not start as a JSON object. A file cut short gives the keys before
+/// the cut.
+///
+/// # Examples
+///
+/// ```
+/// use steptrace::analysis::top_level_keys;
+///
+/// assert_eq!(top_level_keys(br#"{"b": 1, "traceEvents": [], "a": {"c": 2}}"#), ["b", "traceEvents", "a"]);
+/// assert_eq!(top_level_keys(br#"{"distributedInfo": {"rank": 0}, "traceEvents": [{"ph""#), ["distributedInfo", "traceEvents"]);
+/// assert!(top_level_keys(b"[]").is_empty());
+/// ```
+#[must_use]
+pub fn top_level_keys(bytes: &[u8]) -> Vec<String> {
+    let mut keys = Vec::new();
+    if bytes.starts_with(&[0x1f, 0x8b]) {
+        let reader = io::BufReader::new(MultiGzDecoder::new(bytes));
+        let _ = Keys(&mut keys).deserialize(&mut serde_json::Deserializer::from_reader(reader));
+    } else {
+        let _ = Keys(&mut keys).deserialize(&mut serde_json::Deserializer::from_slice(bytes));
+    }
+    keys
+}
+
+/// Collects the keys of a JSON object, skipping their values.
+struct Keys<'a>(&'a mut Vec<String>);
+
+impl<'de> DeserializeSeed<'de> for Keys<'_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Keys<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key::<String>()? {
+            self.0.push(key);
+            map.next_value::<IgnoredAny>()?;
+        }
+        Ok(())
+    }
+}
+
+/// The top-level keys of `clean` in the order they are written.
+fn layout<'a>(clean: &'a JsonTrace, order: &'a [String]) -> Vec<&'a str> {
+    let mut keys: Vec<&str> = Vec::with_capacity(clean.metadata.len() + 1);
+    let add = |key: &'a str, keys: &mut Vec<&'a str>| {
+        if (key == EVENTS || clean.metadata.contains_key(key)) && !keys.contains(&key) {
+            keys.push(key);
+        }
+    };
+    for key in order {
+        add(key, &mut keys);
+    }
+    if order.is_empty() {
+        add(DISTRIBUTED_INFO, &mut keys);
+        add(EVENTS, &mut keys);
+    }
+    for key in clean.metadata.keys() {
+        add(key, &mut keys);
+    }
+    add(EVENTS, &mut keys);
+    keys
+}
+
+const EVENTS: &str = "traceEvents";
+
+/// Writes `clean` in either layout, one event a line; in the object
+/// layout its keys in the order of [`layout`], `distributedInfo` with a
+/// space after each colon and comma.
+fn write_document(w: &mut impl Write, clean: &JsonTrace, order: &[String]) -> io::Result<()> {
+    let events = |w: &mut dyn Write| -> io::Result<()> {
+        w.write_all(b"[\n")?;
+        for (i, event) in clean.events.iter().enumerate() {
+            if i > 0 {
+                w.write_all(b",\n")?;
+            }
+            serde_json::to_writer(&mut *w, event)?;
+        }
+        w.write_all(b"\n]")
+    };
+    if clean.format == TraceFormat::Array {
+        events(w)?;
+        return w.write_all(b"\n");
+    }
+    w.write_all(b"{")?;
+    for (i, key) in layout(clean, order).into_iter().enumerate() {
+        if i > 0 {
+            w.write_all(b",\n")?;
+        }
+        serde_json::to_writer(&mut *w, key)?;
+        match clean.metadata.get(key) {
+            _ if key == EVENTS => {
+                w.write_all(b":")?;
+                events(w)?;
+            }
+            Some(value) if key == DISTRIBUTED_INFO => {
+                w.write_all(b": ")?;
+                value.serialize(&mut serde_json::Serializer::with_formatter(&mut *w, Spaced))?;
+            }
+            Some(value) => {
+                w.write_all(b":")?;
+                serde_json::to_writer(&mut *w, value)?;
+            }
+            None => w.write_all(b":null")?,
+        }
+    }
+    w.write_all(b"}\n")
+}
+
+/// Compact JSON with a space after each colon and comma: `{"rank": 1,
+/// "world_size": 2}`, as HTA's rank pattern (`"rank":\s+(\d+)`) needs.
+struct Spaced;
+
+impl serde_json::ser::Formatter for Spaced {
+    fn begin_object_key<W: ?Sized + Write>(&mut self, w: &mut W, first: bool) -> io::Result<()> {
+        if first {
+            Ok(())
+        } else {
+            w.write_all(b", ")
+        }
+    }
+
+    fn begin_object_value<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+        w.write_all(b": ")
+    }
+
+    fn begin_array_value<W: ?Sized + Write>(&mut self, w: &mut W, first: bool) -> io::Result<()> {
+        if first {
+            Ok(())
+        } else {
+            w.write_all(b", ")
+        }
+    }
 }

@@ -6,6 +6,7 @@ use serde::Serialize;
 use super::ops::BackendOps;
 use super::spans::{Span, Spans};
 use super::steps::StepRow;
+use crate::format::names::meta;
 use crate::format::{device, Manifest, ScheduleInfo, Steptrace};
 use crate::reader::Trace;
 
@@ -117,9 +118,15 @@ impl Vocabulary<'_> {
     }
 }
 
-/// Who wrote `trace`.
+/// Who wrote `trace`: steptrace when the file holds any part of
+/// steptrace's own (its metadata, a partial file's header) or names its
+/// host process as steptrace does (`steptrace: WORKER`, what remains of a
+/// steptrace file cut short before its metadata); else torch.profiler
+/// when it holds Kineto's top-level keys or event categories.
 pub(crate) fn producer(trace: &Trace, steptrace: Option<&Steptrace>) -> Producer {
-    if steptrace.is_some_and(|s| s.metadata.is_some()) {
+    // A steptrace file may hold Kineto's words too: `distributedInfo` on a
+    // rank's file, CUPTI's kernel and runtime categories.
+    if steptrace.is_some() || steptrace_process(trace) {
         return Producer::Steptrace;
     }
     let kineto_keys = ["schemaVersion", "deviceProperties", "distributedInfo", "traceName"];
@@ -129,10 +136,17 @@ pub(crate) fn producer(trace: &Trace, steptrace: Option<&Steptrace>) -> Producer
     {
         return Producer::TorchProfiler;
     }
-    if steptrace.is_some() {
-        return Producer::Steptrace;
-    }
     Producer::Other
+}
+
+/// Whether one of the first events names the host process as steptrace
+/// does: its first line is `process_name` `steptrace: WORKER`.
+fn steptrace_process(trace: &Trace) -> bool {
+    trace.events.iter().take(64).any(|e| {
+        e.ph == "M"
+            && e.name == meta::PROCESS_NAME
+            && e.arg("name").and_then(serde_json::Value::as_str).is_some_and(|n| n.starts_with("steptrace: "))
+    })
 }
 
 /// The window of a file: the extent of its steps, else of its spans.
@@ -142,4 +156,33 @@ pub(crate) fn window_of(l: &Loaded) -> Option<(f64, f64)> {
     };
     ends(&mut l.steps.iter().map(|s| (s.start, s.end)))
         .or_else(|| ends(&mut l.spans.spans.iter().map(|s| (s.start, s.end))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{producer, Producer};
+    use crate::reader::parse_trace;
+
+    fn who(text: &str) -> Producer {
+        let trace = parse_trace(text.as_bytes()).expect("a trace");
+        let st = trace.steptrace().expect("readable");
+        producer(&trace, st.as_ref())
+    }
+
+    #[test]
+    fn steptrace_files_cut_short_are_still_steptraces() {
+        // A rank's file cut before its metadata: distributedInfo and CUPTI's categories, steptrace's process name.
+        let cut = r#"{"distributedInfo": {"backend": "threads", "rank": 1, "world_size": 2},
+            "traceEvents":[{"args":{"name":"steptrace: ddp (rank 1 of 2)"},"name":"process_name","ph":"M","pid":1,"tid":0},
+            {"cat":"kernel","name":"gemm","ph":"X","pid":2,"tid":7,"ts":1,"dur":2},"#;
+        assert_eq!(who(cut), Producer::Steptrace);
+        let partial = r#"[{"ph":"M","pid":1,"tid":0,"name":"steptrace_segment","args":{"worker":"w","cycle":0}},
+            {"cat":"cuda_runtime","name":"cudaLaunchKernel","ph":"X","pid":1,"tid":1,"ts":1,"dur":2}]"#;
+        assert_eq!(who(partial), Producer::Steptrace);
+        let torch = r#"{"schemaVersion": 1, "distributedInfo": {"rank": 0, "world_size": 2},
+            "traceEvents":[{"ph":"M","name":"process_name","pid":1,"tid":0,"args":{"name":"python3"}},
+            {"cat":"cpu_op","name":"aten::mm","ph":"X","pid":1,"tid":1,"ts":1,"dur":2}]}"#;
+        assert_eq!(who(torch), Producer::TorchProfiler);
+        assert_eq!(who(r#"[{"ph":"X","name":"a","ts":1,"dur":2}]"#), Producer::Other);
+    }
 }

@@ -31,10 +31,12 @@ pub use device::{
     LaunchView, SmallUploads, SHORT_KERNEL_US, SMALL_COPY_BYTES,
 };
 pub use hypotheses::{Change, Experiment, Hypothesis, NotExamined};
-pub use inventory::{redact_file, Finding, Inventory, RedactError, RedactOutcome};
+pub use inventory::{redact_file, redact_file_in_order, top_level_keys, Finding, Inventory, RedactError, RedactOutcome};
 pub use loaded::{Producer, RunInfo};
 pub use ops::BackendOps;
-pub use ranks::{rank_of, RankCell, RankReport, RankStep, RankSummary, Straggler, STRAGGLER_MIN_SHARE};
+pub use ranks::{
+    check_ranks, rank_of, RankCell, RankCheck, RankReport, RankStep, RankSummary, Straggler, STRAGGLER_MIN_SHARE, TIE_MS,
+};
 pub use report::{Report, ReportError, ReportOptions, Source};
 pub use spans::{union_length, Span, Spans, ThreadKey};
 pub use stats::{median, Stats};

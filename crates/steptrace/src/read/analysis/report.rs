@@ -103,6 +103,15 @@ pub enum ReportError {
         /// The file.
         path: String,
     },
+    /// A file's rank cannot hold (a rank beyond the world size, two files
+    /// of one rank and cycle, ranks of different world sizes...).
+    #[error("{path}: {reason}")]
+    RankConflict {
+        /// The file.
+        path: String,
+        /// What cannot hold, and why.
+        reason: String,
+    },
     /// A file's steptrace metadata does not read.
     #[error("{path}: {source}")]
     Metadata {

@@ -41,8 +41,29 @@
 //! - **Across processes** ([`CrossProcess`]): device activity's own cost
 //!   (the active/wait ratios of `auto` processes against those of `off`
 //!   processes) and the baseline (the wait medians of profiled processes
-//!   against those of the same steps in processes with no profiler). These compare processes, so they carry a warning: they
-//!   cannot resolve a 1% effect.
+//!   against those of the same steps in processes with no profiler).
+//!   These compare processes, so they carry a warning: they cannot
+//!   resolve a 1% effect.
+//! - **The null check** ([`NullCheck`]): the ratios of processes with no
+//!   profiler, whose phases are labels only. A verdict there fails the
+//!   check: the bench cannot resolve a difference of that size, and every
+//!   verdict of that size or less is suspect.
+//! - **Steps in no phase:** a schedule with `repeat` leaves the steps
+//!   after its last cycle in no phase; they are measured by no figure, and
+//!   the result warns ([`PhaseCounts::warning`]).
+//!
+//! # Too few processes
+//!
+//! The bootstrap interval of a median of 5 values or fewer is their range:
+//! a resample's median is the smallest value more often than 1 time in 40.
+//! The range of `n` values holds the true median only with probability
+//! 1 − 2^(1−n) (50% for 2 values, 94% for 5), so below
+//! [`MIN_PROCESSES_FOR_INTERVAL`] the interval is marked as the range
+//! ([`PairedRatio::interval_is_range`]) and never called a 95% interval.
+//! And `compare`'s rule, applied to 2 or 3 processes that do not differ,
+//! calls a difference measurable about 1 time in 4 (2) or 1 in 12 (3)
+//! under normal noise (1 in 40 with 4, below 1 in 100 from 5): below
+//! [`MIN_PROCESSES_FOR_VERDICT`] no verdict is drawn.
 //!
 //! A [`Condition`] is what a process ran with: device activity `auto`
 //! (recorded on CUDA, "not observed" elsewhere), `off` (host spans only),
@@ -50,16 +71,15 @@
 //! ratio is the null check of the method.
 
 use std::collections::BTreeMap;
-use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::compare::{range, ratio_interval, rule, Evidence, Verdict, RESAMPLES};
+use super::compare::{ratio_interval, RESAMPLES};
 use super::result::{check_tag, Fingerprint, StatsRecord};
 use super::BenchError;
 use crate::analysis::{median, Stats};
-use crate::collect::{Action, Schedule};
+use crate::collect::Schedule;
 use crate::format::device::ActivityStatus;
 
 /// The format tag of overhead results this crate writes and reads.
@@ -74,163 +94,12 @@ const OVERHEAD_FORMAT_NAME: &str = "steptrace-overhead/";
 /// The major version of [`OVERHEAD_FORMAT`].
 const OVERHEAD_FORMAT_MAJOR: u64 = 1;
 
-// === phases ===
+// === phases: see overhead_phases.rs ===
 
-/// Where a step lies in the schedule. See the [module
-/// documentation](self#phases).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Phase {
-    /// Before `skip_first` (startup: compilation, autotune).
-    Skip,
-    /// The profiler installed, spans gated.
-    Wait,
-    /// The collector started, what it collects discarded.
-    Warmup,
-    /// Recording.
-    Active,
-    /// After the last of `repeat` cycles.
-    After,
-}
+#[path = "overhead_phases.rs"]
+mod phases;
 
-impl Phase {
-    /// The phase of `step` under `schedule`, from the schedule's own
-    /// [`action`](Schedule::action) and [`cycle_of`](Schedule::cycle_of).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use steptrace::bench::Phase;
-    ///
-    /// let s: steptrace::Schedule = "skip_first=1,wait=2,warmup=1,active=1,repeat=1".parse()?;
-    /// let phases: Vec<Phase> = (0..6).map(|step| Phase::of(&s, step)).collect();
-    /// use Phase::*;
-    /// assert_eq!(phases, [Skip, Wait, Wait, Warmup, Active, After]);
-    /// # Ok::<(), steptrace::ScheduleError>(())
-    /// ```
-    #[must_use]
-    pub fn of(schedule: &Schedule, step: u64) -> Phase {
-        match (schedule.cycle_of(step), schedule.action(step)) {
-            (None, _) if step < schedule.skip_first() => Phase::Skip,
-            (None, _) => Phase::After,
-            (Some(_), Action::None) => Phase::Wait,
-            (Some(_), Action::Warmup) => Phase::Warmup,
-            (Some(_), Action::Record | Action::RecordAndSave) => Phase::Active,
-        }
-    }
-
-    /// The name, as in the JSON.
-    #[must_use]
-    pub fn name(self) -> &'static str {
-        match self {
-            Phase::Skip => "skip",
-            Phase::Wait => "wait",
-            Phase::Warmup => "warmup",
-            Phase::Active => "active",
-            Phase::After => "after",
-        }
-    }
-
-    /// Whether steps of this phase are measured (wait, warmup, active).
-    #[must_use]
-    pub fn in_cycle(self) -> bool {
-        matches!(self, Phase::Wait | Phase::Warmup | Phase::Active)
-    }
-}
-
-/// One step of one process, with its place in the schedule.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct PhasedStep {
-    /// The step (`ProfilerStep#N`).
-    pub step: u64,
-    /// Its wall time, ms.
-    pub ms: f64,
-    /// Its phase.
-    pub phase: Phase,
-    /// Its cycle, from 0 (none for skip and after steps).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cycle: Option<u64>,
-    /// Its position inside its phase in its cycle, from 0.
-    pub slot: u64,
-    /// Whether it counts: a wait, warmup or active step inside the
-    /// measured range.
-    pub measured: bool,
-}
-
-/// Measured steps per phase, as a schedule lays them out.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PhaseCounts {
-    /// Wait steps.
-    pub wait: u64,
-    /// Warmup steps.
-    pub warmup: u64,
-    /// Active steps.
-    pub active: u64,
-}
-
-impl PhaseCounts {
-    /// How many steps of each phase `schedule` puts in `measured`, so that
-    /// a schedule without wait or without active steps there is refused
-    /// before anything runs.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use steptrace::bench::PhaseCounts;
-    ///
-    /// let s: steptrace::Schedule = "skip_first=10,wait=7,warmup=1,active=2".parse()?;
-    /// let c = PhaseCounts::of(&s, 10..310);
-    /// assert_eq!((c.wait, c.warmup, c.active), (210, 30, 60));
-    /// # Ok::<(), steptrace::ScheduleError>(())
-    /// ```
-    #[must_use]
-    pub fn of(schedule: &Schedule, measured: Range<u64>) -> PhaseCounts {
-        let mut c = PhaseCounts::default();
-        for step in measured {
-            match Phase::of(schedule, step) {
-                Phase::Wait => c.wait += 1,
-                Phase::Warmup => c.warmup += 1,
-                Phase::Active => c.active += 1,
-                Phase::Skip | Phase::After => {}
-            }
-        }
-        c
-    }
-}
-
-/// `(step, ms)` pairs with their phases under `schedule`; steps outside
-/// `measured`, and skip and after steps, are kept but not measured.
-///
-/// # Examples
-///
-/// ```
-/// use steptrace::bench::{label_steps, Phase};
-///
-/// let s: steptrace::Schedule = "skip_first=1,wait=2,warmup=1,active=2".parse()?;
-/// let steps: Vec<(u64, f64)> = (0..8).map(|i| (i, 1.0)).collect();
-/// let labelled = label_steps(&s, &steps, 1..7);
-/// let slots: Vec<(Phase, u64)> = labelled.iter().map(|p| (p.phase, p.slot)).collect();
-/// use Phase::*;
-/// assert_eq!(slots, [(Skip, 0), (Wait, 0), (Wait, 1), (Warmup, 0), (Active, 0), (Active, 1), (Wait, 0), (Wait, 1)]);
-/// assert!(!labelled[0].measured && labelled[1].measured && !labelled[7].measured);
-/// # Ok::<(), steptrace::ScheduleError>(())
-/// ```
-#[must_use]
-pub fn label_steps(schedule: &Schedule, steps: &[(u64, f64)], measured: Range<u64>) -> Vec<PhasedStep> {
-    let mut out: Vec<PhasedStep> = Vec::with_capacity(steps.len());
-    for &(step, ms) in steps {
-        let phase = Phase::of(schedule, step);
-        let cycle = if phase.in_cycle() { schedule.cycle_of(step) } else { None };
-        let slot = match out.last() {
-            Some(prev) if prev.phase == phase && prev.cycle == cycle && prev.step.checked_add(1) == Some(step) => {
-                prev.slot + 1
-            }
-            _ => 0,
-        };
-        out.push(PhasedStep { step, ms, phase, cycle, slot, measured: phase.in_cycle() && measured.contains(&step) });
-    }
-    out
-}
+pub use phases::{label_steps, Phase, PhaseCounts, PhasedStep};
 
 // === one process ===
 
@@ -266,8 +135,14 @@ impl Condition {
 pub struct PhaseRatio {
     /// Median of the phase over median of the wait steps.
     pub ratio: f64,
-    /// 95% bootstrap interval.
+    /// 95% bootstrap interval; with fewer than
+    /// [`MIN_PROCESSES_FOR_INTERVAL`] steps in a phase, only a range.
     pub interval: (f64, f64),
+    /// Whether `interval` is only a range: a phase had too few measured
+    /// steps for a 95% interval (see [too few
+    /// processes](self#too-few-processes); steps count as values here).
+    #[serde(default)]
+    pub interval_is_range: bool,
 }
 
 /// Figures of one process's measured steps, per phase (none when the
@@ -356,7 +231,9 @@ impl ProcessRecord {
         let stats = |v: &[f64]| Stats::of(v).map(StatsRecord::from);
         let ratio = |v: &[f64]| -> Option<PhaseRatio> {
             let (num, den) = (median(v)?, median(&wait)?);
-            Some(PhaseRatio { ratio: num / den, interval: ratio_interval(&wait, v, 1.0)? })
+            let interval = ratio_interval(&wait, v, 1.0)?;
+            let interval_is_range = v.len().min(wait.len()) < MIN_PROCESSES_FOR_INTERVAL;
+            Some(PhaseRatio { ratio: num / den, interval, interval_is_range })
         };
         let wait_median = median(&wait);
         let mut by_slot: BTreeMap<(Phase, u64), Vec<f64>> = BTreeMap::new();
@@ -393,198 +270,16 @@ impl ProcessRecord {
     }
 }
 
-// === over processes ===
+// === over processes: see overhead_figures.rs ===
 
-/// Smallest, median and largest of a few values.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Spread {
-    /// Smallest.
-    pub min: f64,
-    /// Median.
-    pub median: f64,
-    /// Largest.
-    pub max: f64,
-}
+#[path = "overhead_figures.rs"]
+mod figures;
 
-impl Spread {
-    fn of(v: &[f64]) -> Option<Spread> {
-        let s = Stats::of(v)?;
-        Some(Spread { min: s.min, median: s.median, max: s.max })
-    }
-}
+pub use figures::{
+    ConditionSummary, CrossProcess, NullCheck, PairedRatio, SlotRatio, Spread, MIN_PROCESSES_FOR_INTERVAL,
+    MIN_PROCESSES_FOR_VERDICT,
+};
 
-/// One phase over the wait phase, over the processes of one condition.
-/// See the [module documentation](self#figures).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct PairedRatio {
-    /// Each process's ratio, in the order of [`ConditionSummary::processes`]
-    /// (a process without the phase is left out).
-    pub per_process: Vec<f64>,
-    /// Their spread.
-    pub spread: Spread,
-    /// Their median.
-    pub ratio: f64,
-    /// 95% bootstrap interval of the median, processes resampled.
-    pub interval: (f64, f64),
-    /// `compare`'s verdict with A the wait steps and B this phase's:
-    /// `b_slower` means this phase costs more than a wait step.
-    pub verdict: Verdict,
-}
-
-impl PairedRatio {
-    /// The figures of per-process ratios; `None` for no ratio.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use steptrace::bench::{PairedRatio, Verdict};
-    ///
-    /// let p = PairedRatio::of(&[1.031, 1.029, 1.030, 1.032, 1.028], 0.01).unwrap();
-    /// assert_eq!(p.ratio, 1.030);
-    /// assert!(matches!(p.verdict, Verdict::BSlower { .. }));
-    /// let same = PairedRatio::of(&[1.0, 1.0, 1.0], 0.01).unwrap();
-    /// assert!(matches!(same.verdict, Verdict::NoMeasurableDifference { .. }));
-    /// ```
-    #[must_use]
-    pub fn of(per_process: &[f64], threshold: f64) -> Option<PairedRatio> {
-        let spread = Spread::of(per_process)?;
-        // Each process's own wait median, normalised: exactly 1.
-        let ones = vec![1.0; per_process.len()];
-        let interval = ratio_interval(&ones, per_process, 1.0)?;
-        let verdict = rule(
-            &Evidence {
-                ratio: spread.median,
-                interval,
-                difference: (spread.median - 1.0).abs(),
-                spread: range(per_process),
-                unit: "",
-                spread_of: "the per-process ratios",
-                too_few: (per_process.len() < 2)
-                    .then_some("one process shows no spread between processes: rerun with --runs 3 or more"),
-            },
-            threshold,
-        );
-        Some(PairedRatio { per_process: per_process.to_vec(), ratio: spread.median, spread, interval, verdict })
-    }
-}
-
-/// A slot's median over the wait median, as the median over processes.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-pub struct SlotRatio {
-    /// The phase.
-    pub phase: Phase,
-    /// The position inside the phase, from 0.
-    pub slot: u64,
-    /// Median over processes of the slot's median over the wait median.
-    pub over_wait: f64,
-}
-
-/// The processes of one condition.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ConditionSummary {
-    /// The condition.
-    pub condition: Condition,
-    /// Its processes ([`ProcessRecord::index`]).
-    pub processes: Vec<usize>,
-    /// How many of them recorded device activity.
-    pub device_activity_observed: usize,
-    /// Active over wait.
-    pub active_over_wait: Option<PairedRatio>,
-    /// Warmup over wait.
-    pub warmup_over_wait: Option<PairedRatio>,
-    /// Every slot over the wait median.
-    pub slots: Vec<SlotRatio>,
-    /// The mean of the slots' ratios: a whole cycle's time over that of a
-    /// cycle of wait steps, wherever in the cycle a cost lands (rough: a
-    /// sum of slot medians, not a median of cycle sums).
-    pub cycle_over_wait: Option<f64>,
-}
-
-impl ConditionSummary {
-    fn of(condition: Condition, processes: &[&ProcessRecord], threshold: f64) -> ConditionSummary {
-        let ratios = |f: fn(&ProcessRecord) -> Option<PhaseRatio>| -> Vec<f64> {
-            processes.iter().filter_map(|p| f(p)).map(|r| r.ratio).collect()
-        };
-        let mut by_slot: BTreeMap<(Phase, u64), Vec<f64>> = BTreeMap::new();
-        for s in processes.iter().flat_map(|p| &p.slots) {
-            by_slot.entry((s.phase, s.slot)).or_default().push(s.over_wait);
-        }
-        let slots: Vec<SlotRatio> = by_slot
-            .into_iter()
-            .filter_map(|((phase, slot), v)| Some(SlotRatio { phase, slot, over_wait: median(&v)? }))
-            .collect();
-        let cycle_over_wait =
-            (!slots.is_empty()).then(|| slots.iter().map(|s| s.over_wait).sum::<f64>() / slots.len() as f64);
-        ConditionSummary {
-            condition,
-            processes: processes.iter().map(|p| p.index).collect(),
-            device_activity_observed: processes.iter().filter(|p| p.observed()).count(),
-            active_over_wait: PairedRatio::of(&ratios(|p| p.active_over_wait), threshold),
-            warmup_over_wait: PairedRatio::of(&ratios(|p| p.warmup_over_wait), threshold),
-            slots,
-            cycle_over_wait,
-        }
-    }
-}
-
-/// Two sets of processes compared as `compare` compares runs: B's median
-/// over A's, with `compare`'s bootstrap and verdict. Processes differ by
-/// more than the profiler costs, so [`warning`](Self::warning) says what
-/// this cannot resolve.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct CrossProcess {
-    /// What A is.
-    pub a: String,
-    /// What B is.
-    pub b: String,
-    /// A's values, one per process.
-    pub a_values: Vec<f64>,
-    /// B's values, one per process.
-    pub b_values: Vec<f64>,
-    /// Median of B over median of A.
-    pub ratio: f64,
-    /// 95% bootstrap interval (processes resampled).
-    pub interval: (f64, f64),
-    /// The larger spread (max − min) of the two sides.
-    pub spread: f64,
-    /// `compare`'s verdict.
-    pub verdict: Verdict,
-    /// Why this is not the measurement.
-    pub warning: String,
-}
-
-impl CrossProcess {
-    fn of(a: (&str, Vec<f64>), b: (&str, Vec<f64>), unit: &str, threshold: f64, warning: &str) -> Option<CrossProcess> {
-        let (ma, mb) = (median(&a.1)?, median(&b.1)?);
-        let interval = ratio_interval(&a.1, &b.1, 1.0)?;
-        let ratio = mb / ma;
-        let spread = range(&a.1).max(range(&b.1));
-        let verdict = rule(
-            &Evidence {
-                ratio,
-                interval,
-                difference: (mb - ma).abs(),
-                spread,
-                unit,
-                spread_of: "the processes",
-                too_few: (a.1.len() < 2 || b.1.len() < 2)
-                    .then_some("one process per side shows no spread: rerun with --runs 3 or more"),
-            },
-            threshold,
-        );
-        Some(CrossProcess {
-            a: a.0.to_owned(),
-            b: b.0.to_owned(),
-            a_values: a.1,
-            b_values: b.1,
-            ratio,
-            interval,
-            spread,
-            verdict,
-            warning: warning.to_owned(),
-        })
-    }
-}
 
 // === the result ===
 
@@ -644,6 +339,10 @@ pub struct OverheadResult {
     /// Wait steps against processes with no profiler (`--baseline`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline: Option<CrossProcess>,
+    /// The null check (`--baseline`): how far the no-profile processes'
+    /// ratios moved from 1, and whether the rule called that measurable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub null_check: Option<NullCheck>,
     /// What to keep in mind.
     pub warnings: Vec<String>,
     /// Every process in run order, with every step.
@@ -721,6 +420,24 @@ impl OverheadResult {
             warnings.push(format!("{w}: the collector's start-up then counts as an active step"));
         }
         let measured = setup.warmup..setup.warmup.saturating_add(setup.steps);
+        warnings.extend(PhaseCounts::warning(&setup.schedule, measured.clone()));
+        let null_check =
+            conditions.iter().find(|c| c.condition == Condition::NoProfile).and_then(NullCheck::of);
+        warnings.extend(null_check.and_then(|n| n.warning(threshold)));
+        let fewest = conditions.iter().map(|c| c.processes.len()).min().unwrap_or(0);
+        if fewest < MIN_PROCESSES_FOR_VERDICT {
+            warnings.push(format!(
+                "{fewest} process{} per condition: too few for a verdict ({MIN_PROCESSES_FOR_VERDICT} or more needed) or a \
+                 95% interval ({MIN_PROCESSES_FOR_INTERVAL} or more); the intervals shown are ranges: rerun with --runs \
+                 {MIN_PROCESSES_FOR_INTERVAL}",
+                if fewest == 1 { "" } else { "es" }
+            ));
+        } else if fewest < MIN_PROCESSES_FOR_INTERVAL {
+            warnings.push(format!(
+                "{fewest} processes per condition: too few for a 95% interval over processes ({MIN_PROCESSES_FOR_INTERVAL} \
+                 or more); the intervals shown are ranges: rerun with --runs {MIN_PROCESSES_FOR_INTERVAL} for one"
+            ));
+        }
         Ok(OverheadResult {
             format: OVERHEAD_FORMAT.into(),
             fingerprint: setup.fingerprint,
@@ -735,6 +452,7 @@ impl OverheadResult {
             conditions,
             device_activity,
             baseline,
+            null_check,
             warnings,
             processes,
         })

@@ -1,7 +1,10 @@
 //! Tests of the in-process overhead figures: hand-made step lists whose
 //! answers are worked out in the comments.
 
+use std::ops::Range;
+
 use super::*;
+use crate::bench::Verdict;
 use serde_json::json;
 
 /// The default interleaved schedule, 10 steps skipped.
@@ -33,14 +36,14 @@ fn noise(seed: u64) -> impl FnMut() -> f64 {
     }
 }
 
-/// One process: its wait steps at `base`, its warmup steps at `1.4 ×
+/// One process: its wait steps at `base`, its warmup steps at `warmup ×
 /// base`, its active steps at `active × base`, each times `1 + amp × u`
 /// for `u` from `draw` (called once per step, per phase in turn).
 fn process(
     index: usize,
     condition: Condition,
     base: f64,
-    active: f64,
+    (active, warmup): (f64, f64),
     amp: f64,
     draw: &mut dyn FnMut(Phase, usize) -> f64,
 ) -> ProcessRecord {
@@ -54,7 +57,7 @@ fn process(
             *k += 1;
             let factor = match phase {
                 Phase::Active => active,
-                Phase::Warmup => 1.4,
+                Phase::Warmup => warmup,
                 _ => 1.0,
             };
             // Step 0 is startup, step 310 reads the loss back: both slow, neither measured.
@@ -79,15 +82,20 @@ fn process(
 /// Symmetric noise in every phase: each phase's median is exactly its
 /// level, so the active/wait ratio is exactly `active`.
 fn exact(index: usize, condition: Condition, base: f64, active: f64, amp: f64) -> ProcessRecord {
+    exact_with(index, condition, base, (active, 1.4), amp)
+}
+
+/// As [`exact`], the warmup steps at `warmup × base`.
+fn exact_with(index: usize, condition: Condition, base: f64, levels: (f64, f64), amp: f64) -> ProcessRecord {
     let c = PhaseCounts::of(&schedule(), MEASURED);
-    let (wait, warmup, act) = (symmetric(c.wait as usize), symmetric(c.warmup as usize), symmetric(c.active as usize));
+    let (wait, warm, act) = (symmetric(c.wait as usize), symmetric(c.warmup as usize), symmetric(c.active as usize));
     let mut draw = move |phase: Phase, k: usize| match phase {
         Phase::Wait => wait.get(k).copied().unwrap_or(0.0),
-        Phase::Warmup => warmup.get(k).copied().unwrap_or(0.0),
+        Phase::Warmup => warm.get(k).copied().unwrap_or(0.0),
         Phase::Active => act.get(k).copied().unwrap_or(0.0),
         _ => 0.0,
     };
-    process(index, condition, base, active, amp, &mut draw)
+    process(index, condition, base, levels, amp, &mut draw)
 }
 
 fn setup() -> OverheadSetup {
@@ -211,7 +219,7 @@ fn a_planted_cost_under_random_noise_is_still_found() {
     let processes: Vec<ProcessRecord> = (0..5)
         .map(|i| {
             let mut u = noise(100 + i as u64);
-            process(i, Condition::Auto, BASES[i], 1.03, 0.04, &mut |_, _| u())
+            process(i, Condition::Auto, BASES[i], (1.03, 1.4), 0.04, &mut |_, _| u())
         })
         .collect();
     let result = OverheadResult::new(setup(), processes).expect("result");
@@ -241,7 +249,7 @@ fn identical_phases_give_no_measurable_difference() {
     let random: Vec<ProcessRecord> = (0..6)
         .map(|i| {
             let mut u = noise(7 + i as u64);
-            process(i, Condition::Off, BASES[i % 5], 1.0, 0.10, &mut |_, _| u())
+            process(i, Condition::Off, BASES[i % 5], (1.0, 1.4), 0.10, &mut |_, _| u())
         })
         .collect();
     let result = OverheadResult::new(setup(), random).expect("result");
@@ -282,13 +290,13 @@ fn comparisons_across_processes_are_made_apart_and_warned_about() {
 
 #[test]
 fn the_result_round_trips_keeps_every_step_and_refuses_impossible_times() {
-    let processes: Vec<ProcessRecord> = (0..2).map(|i| exact(i, Condition::Auto, BASES[i], 1.02, 0.05)).collect();
+    let processes: Vec<ProcessRecord> = (0..4).map(|i| exact(i, Condition::Auto, BASES[i], 1.02, 0.05)).collect();
     let result = OverheadResult::new(setup(), processes.clone()).expect("result");
     let bytes = serde_json::to_vec(&result).expect("json");
     // serde_json's float parsing may differ from the written value in the
     // last bit: compare the structure, and the figures to 1e-12.
     let back = OverheadResult::from_json(&bytes).expect("read back");
-    assert_eq!((back.processes.len(), back.conditions.len(), &back.schedule), (2, 1, &result.schedule));
+    assert_eq!((back.processes.len(), back.conditions.len(), &back.schedule), (4, 1, &result.schedule));
     assert_eq!(back.processes[1].steps.len(), result.processes[1].steps.len());
     let (a, b) = (&back.conditions[0].active_over_wait, &result.conditions[0].active_over_wait);
     assert!((a.as_ref().map_or(0.0, |r| r.ratio) - b.as_ref().map_or(1.0, |r| r.ratio)).abs() < 1e-12);
@@ -309,4 +317,121 @@ fn the_result_round_trips_keeps_every_step_and_refuses_impossible_times() {
     let err = OverheadResult::new(setup(), bad).unwrap_err();
     assert!(err.to_string().starts_with("process 1 step 20 ms is -1"), "{err}");
     assert!(matches!(OverheadResult::new(setup(), Vec::new()), Err(BenchError::NoRun)));
+}
+
+/// Brute force: every step's phase, one by one.
+fn counted(s: &Schedule, measured: Range<u64>) -> PhaseCounts {
+    let mut c = PhaseCounts::default();
+    for step in measured {
+        match Phase::of(s, step) {
+            Phase::Wait => c.wait += 1,
+            Phase::Warmup => c.warmup += 1,
+            Phase::Active => c.active += 1,
+            Phase::Skip | Phase::After => {}
+        }
+    }
+    c
+}
+
+#[test]
+fn phase_counts_by_cycles_agree_with_every_step_counted() {
+    for text in [
+        "wait=7,warmup=1,active=2",
+        "skip_first=3,wait=3,warmup=1,active=2",
+        "skip_first=5,wait=2,active=1,repeat=3",
+        "skip_first=2,wait=2,warmup=1,active=2,repeat=2,skip_first_wait=1",
+        "wait=0,warmup=0,active=1",
+        "skip_first=1,wait=4,warmup=2,active=3,repeat=1",
+    ] {
+        let s: Schedule = text.parse().expect("schedule");
+        for start in 0..12 {
+            for len in 0..40 {
+                assert_eq!(PhaseCounts::of(&s, start..start + len), counted(&s, start..start + len), "{text} {start}+{len}");
+            }
+        }
+    }
+    // Any step count is counted at once.
+    let big: Schedule = "skip_first=20,wait=7,warmup=1,active=2".parse().expect("schedule");
+    let c = PhaseCounts::of(&big, 20..20 + 1_000_000_000_000);
+    assert_eq!((c.wait, c.warmup, c.active), (700_000_000_000, 100_000_000_000, 200_000_000_000));
+    assert_eq!(PhaseCounts::of(&big, 20..u64::MAX).total(), u64::MAX - 20);
+}
+
+#[test]
+fn steps_after_the_last_cycle_are_warned_about() {
+    let s: Schedule = "skip_first=10,wait=2,warmup=1,active=1,repeat=2".parse().expect("schedule");
+    // 8 of the 300 measured steps lie in the two cycles; 292 in none.
+    assert_eq!(PhaseCounts::of(&s, MEASURED).total(), 8);
+    let warning = PhaseCounts::warning(&s, MEASURED).expect("warning");
+    assert!(warning.starts_with("292 of the 300 measured steps fall after the schedule's last cycle (repeat=2)"), "{warning}");
+    let steps: Vec<(u64, f64)> = (0..=MEASURED.end).map(|i| (i, 1.0 + (i % 3) as f64 * 0.01)).collect();
+    let processes: Vec<ProcessRecord> = (0..4)
+        .map(|i| {
+            let run = ProcessRun {
+                condition: Condition::Off,
+                device_activity: ActivityStatus::NotObserved { reason: "cpu".into() },
+                first_step_ms: 1.0,
+                cache: "warm".into(),
+                first_loss: None,
+                final_loss: None,
+                steps: label_steps(&s, &steps, MEASURED),
+            };
+            ProcessRecord::new(i, run)
+        })
+        .collect();
+    let result = OverheadResult::new(OverheadSetup { schedule: s, ..setup() }, processes).expect("result");
+    assert!(result.warnings.contains(&warning), "{:?}", result.warnings);
+    // The default schedule covers every measured step: no such warning.
+    let full = OverheadResult::new(setup(), (0..4).map(|i| exact(i, Condition::Off, BASES[i], 1.0, 0.1)).collect());
+    assert!(!full.expect("result").warnings.iter().any(|w| w.contains("no phase")));
+}
+
+#[test]
+fn two_processes_give_a_range_and_no_verdict() {
+    // The hostile case: two processes per condition, the null check's
+    // labels 8.84% apart (1.0834 and 1.0934). Two values cannot show that:
+    // no verdict, the "interval" is their range and says so, and the null
+    // check's move is reported.
+    let mut processes: Vec<ProcessRecord> = (0..2).map(|i| exact(i, Condition::Auto, BASES[i], 1.03, 0.05)).collect();
+    let null_ratio = |i: usize| 1.0834 + 0.01 * i as f64;
+    processes.extend((0..2).map(|i| exact_with(2 + i, Condition::NoProfile, BASES[i + 2], (null_ratio(i), 1.0), 0.05)));
+    let result = OverheadResult::new(setup(), processes).expect("result");
+    let null = result.condition(Condition::NoProfile).and_then(|c| c.active_over_wait.clone()).expect("null");
+    assert!(null.interval_is_range, "{null:?}");
+    assert!((null.interval.0 - 1.0834).abs() < 1e-9 && (null.interval.1 - 1.0934).abs() < 1e-9, "{null:?}");
+    assert!(matches!(&null.verdict, Verdict::NoMeasurableDifference { reason } if reason.contains("too few")), "{null:?}");
+    let auto = result.condition(Condition::Auto).and_then(|c| c.active_over_wait.clone()).expect("auto");
+    assert!(matches!(auto.verdict, Verdict::NoMeasurableDifference { .. }), "{auto:?}");
+    let check = result.null_check.expect("null check");
+    assert!(!check.failed && (check.moved - 0.0884).abs() < 1e-9, "{check:?}");
+    let warned = |part: &str| result.warnings.iter().any(|w| w.contains(part));
+    assert!(warned("the null check moved by 8.84%"), "{:?}", result.warnings);
+    assert!(warned("2 processes per condition: too few for a verdict"), "{:?}", result.warnings);
+    // The comparison across processes: two per side, no verdict either.
+    let b = result.baseline.as_ref().expect("baseline");
+    assert!(b.interval_is_range && matches!(b.verdict, Verdict::NoMeasurableDifference { .. }), "{b:?}");
+    // Six processes give a real interval, narrower than their range.
+    let six = PairedRatio::of(&[1.01, 1.02, 1.03, 1.04, 1.05, 1.06], 0.01).expect("paired");
+    assert!(!six.interval_is_range && (six.interval.0 > 1.01 || six.interval.1 < 1.06), "{six:?}");
+}
+
+#[test]
+fn a_failed_null_check_is_flagged_and_covers_the_verdicts_of_its_size() {
+    // Five no-profile processes whose labels alone differ by 5%: the rule
+    // calls that measurable, so the check fails; the auto processes' 3%
+    // lies within it and is suspect, a 20% cost would not be.
+    let mut processes: Vec<ProcessRecord> = (0..5).map(|i| exact(i, Condition::Auto, BASES[i], 1.03, 0.05)).collect();
+    processes.extend((0..5).map(|i| exact_with(5 + i, Condition::NoProfile, BASES[i], (1.05 + 0.001 * i as f64, 1.0), 0.05)));
+    let result = OverheadResult::new(setup(), processes).expect("result");
+    let check = result.null_check.expect("null check");
+    assert!(check.failed, "{check:?}");
+    assert!(result.warnings.iter().any(|w| w.starts_with("the null check FAILED")), "{:?}", result.warnings);
+    let auto = result.condition(Condition::Auto).and_then(|c| c.active_over_wait.clone()).expect("auto");
+    assert!(matches!(auto.verdict, Verdict::BSlower { .. }) && check.covers(&auto.verdict), "{auto:?}");
+    assert!(!check.covers(&Verdict::BSlower { slowdown: 1.2 }));
+    // A quiet null check says nothing.
+    let quiet: Vec<ProcessRecord> = (0..5).map(|i| exact_with(i, Condition::NoProfile, BASES[i], (1.0, 1.0), 0.05)).collect();
+    let result = OverheadResult::new(setup(), quiet).expect("result");
+    assert_eq!(result.null_check.map(|n| n.failed), Some(false));
+    assert!(!result.warnings.iter().any(|w| w.contains("null check")), "{:?}", result.warnings);
 }

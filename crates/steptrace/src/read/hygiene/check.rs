@@ -2,7 +2,7 @@
 //! hits are merged into findings, and the fast path that skips most labels.
 
 use super::finding::{Finding, FindingKind};
-use super::{email, home, input, token};
+use super::{card, email, home, iban, input, national, token, unc};
 
 /// Checks one label, returning what it seems to leak, in order of position
 /// (empty when the label looks clean).
@@ -65,10 +65,13 @@ pub(super) struct Hit {
 }
 
 /// Whether `text` is too short and plain for any check to fire: under 16
-/// bytes (the shortest JWT-like run), and without the separators that
-/// addresses, paths, lists and assignments need. Most labels are.
+/// bytes (the shortest JWT-like run), with fewer than 9 digits (a social
+/// security number has 9, a card number 13, an IBAN 13 or more), and
+/// without the separators that addresses, paths, lists and assignments
+/// need. Most labels are.
 fn trivially_clean(text: &str) -> bool {
     text.len() < 16
+        && text.bytes().filter(u8::is_ascii_digit).count() < 9
         && text
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'#' | b'-' | b'<' | b'>' | b'(' | b')'))
@@ -107,6 +110,10 @@ pub(super) fn hits(text: &str, checks: Checks) -> Vec<Hit> {
     email::find(text, &mut hits);
     token::find(text, &mut hits);
     home::find(text, &mut hits);
+    unc::find(text, &mut hits);
+    card::find(text, &mut hits);
+    national::find(text, &mut hits);
+    iban::find(text, &mut hits);
     if checks.numbers {
         input::find_numbers(text, &mut hits);
     }
@@ -245,6 +252,25 @@ mod tests {
             "sk-learn",
             "Bearer",
             "bearer token missing",
+            "ts=1714567890123456",
+            "1714567890123451",
+            "loss 0.4532015112830366",
+            "dur 123456789012347",
+            "baseTimeNanoseconds 1714567890123456789",
+            "call 555-123-4567",
+            "2024-05-01",
+            "v123-45-6789",
+            "SM90ABCDEFGHIJKLMNOPQRSTUVW",
+            "DE89",
+            r"\\?\C:\data",
+            r"C:\\Program Files\\x",
+            "~1.5 ms",
+            // A trace's own numbers, quoted in a label.
+            r#""ts": 1733140000123456, "dur": 4111111111111"#,
+            "correlation 4111111 external id 5555555",
+            "MatMul 4096x4096x4096",
+            "shape 64x128",
+            "0x7f4111111111",
             "",
         ];
         for label in clean {
@@ -296,6 +322,11 @@ mod tests {
             "dGhpcyBpcyBhIHNlY3JldCB0b2tlbiAxMjM0NTY3ODkw==",
             "[0.12, 0.5, 0.33, 0.91, -0.2, 1e-3, 0.07, 0.66]",
             "The quick brown fox jumps over the lazy dog and then runs into the forest",
+            "4111 1111 1111 1111",
+            "123-45-6789",
+            "DE89 3704 0044 0532 0130 00",
+            r"\\fileserver\share",
+            "~alice/x",
         ];
         for label in labels {
             let findings = check_label(label);
@@ -320,6 +351,12 @@ mod tests {
             Just("https://u:p@h.io".to_owned()),
             Just("3f2a9b1c4d5e6f708192a3b4c5d6e7f8091a2b3c".to_owned()),
             Just("1, 2, 3, 4, 5, 6, 7, 8".to_owned()),
+            Just("4111-1111-1111-1111".to_owned()),
+            Just("5555555555554444".to_owned()),
+            Just("078-05-1120".to_owned()),
+            Just("GB82 WEST 1234 5698 7654 32".to_owned()),
+            Just("\\\\nas\\share".to_owned()),
+            Just("~bob/x".to_owned()),
             Just("the cat and the dog went to the park with a ball".to_owned()),
             "[ -~]{0,12}",
             any::<String>(),
@@ -348,10 +385,24 @@ mod tests {
         assert!(trivially_clean("ProfilerStep#12"));
         assert!(trivially_clean("launch_inner"));
         // The shortest labels each check can flag are not skipped.
-        for label in ["a@b.co", "~/x", "/root/x", "pwd:x", "1 2 3 4 5 6 7 8", "eyJhbGciOi.eyJz.", "s=1"] {
+        for label in [
+            "a@b.co",
+            "~/x",
+            "/root/x",
+            "pwd:x",
+            "1 2 3 4 5 6 7 8",
+            "eyJhbGciOi.eyJz.",
+            "s=1",
+            "123-45-6789",
+            "4222222222222",
+            "NO9386011117947",
+        ] {
             assert!(!trivially_clean(label), "{label}");
         }
         assert_eq!(kinds("eyJhbGciOi.eyJz."), [FindingKind::Token]);
+        assert_eq!(kinds("123-45-6789"), [FindingKind::NationalId]);
+        assert_eq!(kinds("4222222222222"), [FindingKind::Card]);
+        assert_eq!(kinds("NO9386011117947"), [FindingKind::Iban]);
     }
 
     #[test]

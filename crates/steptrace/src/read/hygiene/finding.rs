@@ -11,8 +11,16 @@ pub enum FindingKind {
     /// A credential: a bearer or API token, an access key, a password
     /// assignment, a JWT, a long hex or base64 run.
     Token,
-    /// A path inside a user's home directory.
+    /// A path inside a user's home directory (`/home/USER`, `~USER/`, ...).
     HomePath,
+    /// A path on a network share (`\\server\share\…`).
+    NetworkPath,
+    /// A payment card number (issuer prefix, length and Luhn check digit).
+    Card,
+    /// A national identifier: a US social security number.
+    NationalId,
+    /// A bank account number: an IBAN with valid check digits.
+    Iban,
     /// Content of the program's input: natural-language text or a long list
     /// of numbers.
     InputContent,
@@ -24,6 +32,10 @@ impl fmt::Display for FindingKind {
             FindingKind::Email => "e-mail address",
             FindingKind::Token => "token or secret",
             FindingKind::HomePath => "home directory path",
+            FindingKind::NetworkPath => "network share path",
+            FindingKind::Card => "payment card number",
+            FindingKind::NationalId => "national identifier",
+            FindingKind::Iban => "bank account number (IBAN)",
             FindingKind::InputContent => "input content",
         })
     }

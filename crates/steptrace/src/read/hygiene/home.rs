@@ -62,6 +62,7 @@ pub(super) fn find(text: &str, hits: &mut Vec<Hit>) {
             }
         }
     }
+    named_tilde(text, hits);
     // C:\Users\NAME, C:/Users/NAME, C:\\Users\\NAME
     for users in find_ignore_case(bytes, b"users") {
         let seps_before = users - run_start(bytes, users, |b| b == b'\\' || b == b'/');
@@ -84,6 +85,27 @@ pub(super) fn find(text: &str, hits: &mut Vec<Hit>) {
     }
 }
 
+/// `~user/…`: another user's home directory, as shells expand it; also
+/// `~user` alone as the whole label.
+fn named_tilde(text: &str, hits: &mut Vec<Hit>) {
+    let bytes = text.as_bytes();
+    for (start, _) in text.match_indices('~') {
+        let first = at(bytes, start + 1);
+        if !starts_path(bytes, start) || !(first.is_ascii_alphabetic() || first == b'_') {
+            continue;
+        }
+        let end = run_end(bytes, start + 1, |b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
+        let next = at(bytes, end);
+        let whole = start == 0 && end == bytes.len();
+        if !(matches!(next, b'/' | b'\\') || whole) {
+            continue;
+        }
+        let name = slice(text, start + 1, end);
+        let more = if whole { "" } else { "/…" };
+        hits.push(Hit { start, end, kind: FindingKind::HomePath, excerpt: format!("~{}{more}", mask(name)) });
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::hygiene::check::{assert_excerpts, assert_kinds};
@@ -103,7 +125,18 @@ mod tests {
             (r"c:\\users\\grace\\x", &[HomePath]),
             ("C:/Users/heidi/x", &[HomePath]),
             ("data_path=~/datasets/private", &[HomePath]),
+            ("~alice/datasets/train.csv", &[HomePath]),
+            ("data=~bob.smith/x", &[HomePath]),
+            ("~carol", &[HomePath]),
+            (r"~dave\x", &[HomePath]),
         ]);
+    }
+
+    #[test]
+    fn tildes_that_are_not_home_directories_are_not_flagged() {
+        for label in ["~1.5 ms", "about ~half of it", "x~y/z", "~-/x", "~+/x", "a ~b"] {
+            assert_eq!(crate::hygiene::check::kinds(label), [], "{label:?}");
+        }
     }
 
     #[test]
@@ -114,6 +147,8 @@ mod tests {
             ("/root/.cache", "/root/***"),
             ("~/data", "~/***"),
             (r"C:\Users\frank\x", r"C:\Users\fr***"),
+            ("~alice/data", "~al***/…"),
+            ("~bob", "~b***"),
         ]);
     }
 }

@@ -80,6 +80,16 @@ fn number_at(bytes: &[u8], i: usize) -> Option<usize> {
     stands_alone(at(bytes, j)).then_some(j)
 }
 
+/// A number as an excerpt shows it: as written when short, `***` when it
+/// has more than 8 digits (a card number, an account, an identifier).
+pub(super) fn shown_number(number: &str) -> &str {
+    if number.bytes().filter(u8::is_ascii_digit).count() > 8 {
+        "***"
+    } else {
+        number
+    }
+}
+
 /// Lists of 8 numbers or more: `[0.12, 0.5, 0.33, …]`, `1 2 3 4 5 6 7 8`.
 pub(super) fn find_numbers(text: &str, hits: &mut Vec<Hit>) {
     let bytes = text.as_bytes();
@@ -106,7 +116,7 @@ pub(super) fn find_numbers(text: &str, hits: &mut Vec<Hit>) {
             }
         }
         if numbers.len() >= 8 {
-            let shown: Vec<&str> = numbers.iter().take(2).map(|&(s, e)| slice(text, s, e)).collect();
+            let shown: Vec<&str> = numbers.iter().take(2).map(|&(s, e)| shown_number(slice(text, s, e))).collect();
             let excerpt = format!("[{}, …] ({} numbers)", shown.join(", "), numbers.len());
             hits.push(Hit { start, end, kind: FindingKind::InputContent, excerpt });
         }
@@ -134,6 +144,7 @@ mod tests {
     fn excerpts_show_only_the_start() {
         assert_excerpts(&[
             ("[0.12, 0.5, 0.33, 0.91, -0.2, 1e-3, 0.07, 0.66]", "[0.12, 0.5, …] (8 numbers)"),
+            ("[12345678901, 7, 3, 4, 5, 6, 7, 8]", "[***, 7, …] (8 numbers)"),
             ("The quick brown fox jumps over the lazy dog and then runs into the forest", "\"t*** …\" (15 words)"),
         ]);
     }

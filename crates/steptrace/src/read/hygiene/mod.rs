@@ -24,8 +24,22 @@
 //!   digits like random text does; `password=…`, `api_key: …` and similar
 //!   assignments; credentials in URLs (`https://user:pass@host`).
 //! - [`FindingKind::HomePath`]: `/home/USER`, `/Users/USER`, `/root/…`,
-//!   `~/...`, `C:\Users\USER` (not generic paths such as
+//!   `~/...`, `~USER/...`, `C:\Users\USER` (not generic paths such as
 //!   `/usr/local/cuda/include`).
+//! - [`FindingKind::NetworkPath`]: network shares, `\\server\share\…`,
+//!   also JSON-escaped (`\\\\server\\share`); not device paths
+//!   (`\\?\C:\…`, `\\.\pipe\…`).
+//! - [`FindingKind::Card`]: payment card numbers, 13 to 19 digits in one
+//!   run or in groups separated by spaces or dashes, as strings or as JSON
+//!   numbers, with an issuer's prefix for their length and a valid Luhn
+//!   check digit (so that timestamps and other large numbers stay quiet);
+//!   a JSON number under the key of one of the trace's own figures (`ts`,
+//!   `dur`, `pid`, `id`, a time, a duration, a seed, a size) is none.
+//! - [`FindingKind::NationalId`]: US social security numbers,
+//!   `ddd-dd-dddd`, but not the numbers never issued (area 000, 666 or
+//!   900–999, group 00, serial 0000).
+//! - [`FindingKind::Iban`]: IBANs, compact or in groups of four, of a
+//!   known country's length, with valid mod-97 check digits.
 //! - [`FindingKind::InputContent`]: natural-language text (more than 48
 //!   characters, at least 8 words, mostly plain words, with several common
 //!   English function words), and lists of 8 numbers or more (`[0.12, 0.5,
@@ -38,21 +52,26 @@
 //! be logged, or written to a trace's metadata, without leaking what they
 //! flag; excerpts never trigger a finding themselves.
 //!
-//! One file per detector: `email`, `token`, `home`, `input` (over the byte
-//! helpers of `text`); `check` runs them on one label; `walk` visits every
-//! string of a trace, for `scan` (which collects findings, located by
-//! `location`) and for `redact` (which replaces them).
+//! One file per detector: `email`, `token`, `home`, `unc`, `card`,
+//! `national`, `iban`, `input` (over the byte helpers of `text`); `check`
+//! runs them on one label; `walk` visits every string of a trace (and every
+//! number that is a card number), for `scan` (which collects findings,
+//! located by `location`) and for `redact` (which replaces them).
 
+mod card;
 mod check;
 mod email;
 mod finding;
 mod home;
+mod iban;
 mod input;
 mod location;
+mod national;
 mod redact;
 mod scan;
 mod text;
 mod token;
+mod unc;
 mod walk;
 
 pub use check::check_label;

@@ -158,6 +158,11 @@ impl Visit for Redactor {
         self.count(Some(marker(FindingKind::Token)))
     }
 
+    fn card_number(&mut self, _: &Site<'_, '_>, _digits: &str) -> Option<Value> {
+        self.replaced += 1;
+        Some(Value::String(marker(FindingKind::Card)))
+    }
+
     fn numbers(&mut self, _: &Site<'_, '_>, items: &[Value]) -> Option<Value> {
         self.replaced += 1;
         Some(Value::String(format!("{} ({} numbers)", marker(FindingKind::InputContent), items.len())))

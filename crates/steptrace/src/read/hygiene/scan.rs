@@ -8,8 +8,10 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::{Map, Value};
 
+use super::card;
 use super::check::{check, Checks};
 use super::finding::{Finding, FindingKind, LocatedFinding};
+use super::input;
 use super::location::{location, Base};
 use super::text;
 use super::walk::{self, Site, Visit};
@@ -229,7 +231,9 @@ impl LabelScanner {
 
     /// Checks an event as the trace sink does each event it keeps: its name
     /// (at location `name`) and, when `args` is an object, each argument key
-    /// (at `argument key`) and each string value (at the argument's key).
+    /// (at `argument key`) and each string value, or number that is a card
+    /// number (at the argument's key; not under the keys of times,
+    /// durations and ids).
     pub fn event(&mut self, name: Option<&str>, args: Option<&Value>) {
         if let Some(name) = name {
             self.label("name", name);
@@ -237,8 +241,12 @@ impl LabelScanner {
         if let Some(Value::Object(args)) = args {
             for (key, value) in args {
                 self.label("argument key", key);
-                if let Value::String(text) = value {
-                    self.label(key, text);
+                match value {
+                    Value::String(text) => self.label(key, text),
+                    Value::Number(number) if card::is_card_value(Some(key), false, number) => {
+                        self.label(key, &number.to_string());
+                    }
+                    _ => {}
                 }
             }
         }
@@ -257,6 +265,9 @@ impl LabelScanner {
                 for (key, item) in map {
                     self.tool_value(&format!("{path}.{key}"), item);
                 }
+            }
+            Value::Number(number) if card::is_card_value(path.rsplit('.').next(), false, number) => {
+                self.check_at(&number.to_string(), Checks::TOOL, || path.to_owned());
             }
             Value::Null | Value::Bool(_) | Value::Number(_) => {}
         }
@@ -355,17 +366,45 @@ impl Visit for LabelScanner {
         None
     }
 
+    fn card_number(&mut self, site: &Site<'_, '_>, digits: &str) -> Option<Value> {
+        self.check_at(digits, Checks::TOOL, || site.location());
+        None
+    }
+
     fn numbers(&mut self, site: &Site<'_, '_>, items: &[Value]) -> Option<Value> {
         // Once per place in the arguments, not once per event.
         let place = location(Base::Metadata, site.path, false);
         if self.seen_arrays.insert(place) {
-            let shown: Vec<String> = items.iter().take(2).map(ToString::to_string).collect();
+            let shown: Vec<String> =
+                items.iter().take(2).map(|n| input::shown_number(&n.to_string()).to_owned()).collect();
             let excerpt = format!("[{}, …] ({} numbers)", shown.join(", "), items.len());
             let finding = Finding { kind: FindingKind::InputContent, excerpt };
             self.found.push(LocatedFinding { location: site.location(), finding });
         }
         None
     }
+}
+
+/// What [`scan_trace`] finds in a trace's JSON text, and where, sorted.
+#[cfg(test)]
+pub(super) fn located(json: &str) -> Vec<(String, FindingKind)> {
+    let trace = crate::reader::parse_json_trace(json.as_bytes()).expect("a trace");
+    let mut found: Vec<(String, FindingKind)> =
+        scan_trace(&trace).into_iter().map(|f| (f.location, f.finding.kind)).collect();
+    // Arguments come in the order of the JSON map, which depends on
+    // serde_json's features.
+    found.sort();
+    found
+}
+
+/// Asserts what [`scan_trace`] finds in a trace's JSON text, and where, in
+/// any order.
+#[cfg(test)]
+#[track_caller]
+pub(super) fn assert_located(json: &str, expected: &[(&str, FindingKind)]) {
+    let mut expected: Vec<(String, FindingKind)> = expected.iter().map(|&(l, k)| (l.to_owned(), k)).collect();
+    expected.sort();
+    assert_eq!(located(json), expected);
 }
 
 #[cfg(test)]

@@ -21,26 +21,21 @@ fn scan_trace_locates_findings() {
                 "steps":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18],
                 "label_warnings":["name looks like Email: al***@***.org"]},
     "otherData":{"note":"see ~/notes.txt"}}"#;
-    let trace = parse_trace(json.as_bytes()).unwrap();
-    let mut found: Vec<(String, FindingKind)> =
-        scan_trace(&trace).into_iter().map(|f| (f.location, f.finding.kind)).collect();
-    // Arguments come in the order of the JSON map, which depends on
-    // serde_json's features.
-    found.sort();
-    let expected = [
-        ("event 2 args./root/secret.txt (key)", FindingKind::HomePath),
-        ("event 2 args.api_key", FindingKind::Token),
-        ("event 2 args.embedding", FindingKind::InputContent),
-        ("event 2 args.nested.list[1]", FindingKind::HomePath),
-        ("event 2 args.user", FindingKind::Email),
-        ("event 2 name", FindingKind::Email),
-        ("event 3 tid", FindingKind::HomePath),
-        ("metadata.manifest.data_path", FindingKind::HomePath),
-        ("otherData.note", FindingKind::HomePath),
-        ("thread name tid 4", FindingKind::HomePath),
-    ];
-    let expected: Vec<(String, FindingKind)> = expected.iter().map(|&(l, k)| (l.to_owned(), k)).collect();
-    assert_eq!(found, expected);
+    assert_located(
+        json,
+        &[
+            ("event 2 args./root/secret.txt (key)", FindingKind::HomePath),
+            ("event 2 args.api_key", FindingKind::Token),
+            ("event 2 args.embedding", FindingKind::InputContent),
+            ("event 2 args.nested.list[1]", FindingKind::HomePath),
+            ("event 2 args.user", FindingKind::Email),
+            ("event 2 name", FindingKind::Email),
+            ("event 3 tid", FindingKind::HomePath),
+            ("metadata.manifest.data_path", FindingKind::HomePath),
+            ("otherData.note", FindingKind::HomePath),
+            ("thread name tid 4", FindingKind::HomePath),
+        ],
+    );
 }
 
 #[test]
@@ -139,4 +134,62 @@ fn past_the_cap_strings_are_checked_or_skipped() {
     capped.label("x", "alice@example.org");
     limited.label("x", "alice@example.org");
     assert_eq!((limited.findings().len(), capped.findings().len()), (2, 4));
+}
+
+#[test]
+fn personal_numbers_and_shares_are_found_wherever_labels_are() {
+    let json = r#"{"traceEvents":[
+        {"ph":"X","name":"charge 4111-1111-1111-1111","ts":1,"dur":2,"pid":1,"tid":1,
+         "args":{"ssn":"078-05-1120","DE89 3704 0044 0532 0130 00":1,"share":"\\\\nas01\\finance\\q3.xlsx",
+                 "escaped":"\\\\\\\\nas01\\\\finance","home":"~alice/data","pan":5555555555554444}},
+        {"ph":"M","name":"thread_name","pid":1,"tid":2,"args":{"name":"worker 219-09-9999"}}
+    ],"metadata":{"manifest":{"account":"GB82WEST12345698765432"}}}"#;
+    assert_located(
+        json,
+        &[
+            ("event 0 args.DE89 3704 0044 0532 0130 00 (key)", FindingKind::Iban),
+            ("event 0 args.escaped", FindingKind::NetworkPath),
+            ("event 0 args.home", FindingKind::HomePath),
+            ("event 0 args.pan", FindingKind::Card),
+            ("event 0 args.share", FindingKind::NetworkPath),
+            ("event 0 args.ssn", FindingKind::NationalId),
+            ("event 0 name", FindingKind::Card),
+            ("metadata.manifest.account", FindingKind::Iban),
+            ("thread name tid 2", FindingKind::NationalId),
+        ],
+    );
+    // Excerpts keep none of it.
+    let trace = parse_trace(json.as_bytes()).unwrap();
+    for f in scan_trace(&trace) {
+        for secret in ["1111-1111", "05-1120", "3704", "nas01", "alice", "5554444", "WEST123"] {
+            assert!(!f.finding.excerpt.contains(secret), "{f}");
+        }
+    }
+    // The sink's checks see them too, numbers among the arguments included.
+    let mut scanner = LabelScanner::with_limit(4096);
+    scanner.event(
+        Some("pay"),
+        Some(&json!({ "card": 4111111111111111_u64, "ts": 1714567890123451_u64, "dur_ns": 4111111111119_u64 })),
+    );
+    scanner.tool_value("manifest", &json!({ "card": 378282246310005_u64, "share": "\\\\nas01\\x" }));
+    let mut warnings = scanner.into_warnings();
+    warnings.sort();
+    assert_eq!(
+        warnings,
+        [
+            "card looks like Card: 4*** (16 digits)",
+            "manifest.card looks like Card: 3*** (15 digits)",
+            r"manifest.share looks like NetworkPath: \\na***\…",
+        ]
+    );
+}
+
+#[test]
+fn excerpts_of_number_lists_hide_long_numbers() {
+    let json = r#"[{"ph":"X","name":"a","ts":1,"dur":2,"args":{"ids":[4111111111111111,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16],
+        "text":"5555555555554444, 1, 2, 3, 4, 5, 6, 7"}}]"#;
+    let trace = parse_trace(json.as_bytes()).unwrap();
+    let mut excerpts: Vec<String> = scan_trace(&trace).into_iter().map(|f| f.finding.excerpt).collect();
+    excerpts.sort();
+    assert_eq!(excerpts, ["4*** (16 digits)", "5*** (16 digits)", "[***, 1, …] (8 numbers)", "[***, 2, …] (16 numbers)"]);
 }

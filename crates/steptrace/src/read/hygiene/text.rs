@@ -70,3 +70,64 @@ pub(super) fn mask(s: &str) -> String {
     let keep = if s.chars().count() > 3 { 2 } else { 1 };
     format!("{}***", prefix(s, keep))
 }
+
+/// The number ASCII `digits` make (other bytes count as digits of their
+/// own value; large runs saturate).
+pub(super) fn number(digits: &[u8]) -> u64 {
+    digits.iter().fold(0u64, |n, &d| n.saturating_mul(10).saturating_add(u64::from(d.wrapping_sub(b'0'))))
+}
+
+/// Whether a number may start at `i`: not inside a word, nor after a
+/// decimal point (`0.4532…`).
+pub(super) fn starts_number(bytes: &[u8], i: usize) -> bool {
+    let b = before(bytes, i);
+    let decimal = b == b'.' && i >= 2 && before(bytes, i - 1).is_ascii_digit();
+    !(b.is_ascii_alphanumeric() || b == b'_' || decimal)
+}
+
+/// Whether a number may end at `end`: not inside a word, nor before a
+/// decimal point.
+pub(super) fn ends_number(bytes: &[u8], end: usize) -> bool {
+    let b = at(bytes, end);
+    let decimal = b == b'.' && at(bytes, end + 1).is_ascii_digit();
+    !(b.is_ascii_alphanumeric() || b == b'_' || decimal)
+}
+
+/// A run of ASCII digits, `start..end`, and the separator that joins it to
+/// the next run, if one does.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct DigitRun {
+    pub(super) start: usize,
+    pub(super) end: usize,
+    /// The byte between this run and the next, when it is one of the
+    /// separators and the only byte between them.
+    pub(super) joint: Option<u8>,
+}
+
+impl DigitRun {
+    pub(super) fn len(&self) -> usize {
+        self.end - self.start
+    }
+}
+
+/// The runs of ASCII digits in `bytes`, in order, each joined to the next
+/// when a single byte of `separators` lies between them (`4111 1111`,
+/// `123-45`).
+pub(super) fn digit_runs(bytes: &[u8], separators: &[u8]) -> Vec<DigitRun> {
+    let mut out: Vec<DigitRun> = Vec::new();
+    for (start, end) in runs(bytes, |b| b.is_ascii_digit()) {
+        if let Some(prev) = out.last_mut() {
+            let between = at(bytes, prev.end);
+            if start == prev.end + 1 && separators.contains(&between) {
+                prev.joint = Some(between);
+            }
+        }
+        out.push(DigitRun { start, end, joint: None });
+    }
+    out
+}
+
+/// The digits of `runs`, one after another.
+pub(super) fn digits_of(bytes: &[u8], runs: &[DigitRun]) -> Vec<u8> {
+    runs.iter().flat_map(|r| bytes.get(r.start..r.end).unwrap_or_default().iter().copied()).collect()
+}

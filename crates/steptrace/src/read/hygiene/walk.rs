@@ -10,6 +10,10 @@
 //!   content; in the metadata they are settings;
 //! - a string value under a secret-sounding key (`"api_key": "..."`) is a
 //!   secret, whatever it looks like;
+//! - a JSON number that is a payment card number (`4111111111111111`) is
+//!   visited as its digits, unless it is one of the trace's own figures:
+//!   an event's own field (`ts`, `dur`, `pid`, `id`, ...), or under a key
+//!   that names a time, a duration, a size or a profiler's id;
 //! - in the metadata, and in the `args` of the `steptrace_segment` header
 //!   event that carries a partial file's run description, values under
 //!   diagnostic keys (`fallback_reason`, `sync_meaning`, ...) are prose by
@@ -23,6 +27,7 @@
 
 use serde_json::{Map, Value};
 
+use super::card;
 use super::check::Checks;
 use super::location::{location, Base, Step};
 use super::scan::{is_diagnostic, NUMERIC_ARRAY};
@@ -55,6 +60,9 @@ pub(super) trait Visit {
     /// An array of [`NUMERIC_ARRAY`] numbers or more in an event; its
     /// replacement, if any.
     fn numbers(&mut self, site: &Site<'_, '_>, items: &[Value]) -> Option<Value>;
+    /// A JSON number that is a payment card number, as its `digits`; its
+    /// replacement, if any.
+    fn card_number(&mut self, site: &Site<'_, '_>, digits: &str) -> Option<Value>;
 }
 
 /// Which rules apply.
@@ -141,10 +149,7 @@ impl<V: Visit> Walker<'_, V> {
     fn value<'a>(&mut self, base: Base<'a>, place: Place, path: &mut Vec<Step<'a>>, value: &'a Value) -> Option<Value> {
         match value {
             Value::String(text) => {
-                let key = path.iter().rev().find_map(|step| match step {
-                    Step::Key(key) => Some(*key),
-                    Step::Index(_) => None,
-                });
+                let key = nearest_key(path);
                 let site = Site { base, path, is_key: false };
                 if let Some(key) = key.filter(|key| token::secret_assignment(key, text) == Some(true)) {
                     if let Some(clean) = self.visit.secret(&site, key, text) {
@@ -177,9 +182,27 @@ impl<V: Visit> Walker<'_, V> {
                 out.map(Value::Array)
             }
             Value::Object(map) => self.object(base, place, path, map, None).map(Value::Object),
+            Value::Number(number)
+                if card::is_card_value(
+                    nearest_key(path),
+                    matches!((base, &path[..]), (Base::Event(_), [Step::Key(_)])),
+                    number,
+                ) =>
+            {
+                self.visit.card_number(&Site { base, path, is_key: false }, &number.to_string())
+            }
             Value::Null | Value::Bool(_) | Value::Number(_) => None,
         }
     }
+}
+
+/// The key nearest above a value at `path` (`card` for `args.card` and
+/// `args.card[2]`).
+fn nearest_key<'a>(path: &[Step<'a>]) -> Option<&'a str> {
+    path.iter().rev().find_map(|step| match step {
+        Step::Key(key) => Some(*key),
+        Step::Index(_) => None,
+    })
 }
 
 /// `map` with `changes` applied: each `(key, new key, new value)`. A
@@ -210,15 +233,9 @@ fn apply(map: &Map<String, Value>, changes: Vec<(&str, Option<String>, Option<Va
 
 #[cfg(test)]
 mod tests {
+    use crate::hygiene::scan::{assert_located, located};
     use crate::hygiene::{redact_trace, scan_trace, FindingKind};
     use crate::reader::parse_json_trace;
-
-    fn located(json: &str) -> Vec<(String, FindingKind)> {
-        let trace = parse_json_trace(json.as_bytes()).unwrap();
-        let mut found: Vec<_> = scan_trace(&trace).into_iter().map(|f| (f.location, f.finding.kind)).collect();
-        found.sort();
-        found
-    }
 
     #[test]
     fn every_field_and_every_key_is_walked() {
@@ -230,17 +247,18 @@ mod tests {
             "bp":{"k":{"deeper":["dan@example.com"]}},
             "erin@example.com":1,
             "args":{"nested":{"frank@example.com":[1]}}}]"#;
-        let expected = [
-            ("event 0 args.nested.frank@example.com (key)", FindingKind::Email),
-            ("event 0 bp.k.deeper[0]", FindingKind::Email),
-            ("event 0 erin@example.com (key)", FindingKind::Email),
-            ("event 0 estack[0].frame", FindingKind::HomePath),
-            ("event 0 foo", FindingKind::Email),
-            ("event 0 sf", FindingKind::HomePath),
-            ("event 0 stack[1]", FindingKind::Token),
-        ];
-        let expected: Vec<(String, FindingKind)> = expected.iter().map(|&(l, k)| (l.to_owned(), k)).collect();
-        assert_eq!(located(json), expected);
+        assert_located(
+            json,
+            &[
+                ("event 0 args.nested.frank@example.com (key)", FindingKind::Email),
+                ("event 0 bp.k.deeper[0]", FindingKind::Email),
+                ("event 0 erin@example.com (key)", FindingKind::Email),
+                ("event 0 estack[0].frame", FindingKind::HomePath),
+                ("event 0 foo", FindingKind::Email),
+                ("event 0 sf", FindingKind::HomePath),
+                ("event 0 stack[1]", FindingKind::Token),
+            ],
+        );
     }
 
     #[test]
@@ -259,6 +277,55 @@ mod tests {
                 ("event 1 args.sync_meaning".to_owned(), FindingKind::InputContent),
             ]
         );
+    }
+
+    #[test]
+    fn card_numbers_written_as_json_numbers_are_flagged_and_redacted() {
+        let json = r#"{"traceEvents":[
+            {"ph":"X","name":"pay","ts":1714567890123451,"dur":123456789012347,"pid":1,"tid":1,
+             "args":{"card":4111111111111111,"amount":1999,"list":[1,5555555555554444]}}
+        ],"metadata":{"billing":{"card":378282246310005},"epoch_unix_ms":1714567890123}}"#;
+        assert_eq!(
+            located(json),
+            [
+                ("event 0 args.card".to_owned(), FindingKind::Card),
+                ("event 0 args.list[1]".to_owned(), FindingKind::Card),
+                ("metadata.billing.card".to_owned(), FindingKind::Card),
+            ]
+        );
+        let trace = parse_json_trace(json.as_bytes()).unwrap();
+        let (clean, replaced) = redact_trace(&trace);
+        assert_eq!(replaced, 3);
+        assert_eq!(scan_trace(&clean), []);
+        let text = clean.to_value().to_string();
+        for number in ["4111111111111111", "5555555555554444", "378282246310005"] {
+            assert!(!text.contains(number), "{number} left in {text}");
+        }
+        // Timestamps, durations and amounts are kept as they were.
+        let event = &clean.events[0];
+        assert_eq!((event["ts"].as_u64(), event["args"]["amount"].as_u64()), (Some(1714567890123451), Some(1999)));
+        assert_eq!(event["args"]["card"], "[*** redacted payment card number ***]");
+    }
+
+    #[test]
+    fn a_traces_own_numbers_are_not_card_numbers() {
+        // 4111111111119 passes Luhn's check and has a Visa's shape (13
+        // digits from 4): as ns, 68 minutes; as an id, any id.
+        let json = r#"{"traceEvents":[
+            {"ph":"X","name":"gemm","ts":4111111111119,"dur":4111111111119,"pid":4111111111119,"tid":4111111111119,
+             "id":4111111111119,"args":{"correlation":4111111111119,"External id":4111111111119,
+             "start_ns":4111111111119,"queued_time":4111111111119,"Addr":94111111111119,"bytes":1048576}},
+            {"ph":"X","name":"ProfilerStep#3","ts":1733140000123456,"dur":4111111111111,"pid":1,"tid":1},
+            {"ph":"f","name":"flow","ts":1733140000123999,"pid":1,"tid":1,"id":4111111111119,"bind_id":4111111111119}
+        ],"metadata":{"baseTimeNanoseconds":1733140000123456789,"clock":{"epoch_unix_ms":1733140000123},
+                      "duration_ns":4111111111119}}"#;
+        assert_eq!(located(json), Vec::<(String, FindingKind)>::new());
+        let trace = parse_json_trace(json.as_bytes()).unwrap();
+        let (clean, replaced) = redact_trace(&trace);
+        assert_eq!((replaced, &clean), (0, &trace));
+        // The same number under a key of no figure is a card number.
+        let card = r#"[{"ph":"X","name":"pay","ts":1,"dur":2,"args":{"card":4111111111119}}]"#;
+        assert_located(card, &[("event 0 args.card", FindingKind::Card)]);
     }
 
     #[test]

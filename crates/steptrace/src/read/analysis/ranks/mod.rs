@@ -2,8 +2,11 @@
 //! the ranks compared step by step.
 //!
 //! Each file says its rank in `distributedInfo` (steptrace's rank files
-//! and torch.profiler's distributed traces alike). For every step that
-//! all ranks recorded in their steady state, each rank's figures are:
+//! and torch.profiler's distributed traces alike). Before any figure,
+//! [`check_ranks`] refuses claims that cannot hold (a rank beyond the world
+//! size, ranks of different runs, one rank twice in a cycle) and warns of
+//! ranks without a file. For every step that all ranks recorded in their
+//! steady state, each rank's figures are:
 //!
 //! - **step**: its `ProfilerStep#N` wall time;
 //! - **collective**: the time its threads spent in collectives (spans
@@ -18,19 +21,26 @@
 //!   the trace holds device activity.
 //!
 //! The slowest rank of a step is the one with the most work; its **lag**
-//! is its work less the median work of the other ranks. A rank that is
-//! the slowest in at least half the steps, by a lag of at least
-//! [`STRAGGLER_MIN_SHARE`] of the median step, is reported as a straggler,
-//! with a hypothesis and the next experiment.
+//! is its work less the median work of the other ranks. When another rank
+//! did as much work (within [`TIE_MS`]), the step is a tie and no rank is
+//! its slowest. A rank that is the slowest in at least half the steps, by
+//! a lag of at least [`STRAGGLER_MIN_SHARE`] of the median step, is
+//! reported as a straggler, with a hypothesis and the next experiment.
+//!
+//! A step that not every rank recorded is left out of the comparison,
+//! with a warning; each rank's own report's warnings are the comparison's
+//! too. A warning that several ranks give is said once, naming them
+//! (`ranks 0–199: ...`).
 //!
 //! Per-rank traces show each rank's host and device and where the ranks
 //! wait for each other. They do not show the link between devices (NVLink,
 //! PCIe, the network between nodes): a collective's time is waiting and
 //! transfer together.
 
+mod check;
 mod straggler;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
@@ -42,6 +52,7 @@ use crate::format::names::{is_collective, is_input};
 use crate::format::DistributedInfo;
 use crate::reader::Trace;
 
+pub use check::{check_ranks, RankCheck};
 pub use straggler::{Straggler, STRAGGLER_MIN_SHARE};
 
 /// The ranks of one run, compared. See the [module docs](self).
@@ -92,7 +103,7 @@ pub struct RankSummary {
     pub device_busy_ms: Option<Stats>,
     /// Why the device is not observed, when it is not.
     pub device_not_observed: Option<String>,
-    /// Steps in which it was the slowest.
+    /// Steps in which it alone was the slowest (a tie counts for no rank).
     pub slowest_steps: usize,
 }
 
@@ -103,8 +114,13 @@ pub struct RankStep {
     pub step: u64,
     /// Each rank, in rank order.
     pub ranks: Vec<RankCell>,
-    /// The rank with the most work.
+    /// The rank with the most work (with [`tied`](Self::tied), the lowest
+    /// of the ranks that did as much).
     pub slowest: u32,
+    /// Whether another rank did as much work as `slowest` (within
+    /// [`TIE_MS`]): the step has no single slowest rank, and counts for
+    /// none in [`RankSummary::slowest_steps`].
+    pub tied: bool,
     /// Its work less the median work of the other ranks, ms.
     pub lag_ms: f64,
 }
@@ -158,48 +174,44 @@ impl RankReport {
     ///
     /// # Errors
     ///
-    /// When no file is given, a file says no rank while others do, or a
-    /// rank's files fail [`Report::build`] (different runs, unreadable
-    /// metadata).
+    /// When no file is given, the files' ranks cannot hold ([`check_ranks`]:
+    /// a rank beyond the world size, different runs, one rank twice in a
+    /// cycle, a file without a rank among files with one), or a rank's
+    /// files fail [`Report::build`] (unreadable metadata).
     pub fn build(files: &[(String, Trace)], options: &ReportOptions) -> Result<RankReport, ReportError> {
         if files.is_empty() {
             return Err(ReportError::NoTrace);
         }
+        let check = check_ranks(files)?;
         let mut by_rank: BTreeMap<u32, Vec<(String, Trace)>> = BTreeMap::new();
-        let mut world_sizes = Vec::new();
         let mut backends = Vec::new();
         for (path, trace) in files {
             let info = rank_of(path, trace).ok_or_else(|| ReportError::NoRank { path: path.clone() })?;
-            world_sizes.push(info.world_size);
             if !info.backend.is_empty() {
                 backends.push(info.backend.clone());
             }
             by_rank.entry(info.rank).or_default().push((path.clone(), trace.clone()));
         }
-        let mut warnings = Vec::new();
+        let mut warnings = check.warnings.clone();
         let mut notes = Vec::new();
-        world_sizes.sort_unstable();
-        world_sizes.dedup();
-        if world_sizes.len() > 1 {
-            warnings.push(format!("the files disagree on the world size ({world_sizes:?}): they may come from different runs"));
-        }
-        let world_size = world_sizes.last().copied().unwrap_or(0).max(by_rank.len() as u32);
-        let missing: Vec<u32> = (0..world_size).filter(|r| !by_rank.contains_key(r)).collect();
-        if !missing.is_empty() {
-            warnings.push(format!(
-                "no file of rank(s) {missing:?} of {world_size}: the comparison covers the ranks given only"
-            ));
-        }
+        warnings.extend(check.missing_warning("the comparison covers the ranks given only"));
+        let world_size = check.world_size.max(check.ranks.iter().next_back().map_or(0, |r| r.saturating_add(1)));
         backends.sort();
         backends.dedup();
 
         let mut reports = Vec::new();
         let mut lanes = Vec::new();
+        let mut own = Vec::new();
         for (rank, rank_files) in &by_rank {
             let report = Report::build(rank_files, options)?;
+            // What each rank's own report says of its files, here too.
+            own.extend(report.warnings.iter().map(|w| (*rank, w.clone())));
             lanes.push(Lane::of(*rank, rank_files, &report));
             reports.push(report);
         }
+        // One line per message, however many ranks say it.
+        warnings.extend(by_message(own, ": "));
+        warnings.extend(by_message(left_out(&lanes), " "));
         let (keys, steady_only) = common_steps(&lanes);
         if !steady_only && !keys.is_empty() {
             notes.push(
@@ -305,6 +317,80 @@ impl Lane {
     }
 }
 
+/// For each rank whose recorded steps are not all compared, what it lost:
+/// a step another rank did not record cannot be compared.
+fn left_out(lanes: &[Lane]) -> Vec<(u32, String)> {
+    let Some((first, others)) = lanes.split_first() else { return Vec::new() };
+    let common: BTreeSet<u64> =
+        first.steps.keys().copied().filter(|k| others.iter().all(|l| l.steps.contains_key(k))).collect();
+    let mut out = Vec::new();
+    for lane in lanes {
+        let alone: Vec<u64> = lane.steps.keys().copied().filter(|k| !common.contains(k)).collect();
+        if alone.is_empty() {
+            continue;
+        }
+        let shown: Vec<String> = alone.iter().take(8).map(|s| format!("#{s}")).collect();
+        out.push((
+            lane.rank,
+            format!(
+                "recorded {} step(s) that not every rank recorded ({}{}): left out of the comparison",
+                alone.len(),
+                shown.join(", "),
+                if alone.len() > 8 { ", …" } else { "" }
+            ),
+        ));
+    }
+    out
+}
+
+/// `(rank, message)` pairs as one line per message, in the order first
+/// said: `rank 3{joint}MESSAGE`, `ranks 0, 2{joint}MESSAGE`, `ranks
+/// 0–199{joint}MESSAGE`. A run of 200 ranks that all say one thing says it
+/// once.
+fn by_message(pairs: Vec<(u32, String)>, joint: &str) -> Vec<String> {
+    let mut groups: Vec<(String, Vec<u32>)> = Vec::new();
+    for (rank, message) in pairs {
+        match groups.iter_mut().find(|(m, _)| *m == message) {
+            Some((_, ranks)) => ranks.push(rank),
+            None => groups.push((message, vec![rank])),
+        }
+    }
+    groups.into_iter().map(|(message, ranks)| format!("{}{joint}{message}", ranks_text(&ranks))).collect()
+}
+
+/// `rank 3`, `ranks 0, 2`, `ranks 0–3, 7`: `ranks` (in order) with
+/// consecutive ones as a range.
+fn ranks_text(ranks: &[u32]) -> String {
+    let word = if ranks.len() == 1 { "rank" } else { "ranks" };
+    format!("{word} {}", spans_text(&spans(ranks.iter().copied())))
+}
+
+/// Ranks in order as inclusive ranges of consecutive ones.
+fn spans(ranks: impl IntoIterator<Item = u32>) -> Vec<(u32, u32)> {
+    let mut out: Vec<(u32, u32)> = Vec::new();
+    for r in ranks {
+        match out.last_mut() {
+            Some((_, end)) if end.checked_add(1) == Some(r) => *end = r,
+            _ => out.push((r, r)),
+        }
+    }
+    out
+}
+
+/// `0–3, 5, 7, 8`: inclusive ranges of ranks, a range of three or more
+/// with a dash.
+fn spans_text(spans: &[(u32, u32)]) -> String {
+    let parts: Vec<String> = spans
+        .iter()
+        .map(|&(a, b)| match b.saturating_sub(a) {
+            0 => a.to_string(),
+            1 => format!("{a}, {b}"),
+            _ => format!("{a}–{b}"),
+        })
+        .collect();
+    parts.join(", ")
+}
+
 /// The steps every rank recorded, steady on every rank when there are
 /// such steps (then `true`), else all common ones.
 fn common_steps(lanes: &[Lane]) -> (Vec<u64>, bool) {
@@ -336,10 +422,18 @@ fn compare_step(step: u64, lanes: &[Lane]) -> RankStep {
             })
         })
         .collect();
-    let slowest = cells.iter().max_by(|a, b| a.work_ms.total_cmp(&b.work_ms)).map(|c| c.rank).unwrap_or(0);
+    // The lowest rank of those with the most work.
+    let top = cells.iter().rev().max_by(|a, b| a.work_ms.total_cmp(&b.work_ms));
+    let (slowest, top_ms) = top.map_or((0, 0.0), |c| (c.rank, c.work_ms));
+    let tied = cells.iter().any(|c| c.rank != slowest && top_ms - c.work_ms <= TIE_MS);
     let lag_ms = lag(&cells, slowest);
-    RankStep { step, ranks: cells, slowest, lag_ms }
+    RankStep { step, ranks: cells, slowest, tied, lag_ms }
 }
+
+/// Ranks whose work in a step is within this many ms of the slowest
+/// rank's (1 µs, a trace's resolution) tie with it: identical ranks have
+/// no slowest.
+pub const TIE_MS: f64 = 0.001;
 
 /// `rank`'s work less the median work of the other ranks of the step (0
 /// for a rank alone).
@@ -371,13 +465,23 @@ fn summary(lane: &Lane, report: &Report, steps: &[RankStep]) -> RankSummary {
                 .unwrap_or_else(|| "the trace holds no device events in these steps".into())
         }),
         device_busy_ms,
-        slowest_steps: steps.iter().filter(|s| s.slowest == lane.rank).count(),
+        slowest_steps: steps.iter().filter(|s| !s.tied && s.slowest == lane.rank).count(),
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::rank_in_name;
+    use super::{by_message, rank_in_name, ranks_text};
+
+    #[test]
+    fn what_several_ranks_say_is_said_once() {
+        let pairs = |ranks: &[u32], m: &str| ranks.iter().map(|&r| (r, m.to_owned())).collect::<Vec<_>>();
+        let mut said = pairs(&(0..200).collect::<Vec<_>>(), "x");
+        said.extend(pairs(&[3], "y"));
+        said.extend(pairs(&[0, 1, 2, 5, 7, 8], "z"));
+        assert_eq!(by_message(said, ": "), ["ranks 0–199: x", "rank 3: y", "ranks 0–2, 5, 7, 8: z"]);
+        assert_eq!(ranks_text(&[4, 5]), "ranks 4, 5");
+    }
 
     #[test]
     fn ranks_read_from_file_names() {
