@@ -13,6 +13,7 @@ use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::pool::{MaxPool2d, MaxPool2dConfig};
 use burn::nn::{Dropout, DropoutConfig, Linear, LinearConfig, PaddingConfig2d, Relu};
 use burn::prelude::*;
+use steptrace::layer;
 
 /// Total down-sampling factor of the two 2×2 max-pooling stages.
 const DOWNSAMPLE: usize = 4;
@@ -137,11 +138,13 @@ impl ConvNet {
             self.height,
             self.width
         );
-        let x = self.pool.forward(self.activation.forward(self.conv1.forward(images)));
-        let x = self.pool.forward(self.activation.forward(self.conv2.forward(x)));
+        // Each layer in a span of its own (`steptrace::layer`): the trace's span tree shows
+        // the forward pass layer by layer.
+        let x = layer("conv1", || self.pool.forward(self.activation.forward(self.conv1.forward(images))));
+        let x = layer("conv2", || self.pool.forward(self.activation.forward(self.conv2.forward(x))));
         let x: Tensor<2> = x.flatten(1, 3);
         debug_assert_eq!(x.dims()[0], batch);
-        self.head.forward(self.dropout.forward(x))
+        layer("head", || self.head.forward(self.dropout.forward(x)))
     }
 
     /// The `[channels, height, width]` shape of one input image.

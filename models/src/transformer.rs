@@ -10,11 +10,22 @@
 
 use burn::module::Initializer;
 use burn::nn::attention::generate_autoregressive_mask;
-use burn::nn::transformer::{
-    TransformerEncoder, TransformerEncoderConfig, TransformerEncoderInput,
-};
+use burn::nn::transformer::{TransformerEncoder, TransformerEncoderConfig};
 use burn::nn::{Embedding, EmbeddingConfig, LayerNorm, LayerNormConfig, Linear, LinearConfig};
 use burn::prelude::*;
+use steptrace::layer;
+
+/// The span names of the first encoder layers, written without an allocation per step.
+const ENCODER_LAYERS: [&str; 8] = [
+    "encoder.layer0",
+    "encoder.layer1",
+    "encoder.layer2",
+    "encoder.layer3",
+    "encoder.layer4",
+    "encoder.layer5",
+    "encoder.layer6",
+    "encoder.layer7",
+];
 
 /// Standard deviation of the normal initialisation of both embedding tables
 /// (GPT-style small init, instead of burn's default N(0, 1)).
@@ -130,10 +141,19 @@ impl CharTransformer {
         let device = tokens.device();
         let positions = Tensor::<1, Int>::arange(0..seq as i64, &device).reshape([1, seq]);
         // [batch, seq, d_model] + [1, seq, d_model] (broadcast over the batch).
-        let x = self.token_embedding.forward(tokens) + self.position_embedding.forward(positions);
+        let x = layer("embedding", || {
+            self.token_embedding.forward(tokens) + self.position_embedding.forward(positions)
+        });
         let mask = generate_autoregressive_mask(batch, seq, &device);
-        let x = self.encoder.forward(TransformerEncoderInput::new(x).mask_attn(mask));
-        self.head.forward(self.final_norm.forward(x))
+        // burn's `TransformerEncoder::forward`, a layer at a time, each in a span of its own
+        // (`steptrace::layer`): the trace's span tree shows the forward pass layer by layer.
+        let mut x = x;
+        for (i, encoder_layer) in self.encoder.layers.iter().enumerate() {
+            let name: std::borrow::Cow<'static, str> =
+                ENCODER_LAYERS.get(i).map_or_else(|| format!("encoder.layer{i}").into(), |n| (*n).into());
+            x = layer(&name, || encoder_layer.forward(x, None, Some(mask.clone())));
+        }
+        layer("head", || self.head.forward(self.final_norm.forward(x)))
     }
 
     /// Vocabulary size (the last axis of the logits).

@@ -213,6 +213,39 @@ fn an_unusable_directory_is_a_clear_error() {
 }
 
 #[test]
+fn layer_spans_are_written_under_their_names_inside_forward() {
+    let dir = tempfile::tempdir().unwrap();
+    let (layer, mut profiler) =
+        steptrace::Profiler::builder("wait=1,active=2,repeat=1".parse().unwrap()).out_dir(dir.path()).build().unwrap();
+    let long = "x".repeat(200);
+    let saved = steptrace_tests::with_layer(layer, || {
+        profiler.start();
+        for _ in 0..3 {
+            let _forward = tracing::info_span!(target: "steptrace", "forward").entered();
+            let y = steptrace::layer("conv1", || steptrace::layer("conv1.weight\u{7}", || 1) + 1);
+            assert_eq!(y, 2);
+            steptrace::layer(&long, || ());
+            steptrace::layer("", || ());
+            drop(_forward);
+            profiler.step();
+        }
+        profiler.finish().unwrap()
+    });
+    let trace = read_trace_file(&saved[0].path).unwrap();
+    let seen = steptrace_tests::nesting_paths(&trace, "ProfilerStep#1");
+    assert!(seen.iter().any(|s| s == "ProfilerStep#1>forward>conv1"), "{seen:?}");
+    // Control characters are dropped, long names cut, an empty name is the span's own.
+    assert!(seen.iter().any(|s| s == "ProfilerStep#1>forward>conv1>conv1.weight"), "{seen:?}");
+    let cut = format!("ProfilerStep#1>forward>{}", "x".repeat(steptrace::format::names::LAYER_NAME_CHARS));
+    assert!(seen.iter().any(|s| *s == cut), "{seen:?}");
+    assert!(seen.iter().any(|s| s == "ProfilerStep#1>forward>layer"), "{seen:?}");
+    // The wait step's layers were not written.
+    assert!(!seen.iter().any(|s| s.starts_with("ProfilerStep#0")), "{seen:?}");
+    // Named by the name alone: no args on the layer events.
+    assert!(trace.events.iter().filter(|e| e.name == "conv1").all(|e| e.args.is_none()), "layer events carry no args");
+}
+
+#[test]
 fn other_crates_spans_are_opt_in() {
     let run = |targets: &[&str]| {
         let dir = tempfile::tempdir().unwrap();

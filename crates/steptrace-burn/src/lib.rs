@@ -41,4 +41,6 @@ pub use ops::report_ops;
 pub use private::{tilde as home_relative, tilde_str as home_relative_str};
 pub use run::{run, BURN_VERSION};
 pub use step::StepError;
+/// A span around one layer's forward: [`steptrace::layer`].
+pub use steptrace::layer;
 pub use summary::{startup_steps, Anomaly, RunSummary, Stats, StepRecord};

@@ -141,6 +141,9 @@ fn span_cost(c: &mut Criterion) {
     tracing::dispatcher::with_default(&dispatch, || {
         profiler.start();
         group.bench_function("outside_window", |b| b.iter(span));
+        // `steptrace::layer` around a trivial closure: what a layer span costs a model that
+        // is not being recorded.
+        group.bench_function("layer_outside_window", |b| b.iter(|| steptrace::layer("encoder.layer2", || std::hint::black_box(1))));
     });
     drop(profiler);
 

@@ -46,6 +46,7 @@ use tracing_subscriber::registry::LookupSpan;
 use crate::schedule::Action;
 
 pub use crate::format::names::{STEP_SPAN, TARGET};
+use crate::format::names::{LAYER_NAME_CHARS, LAYER_SPAN};
 
 static NEXT_SINK: AtomicU64 = AtomicU64::new(1);
 
@@ -262,6 +263,18 @@ where
             // match exactly (speedscope renames spans whose begin has args).
             return;
         }
+        if meta.name() == LAYER_SPAN && meta.target() == TARGET {
+            // Named only while a segment is open: outside the window a layer span costs
+            // no allocation. Like the step, its name carries it (no args).
+            if self.shared.open_segment() != 0 {
+                let mut visitor = LayerVisitor(None);
+                attrs.record(&mut visitor);
+                if let (Some(name), Some(span)) = (visitor.0, ctx.span(id)) {
+                    span.extensions_mut().insert(LayerName(name));
+                }
+            }
+            return;
+        }
         // tracing-chrome (threaded style) only keeps a span's args here: a
         // span without fields has none, now or later, and its events come out
         // the same without the empty args object it would store.
@@ -303,6 +316,29 @@ where
 }
 
 /// Reads the `message` field of an event.
+/// The name a [`LAYER_SPAN`] is written under.
+pub(crate) struct LayerName(pub(crate) String);
+
+/// Reads a layer span's `name` field: printable, at most [`LAYER_NAME_CHARS`] characters.
+struct LayerVisitor(Option<String>);
+
+impl tracing_core::field::Visit for LayerVisitor {
+    fn record_str(&mut self, field: &tracing_core::Field, value: &str) {
+        if field.name() == "name" {
+            let name: String =
+                value.chars().filter(|c| !c.is_control()).take(LAYER_NAME_CHARS).collect();
+            if !name.trim().is_empty() {
+                self.0 = Some(name);
+            }
+        }
+    }
+    fn record_debug(&mut self, field: &tracing_core::Field, value: &dyn std::fmt::Debug) {
+        if self.0.is_none() {
+            tracing_core::field::Visit::record_str(self, field, &format!("{value:?}"));
+        }
+    }
+}
+
 pub(crate) struct MessageVisitor(pub(crate) Option<String>);
 
 impl tracing_core::field::Visit for MessageVisitor {

@@ -5,6 +5,7 @@
 pub(crate) mod backlog;
 pub mod device;
 pub mod gate;
+mod spans;
 mod profiler;
 pub mod ranks;
 pub mod schedule;
@@ -12,6 +13,7 @@ pub mod sink;
 mod threads;
 
 pub use device::{DeviceCollector, DeviceError, DeviceWindow};
+pub use spans::layer;
 pub use profiler::{Profiler, ProfilerBuilder, ProfilerLayer};
 pub use ranks::{RankLayer, RankProfilers};
 pub use schedule::{Action, Schedule, ScheduleError};

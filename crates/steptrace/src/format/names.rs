@@ -25,6 +25,12 @@ pub const TRANSFER_H2D: &str = "transfer.h2d";
 pub const TRAIN_STEP: &str = "train.step";
 /// The model's forward pass.
 pub const FORWARD: &str = "forward";
+/// A span around one part of the user's model (a layer, a block), written under the name
+/// its `name` field gives ([`layer`](crate::layer)): `conv1`, `encoder.layer2`. A
+/// [`LAYER_SPAN`] without a name is written as `layer`.
+pub const LAYER_SPAN: &str = "layer";
+/// The most characters of a layer's name written; longer names are cut.
+pub const LAYER_NAME_CHARS: usize = 64;
 /// The loss computation.
 pub const LOSS: &str = "loss";
 /// The backward pass (gradients).
@@ -64,6 +70,7 @@ pub const SPANS: &[NameInfo] = &[
     NameInfo { name: TRANSFER_H2D, meaning: "copying the batch from host memory to the device" },
     NameInfo { name: TRAIN_STEP, meaning: "one autodiff step: forward, loss, backward, optimizer" },
     NameInfo { name: FORWARD, meaning: "the model's forward pass" },
+    NameInfo { name: "(a layer's name)", meaning: "one part of the model, inside `forward`: a span made by `steptrace::layer` (the bundled ConvNet and Transformer name every layer)" },
     NameInfo { name: LOSS, meaning: "the loss computation" },
     NameInfo { name: BACKWARD, meaning: "the backward pass" },
     NameInfo { name: OPTIMIZER, meaning: "the optimizer update" },

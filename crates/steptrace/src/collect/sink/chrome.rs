@@ -6,8 +6,8 @@ use tracing_chrome::{ChromeLayer, ChromeLayerBuilder, EventOrSpan, FlushGuard};
 use tracing_core::Subscriber;
 use tracing_subscriber::registry::LookupSpan;
 
-use crate::format::names::{step_name, STEP_SPAN};
-use crate::gate::{tagged_category, MessageVisitor, StepNumber};
+use crate::format::names::{step_name, LAYER_SPAN, STEP_SPAN};
+use crate::gate::{tagged_category, LayerName, MessageVisitor, StepNumber};
 
 /// The longest event name kept; longer messages are cut.
 const MAX_EVENT_NAME: usize = 96;
@@ -41,6 +41,10 @@ where
     match item {
         EventOrSpan::Span(span) if span.name() == STEP_SPAN => match span.extensions().get::<StepNumber>() {
             Some(StepNumber(n)) => step_name(*n),
+            None => span.name().to_owned(),
+        },
+        EventOrSpan::Span(span) if span.name() == LAYER_SPAN => match span.extensions().get::<LayerName>() {
+            Some(LayerName(name)) => name.clone(),
             None => span.name().to_owned(),
         },
         EventOrSpan::Span(span) => span.name().to_owned(),

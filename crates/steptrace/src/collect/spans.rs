@@ -1,0 +1,22 @@
+//! Spans around the parts of a model: [`layer`].
+
+use crate::format::names::{LAYER_SPAN, TARGET};
+
+/// Runs `f` inside a span named `name`: one line around a layer's forward, so that the trace
+/// and the report's span tree show where the forward pass spends its time, layer by layer.
+///
+/// ```
+/// let y = steptrace::layer("encoder.layer2", || 2 + 2);
+/// assert_eq!(y, 4);
+/// ```
+///
+/// In a burn model, `let x = steptrace::layer("conv1", || self.conv1.forward(x));`. The span
+/// is a [`LAYER_SPAN`] of steptrace's target with `name` as a field; the trace shows it under
+/// `name` (cut to [`LAYER_NAME_CHARS`](crate::format::names::LAYER_NAME_CHARS) characters).
+/// Outside a recorded window the span is neither named nor written. Name layers by their
+/// place in the model: the name is written into every trace that records them.
+#[inline]
+pub fn layer<T>(name: &str, f: impl FnOnce() -> T) -> T {
+    let _span = tracing::info_span!(target: TARGET, LAYER_SPAN, name).entered();
+    f()
+}
