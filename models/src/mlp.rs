@@ -6,6 +6,10 @@
 
 use burn::nn::{Dropout, DropoutConfig, Linear, LinearConfig, Relu};
 use burn::prelude::*;
+use steptrace::layer;
+
+/// The span names of the first hidden layers (`hidden{i}` beyond them).
+const HIDDEN: [&str; 4] = ["hidden0", "hidden1", "hidden2", "hidden3"];
 
 /// Configuration of an [`Mlp`].
 ///
@@ -77,10 +81,14 @@ impl Mlp {
     /// - output: `[batch, n_classes]`, unnormalised logits
     pub fn forward(&self, input: Tensor<2>) -> Tensor<2> {
         let mut x = input;
-        for layer in &self.hidden {
-            x = self.dropout.forward(self.activation.forward(layer.forward(x)));
+        for (i, linear) in self.hidden.iter().enumerate() {
+            let step = |x| self.dropout.forward(self.activation.forward(linear.forward(x)));
+            x = match HIDDEN.get(i) {
+                Some(name) => layer(name, || step(x)),
+                None => layer(&format!("hidden{i}"), || step(x)),
+            };
         }
-        self.output.forward(x)
+        layer("output", || self.output.forward(x))
     }
 
     /// Number of input features this model expects.

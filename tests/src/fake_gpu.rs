@@ -81,7 +81,7 @@ impl DeviceCollector for FakeGpu {
             n += 1;
             let mut args = KernelArgs::default();
             (args.device, args.stream, args.correlation, args.grid, args.block) =
-                (self.device, self.stream, correlation, [8, 1, 1], [128, 1, 1]);
+                (self.device, self.stream, correlation, Some([8, 1, 1]), Some([128, 1, 1]));
             window.kernels.push(KernelRecord { start_us: start, end_us: start + us(self.kernel), name: name.clone(), args });
             if self.orphan_every == 0 || n % self.orphan_every != 0 {
                 let launch_start = start - us(self.launch_lead);

@@ -14,6 +14,8 @@
 //!   every backend can start from the same state.
 #![warn(missing_docs)]
 
+#[cfg(feature = "attribution")]
+mod attribute;
 pub mod backend;
 mod config;
 pub mod data;
@@ -43,4 +45,6 @@ pub use run::{run, BURN_VERSION};
 pub use step::StepError;
 /// A span around one layer's forward: [`steptrace::layer`].
 pub use steptrace::layer;
+#[cfg(feature = "attribution")]
+pub use attribute::StampLayer;
 pub use summary::{startup_steps, Anomaly, RunSummary, Stats, StepRecord};

@@ -6,13 +6,19 @@ use std::time::Instant;
 use steptrace::collect::device::{CopyRecord, DeviceError, KernelRecord, LaunchRecord, MemsetRecord};
 use steptrace::collect::{DeviceCollector, DeviceWindow};
 use steptrace::format::device::{ClockCalibration, DeviceProperties, KernelArgs, MemcpyArgs, MemsetArgs};
+use cubecl::logging::TimingRequest;
 use steptrace_cupti::{probe, ClockMap, Collector, CollectorConfig, LaunchSource};
 
-/// CUPTI, collecting for the profiler's windows.
+use crate::attribute::{self, Recorded, Recording};
+
+/// CUPTI, collecting for the profiler's windows, with each kernel tied to its burn ops and
+/// span ([`attribute`](crate::attribute)).
 pub(super) struct CuptiDevice {
     collector: Collector,
     device: DeviceProperties,
     pub(super) source: String,
+    burn_device: burn::prelude::Device,
+    recording: Option<Result<Recording, String>>,
 }
 
 impl CuptiDevice {
@@ -33,7 +39,8 @@ impl CuptiDevice {
             device.num_sms = info.sm_count;
             (device.compute_major, device.compute_minor) = info.compute_capability;
         }
-        Ok(CuptiDevice { collector, device, source })
+        let burn_device = burn::prelude::Device::cuda(ordinal as usize);
+        Ok(CuptiDevice { collector, device, source, burn_device, recording: None })
     }
 }
 
@@ -43,11 +50,18 @@ fn us(map: &ClockMap, origin: Instant, ns: u64) -> f64 {
 
 impl DeviceCollector for CuptiDevice {
     fn open(&mut self) -> Result<(), DeviceError> {
-        Ok(self.collector.enable()?)
+        self.collector.enable()?;
+        self.recording = Some(attribute::open(&self.burn_device, TimingRequest::None));
+        Ok(())
     }
 
     fn close(&mut self, origin: Instant) -> Result<DeviceWindow, DeviceError> {
         let w = self.collector.disable_and_flush()?;
+        let recorded = match self.recording.take() {
+            Some(Ok(recording)) => Ok(attribute::close(recording)),
+            Some(Err(why)) => Err(why),
+            None => Err("the window was not opened".to_owned()),
+        };
         let map = w.clock_map();
         let mut out = DeviceWindow::default();
         out.source = self.source.clone();
@@ -58,10 +72,10 @@ impl DeviceCollector for CuptiDevice {
             args.device = k.device_id;
             args.stream = u64::from(k.stream_id);
             args.correlation = u64::from(k.correlation_id);
-            args.grid = k.grid.map(|g| g.max(0) as u32);
-            args.block = k.block.map(|b| b.max(0) as u32);
-            args.registers_per_thread = u32::from(k.registers_per_thread);
-            args.shared_memory = (k.static_shared_bytes.max(0) + k.dynamic_shared_bytes.max(0)) as u64;
+            args.grid = Some(k.grid.map(|g| g.max(0) as u32));
+            args.block = Some(k.block.map(|b| b.max(0) as u32));
+            args.registers_per_thread = Some(u32::from(k.registers_per_thread));
+            args.shared_memory = Some((k.static_shared_bytes.max(0) + k.dynamic_shared_bytes.max(0)) as u64);
             out.kernels.push(KernelRecord {
                 start_us: us(&map, origin, k.start_ns),
                 end_us: us(&map, origin, k.end_ns),
@@ -92,6 +106,7 @@ impl DeviceCollector for CuptiDevice {
                 thread_name: l.thread.name.as_deref().map(str::to_owned),
             });
         }
+        attribute_kernels(&mut out, recorded);
         out.dropped_by_collector = w.dropped_records;
         let mut clock = ClockCalibration::default();
         // CUPTI's clock reading at trace time 0.
@@ -109,5 +124,26 @@ impl DeviceCollector for CuptiDevice {
             out.problems.push(format!("{} records had not finished at the window's end", w.incomplete_records));
         }
         Ok(out)
+    }
+}
+
+/// Ties each kernel to the launch cubecl's observer saw for it, paired in launch (correlation)
+/// order, and so to its block's operations and span.
+fn attribute_kernels(out: &mut DeviceWindow, recorded: Result<Recorded, String>) {
+    let recorded = match recorded {
+        Ok(r) => r,
+        Err(why) => {
+            out.problems.push(format!("kernels not attributed: {why}"));
+            return;
+        }
+    };
+    let mut order: Vec<usize> = (0..out.kernels.len()).collect();
+    order.sort_by_key(|&i| out.kernels[i].args.correlation);
+    let observed: Vec<&str> = recorded.launches.iter().map(|(l, _)| l.kernel).collect();
+    let names: Vec<&str> = order.iter().map(|&i| &*out.kernels[i].name).collect();
+    let pairs = attribute::align(&names, &observed);
+    let found: Vec<_> = pairs.iter().map(|p| p.map(|j| recorded.launches[j].1.clone())).collect();
+    for (&i, attribution) in order.iter().zip(found) {
+        out.kernels[i].args.attribution = Some(attribution.unwrap_or_else(attribute::not_observed));
     }
 }

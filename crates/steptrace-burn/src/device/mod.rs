@@ -1,10 +1,12 @@
 //! Device activity for the profiler: kernels, copies and launches through
-//! CUPTI on CUDA; elsewhere "not observed", with the reason.
+//! CUPTI on CUDA; on wgpu, and on CUDA without a usable CUPTI, kernels timed
+//! by cubecl itself (timestamp queries, CUDA events); on the CPU "not
+//! observed", with the reason. Every kernel is tied to the burn operations
+//! and the span it ran for ([`attribute`](crate::attribute)).
 //!
-//! [`setup`] probes first and never panics: without libcupti, with another
-//! CUPTI client in the process, on wgpu or the CPU, or with
-//! `--device-activity off`, the traces say why the device was not
-//! observed, and training runs as usual.
+//! [`setup`] probes first and never panics: with another CUPTI client in the
+//! process, on the CPU, or with `--device-activity off`, the traces say why
+//! the device was not observed, and training runs as usual.
 
 use std::fmt;
 
@@ -52,7 +54,10 @@ impl DeviceSetup {
     /// One line for the console and the manifest.
     pub fn describe(&self, mode: DeviceActivityMode) -> String {
         match self {
-            DeviceSetup::Collector(_, what) => format!("{mode}: recorded by {what} (kernels, copies, memsets, launches)"),
+            DeviceSetup::Collector(_, what) if what.starts_with("CUPTI") => {
+                format!("{mode}: recorded by {what} (kernels, copies, memsets, launches; kernels tied to burn ops and spans)")
+            }
+            DeviceSetup::Collector(_, what) => format!("{mode}: kernels recorded by {what}, tied to burn ops and spans"),
             DeviceSetup::NotObserved(why) => format!("{mode}: not observed ({why})"),
         }
     }
@@ -64,34 +69,58 @@ pub fn setup(mode: DeviceActivityMode, selection: &Selection) -> DeviceSetup {
     if mode == DeviceActivityMode::Off {
         return DeviceSetup::NotObserved("turned off (--device-activity off)".into());
     }
-    if selection.kind != BackendKind::Cuda {
-        let mut why = match selection.kind {
-            BackendKind::Cpu => "the CPU backend has no separate device: host time is the work itself".to_owned(),
-            kind => format!("device activity is recorded on CUDA only, through CUPTI; this run is on {kind}"),
-        };
-        if let Some(reason) = &selection.fallback_reason {
-            why.push_str(&format!(" (a fallback: {reason})"));
+    match selection.kind {
+        BackendKind::Cuda => cuda_setup(selection),
+        BackendKind::Wgpu => wgpu_setup(selection),
+        BackendKind::Cpu => {
+            let mut why = "the CPU backend has no separate device: host time is the work itself".to_owned();
+            if let Some(reason) = &selection.fallback_reason {
+                why.push_str(&format!(" (a fallback: {reason})"));
+            }
+            DeviceSetup::NotObserved(why)
         }
-        return DeviceSetup::NotObserved(why);
     }
-    cuda_setup()
 }
 
+/// CUPTI where it can run; else cubecl's own timing (CUDA events), with CUPTI's reason.
 #[cfg(feature = "cuda")]
-fn cuda_setup() -> DeviceSetup {
+fn cuda_setup(selection: &Selection) -> DeviceSetup {
     match cupti::CuptiDevice::start(0) {
         Ok(device) => {
             let what = device.source.clone();
             DeviceSetup::Collector(Box::new(device), what)
         }
-        Err(why) => DeviceSetup::NotObserved(why),
+        Err(why) => {
+            let device = timed::TimedDevice::new(burn::prelude::Device::cuda(0), &selection.device, "CUDA events");
+            let what = format!("{} (CUPTI unusable: {why})", device.source);
+            DeviceSetup::Collector(Box::new(device), what)
+        }
     }
 }
 
 #[cfg(not(feature = "cuda"))]
-fn cuda_setup() -> DeviceSetup {
+fn cuda_setup(_: &Selection) -> DeviceSetup {
     DeviceSetup::NotObserved("steptrace-burn was built without its `cuda` feature".into())
+}
+
+#[cfg(feature = "wgpu")]
+fn wgpu_setup(selection: &Selection) -> DeviceSetup {
+    let device = selection
+        .wgpu_device
+        .map_or_else(|| burn::prelude::Device::wgpu(burn::prelude::DeviceKind::DefaultDevice), |t| t.device());
+    let device = timed::TimedDevice::new(device, &selection.device, "wgpu");
+    let what = device.source.clone();
+    DeviceSetup::Collector(Box::new(device), what)
+}
+
+#[cfg(not(feature = "wgpu"))]
+fn wgpu_setup(_: &Selection) -> DeviceSetup {
+    DeviceSetup::NotObserved("steptrace-burn was built without its `wgpu` feature".into())
 }
 
 #[cfg(feature = "cuda")]
 mod cupti;
+#[cfg(any(feature = "cuda", feature = "wgpu"))]
+mod timed;
+#[cfg(any(feature = "cuda", feature = "wgpu"))]
+pub use timed::{DEVICE_TIMESTAMPS, HOST_CLOCK};

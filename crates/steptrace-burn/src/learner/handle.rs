@@ -63,7 +63,15 @@ impl LearnerProfiler {
     /// installed then. [`LearnerError::Profiler`] when the builder's output
     /// directory, file-name template, targets or manifest are unusable.
     pub fn install(builder: ProfilerBuilder) -> Result<Self, LearnerError> {
-        Ok(Self::from_profiler(builder.try_install()?))
+        use tracing_subscriber::layer::SubscriberExt;
+        use tracing_subscriber::util::SubscriberInitExt;
+        let (layer, profiler) = builder.build_global::<tracing_subscriber::Registry>()?;
+        let subscriber = tracing_subscriber::registry().with(layer);
+        // Stamps steptrace's spans, so that kernels are tied to the spans their ops were called in.
+        #[cfg(feature = "attribution")]
+        let subscriber = subscriber.with(crate::attribute::StampLayer);
+        subscriber.try_init().map_err(|e| steptrace::Error::Install(e.to_string()))?;
+        Ok(Self::from_profiler(profiler))
     }
 
     /// Takes a profiler whose layer the caller has installed in a

@@ -86,16 +86,88 @@ pub struct KernelArgs {
     pub stream: u64,
     /// Links the kernel to its launch.
     pub correlation: u64,
-    /// Grid dimensions.
-    pub grid: [u32; 3],
-    /// Block dimensions.
-    pub block: [u32; 3],
+    /// Grid dimensions; absent where the tracer does not see them (timestamp queries).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grid: Option<[u32; 3]>,
+    /// Block dimensions; absent where the tracer does not see them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub block: Option<[u32; 3]>,
     /// Registers per thread.
-    #[serde(rename = "registers per thread")]
-    pub registers_per_thread: u32,
+    #[serde(rename = "registers per thread", skip_serializing_if = "Option::is_none")]
+    pub registers_per_thread: Option<u32>,
     /// Static plus dynamic shared memory, bytes.
-    #[serde(rename = "shared memory")]
-    pub shared_memory: u64,
+    #[serde(rename = "shared memory", skip_serializing_if = "Option::is_none")]
+    pub shared_memory: Option<u64>,
+    /// How the kernel's start and end were measured, where it was not by CUPTI
+    /// (`timestamp queries`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timing: Option<String>,
+    /// What the kernel was launched for, where the launch was observed.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub attribution: Option<KernelAttribution>,
+}
+
+/// What a kernel ran for: the burn operations of its fused block and the host span in which
+/// they were called. Every field but `attribution` is absent when the kernel is not tied to
+/// a block; `attribution` then says why ([`attribution`] has the words).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct KernelAttribution {
+    /// The fused block's number in the window (blocks run in this order).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub block: Option<u64>,
+    /// The op kind the kernel counts under: `matmul`, `conv`, `elementwise (fused)`, ...
+    #[serde(rename = "op kind", skip_serializing_if = "Option::is_none")]
+    pub op_kind: Option<String>,
+    /// The block's operations in a compact, bounded form: `Matmul [256, 128]; Add; Relu`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ops: Option<String>,
+    /// The innermost host span path the operations were called in:
+    /// `forward > encoder.layer2`, `backward > conv1` (inferred), `optimizer`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub span: Option<String>,
+    /// The step phase: `forward`, `loss`, `backward`, `optimizer`, or another span's name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    /// How the kernel was attributed, or why it was not: one of [`attribution`]'s words.
+    pub attribution: String,
+}
+
+impl KernelAttribution {
+    /// A kernel attributed to nothing, for `reason` (one of [`attribution`]'s `NO_*` words).
+    #[must_use]
+    pub fn not_attributed(reason: &str) -> KernelAttribution {
+        KernelAttribution { attribution: reason.to_owned(), ..KernelAttribution::default() }
+    }
+}
+
+/// The words of [`KernelAttribution::attribution`].
+pub mod attribution {
+    /// The block's operations were called inside `span`.
+    pub const CALLED: &str = "called in span";
+    /// A backward (or optimizer) operation, tied to the forward span whose tensors it reads.
+    pub const INFERRED: &str = "inferred from the forward tensors it reads";
+    /// A backward operation that reads no forward tensor: named by its phase only.
+    pub const PHASE_ONLY: &str = "phase only: reads no forward tensor";
+    /// The block's operations were called in different phases (a fusion across the loss and
+    /// backward): `span` lists the phases.
+    pub const ACROSS: &str = "called across phases";
+    /// The block's operations were called outside every steptrace span.
+    pub const OUTSIDE_SPANS: &str = "called outside steptrace's spans";
+    /// Prefix of the reasons a kernel is not attributed.
+    pub const NOT_PREFIX: &str = "not attributed: ";
+    /// Launched outside a fused block (an autotune candidate, a copy kernel, a reduction
+    /// burn runs on its own).
+    pub const NO_BLOCK: &str = "not attributed: launched outside any fused block (autotune, copies, ...)";
+    /// A kernel whose launch was not observed (before the observers were installed, or not
+    /// issued through cubecl).
+    pub const NO_LAUNCH: &str = "not attributed: its launch was not observed";
+
+    /// Whether `how` attributes the kernel to an op and a span.
+    #[must_use]
+    pub fn is_attributed(how: &str) -> bool {
+        !how.starts_with(NOT_PREFIX)
+    }
 }
 
 /// Arguments of a copy event.
@@ -247,10 +319,22 @@ mod tests {
 
     #[test]
     fn kernel_args_use_kineto_names_and_activity_says_why_not() {
-        let args = KernelArgs { device: 0, stream: 7, correlation: 1369, ..KernelArgs::default() };
+        let mut args = KernelArgs { device: 0, stream: 7, correlation: 1369, ..KernelArgs::default() };
         let v = serde_json::to_value(&args).unwrap();
         assert_eq!(v["stream"], 7);
-        assert!(v.get("registers per thread").is_some());
+        assert!(v.get("registers per thread").is_none() && v.get("grid").is_none(), "absent, not zero: {v}");
+        assert!(v.get("attribution").is_none());
+        args.registers_per_thread = Some(32);
+        args.attribution = Some(KernelAttribution {
+            op_kind: Some("matmul".into()),
+            span: Some("forward > conv1".into()),
+            attribution: attribution::CALLED.into(),
+            ..KernelAttribution::default()
+        });
+        let v = serde_json::to_value(&args).unwrap();
+        assert_eq!((v["registers per thread"].as_u64(), v["op kind"].as_str()), (Some(32), Some("matmul")));
+        assert_eq!((v["span"].as_str(), v["attribution"].as_str()), (Some("forward > conv1"), Some(attribution::CALLED)));
+        assert!(v.get("block").is_none() && !attribution::is_attributed(attribution::NO_BLOCK));
         let none = serde_json::to_value(DeviceActivity::not_observed("libcupti.so not found")).unwrap();
         assert_eq!(none["status"], "not_observed");
         assert_eq!(none["reason"], "libcupti.so not found");

@@ -33,8 +33,11 @@ use super::capture::install_log_capture;
 /// ```
 pub fn install_profiler(builder: ProfilerBuilder) -> Result<Profiler, Error> {
     let (layer, profiler) = builder.build_global::<tracing_subscriber::Registry>()?;
-    tracing::subscriber::set_global_default(tracing_subscriber::registry().with(layer))
-        .map_err(|e| Error::Install(e.to_string()))?;
+    let subscriber = tracing_subscriber::registry().with(layer);
+    // Stamps steptrace's spans, so that kernels are tied to the spans their ops were called in.
+    #[cfg(feature = "attribution")]
+    let subscriber = subscriber.with(crate::attribute::StampLayer);
+    tracing::subscriber::set_global_default(subscriber).map_err(|e| Error::Install(e.to_string()))?;
     // Mirrors `try_init`, which would install LogTracer now; a slot already taken is
     // reported by the run's manifest.
     let _ = install_log_capture();

@@ -1,0 +1,248 @@
+//! Which op, which layer: every kernel tied to the burn operations of its fused block and to
+//! the host span those operations were called in.
+//!
+//! Three sources, recorded while a window is open ([`open`], [`close`]):
+//! - burn-fusion's [`FusionObserver`]: each fused block that runs, with its operations
+//!   (kind, shape, the ids of the tensors each reads and writes); the block's kernels are
+//!   launched between `block_starts` and `block_ran`;
+//! - cubecl's [`LaunchObserver`]: each kernel launch, in order, inside its block or not; and,
+//!   where asked ([`TimingRequest::Deferred`]), a device measurement of it that nothing waits
+//!   for (timestamp queries on wgpu, events on CUDA);
+//! - the stamp layer ([`StampLayer`]): at every boundary of a steptrace span on the calling
+//!   thread, the next tensor id of burn-fusion's counter, which places each operation in the
+//!   span it was called in ([`spans`]).
+//!
+//! On CUDA, CUPTI's kernels are paired with the observed launches in order ([`align()`]); on
+//! other backends the measurements are the kernels.
+
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+mod align;
+mod ops;
+mod spans;
+mod stamps;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard, OnceLock};
+use std::time::Instant;
+
+use burn::prelude::Device;
+use burn_cubecl::fusion::FusionCubeRuntime;
+use burn_dispatch::DispatchDevice;
+use burn_fusion::client::GlobalFusionClient;
+use burn_fusion::observer::{BlockOperations, FusionObservation, FusionObserver};
+use burn_ir::OperationIr;
+use cubecl::logging::{LaunchObservation, LaunchObserver, TimingRequest};
+use cubecl::profile::{Duration, ProfileDuration, TimingMethod};
+use steptrace::format::device::{attribution, KernelAttribution};
+
+#[cfg_attr(not(feature = "cuda"), allow(unused_imports))]
+pub(crate) use align::align;
+use ops::OpNote;
+use spans::{Boundary, Inference, SpanMap};
+pub use stamps::StampLayer;
+
+/// One launch the observer saw.
+pub(crate) struct LaunchNote {
+    /// cubecl's kernel name (a type name).
+    pub(crate) kernel: &'static str,
+    /// When the launch was issued, on the host's clock.
+    pub(crate) at: Instant,
+    /// The block it was launched for, by number.
+    pub(crate) block: Option<u64>,
+    /// Its measurement, unread (`Deferred`).
+    pub(crate) profile: Option<ProfileDuration>,
+    /// Its length, read by cubecl (when its profiling logger is on too).
+    pub(crate) timed: Option<(Duration, TimingMethod)>,
+}
+
+#[derive(Default)]
+struct Notes {
+    blocks: Vec<Vec<OpNote>>,
+    launches: Vec<LaunchNote>,
+    in_block: Option<u64>,
+    boundaries: Vec<Boundary>,
+}
+
+/// The process's recorder: the observers are process-wide, so is what they write into.
+struct Recorder {
+    notes: Mutex<Notes>,
+    recording: AtomicBool,
+    /// Takes the next id of burn-fusion's tensor counter.
+    stamp: OnceLock<Box<dyn Fn() -> u64 + Send + Sync>>,
+}
+
+static RECORDER: LazyLock<Recorder> = LazyLock::new(|| Recorder {
+    notes: Mutex::new(Notes::default()),
+    recording: AtomicBool::new(false),
+    stamp: OnceLock::new(),
+});
+
+fn notes() -> MutexGuard<'static, Notes> {
+    RECORDER
+        .notes
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn recording() -> bool {
+    RECORDER.recording.load(Ordering::Relaxed)
+}
+
+/// Notes a span boundary, when recording (the stamp layer).
+fn boundary(enter: Option<Arc<str>>) {
+    if !recording() {
+        return;
+    }
+    if let Some(stamp) = RECORDER.stamp.get() {
+        let b = Boundary {
+            stamp: stamp(),
+            thread: std::thread::current().id(),
+            enter,
+        };
+        notes().boundaries.push(b);
+    }
+}
+
+struct Observer {
+    timing: TimingRequest,
+}
+
+impl FusionObserver for Observer {
+    fn registered(&self, _operation: &OperationIr) {}
+
+    fn block_starts(&self, block: BlockOperations<'_>) {
+        if !recording() {
+            return;
+        }
+        let ops: Vec<OpNote> = block.iter().map(OpNote::of).collect();
+        let mut n = notes();
+        n.in_block = Some(n.blocks.len() as u64);
+        n.blocks.push(ops);
+    }
+
+    fn block_ran(&self) {
+        if recording() {
+            notes().in_block = None;
+        }
+    }
+}
+
+impl LaunchObserver for Observer {
+    fn launched(&self, kernel: &'static str) {
+        if !recording() {
+            return;
+        }
+        let mut n = notes();
+        let block = n.in_block;
+        n.launches.push(LaunchNote {
+            kernel,
+            at: Instant::now(),
+            block,
+            profile: None,
+            timed: None,
+        });
+    }
+
+    fn timing(&self) -> TimingRequest {
+        self.timing
+    }
+
+    fn profiled(&self, kernel: &'static str, profile: ProfileDuration) {
+        let mut n = notes();
+        if let Some(last) = n
+            .launches
+            .last_mut()
+            .filter(|l| l.kernel == kernel && l.profile.is_none())
+        {
+            last.profile = Some(profile);
+        }
+    }
+
+    fn timed(&self, kernel: &'static str, duration: Duration, method: TimingMethod) {
+        let mut n = notes();
+        if let Some(last) = n
+            .launches
+            .last_mut()
+            .filter(|l| l.kernel == kernel && l.timed.is_none())
+        {
+            last.timed = Some((duration, method));
+        }
+    }
+}
+
+/// The observers, installed for one window.
+pub(crate) struct Recording {
+    _launch: LaunchObservation,
+    _fusion: FusionObservation,
+}
+
+/// Starts recording for a window on `device`'s backend, with `timing` asked of each launch.
+///
+/// # Errors
+///
+/// When `device` is not a cubecl device, or another window is recording (the observers have
+/// one slot per process).
+pub(crate) fn open(device: &Device, timing: TimingRequest) -> Result<Recording, String> {
+    if RECORDER.stamp.get().is_none() {
+        let DispatchDevice::Cube(cube) = device.as_dispatch().clone() else {
+            return Err(
+                "the device is not a cubecl device: burn-fusion's observers do not see it".into(),
+            );
+        };
+        let client = GlobalFusionClient::<FusionCubeRuntime>::load(&cube);
+        let _ = RECORDER.stamp.set(Box::new(move || {
+            ops::id_number(&client.create_empty_handle()).unwrap_or(0)
+        }));
+    }
+    if RECORDER.recording.swap(true, Ordering::AcqRel) {
+        return Err("another window is recording kernel attribution (the observers have one slot per process)".into());
+    }
+    *notes() = Notes::default();
+    let observer = Arc::new(Observer { timing });
+    Ok(Recording {
+        _launch: LaunchObservation::new(observer.clone()),
+        _fusion: FusionObservation::new(observer),
+    })
+}
+
+/// What a window recorded: each launch with what it is attributed to.
+pub(crate) struct Recorded {
+    pub(crate) launches: Vec<(LaunchNote, KernelAttribution)>,
+}
+
+/// Stops recording and attributes each launch.
+pub(crate) fn close(recording: Recording) -> Recorded {
+    drop(recording);
+    RECORDER.recording.store(false, Ordering::Release);
+    let Notes {
+        blocks,
+        launches,
+        boundaries,
+        ..
+    } = std::mem::take(&mut *notes());
+    let map = SpanMap::new(&boundaries);
+    let inference = Inference::new(&map, blocks.iter().flatten());
+    let by_block: Vec<KernelAttribution> = blocks
+        .iter()
+        .enumerate()
+        .map(|(i, ops)| spans::attribute_block(&map, &inference, i as u64, ops))
+        .collect();
+    let launches = launches
+        .into_iter()
+        .map(|l| {
+            let a = l
+                .block
+                .and_then(|b| by_block.get(b as usize))
+                .cloned()
+                .unwrap_or_else(|| KernelAttribution::not_attributed(attribution::NO_BLOCK));
+            (l, a)
+        })
+        .collect();
+    Recorded { launches }
+}
+
+/// The attribution of a kernel no observed launch explains.
+#[cfg(feature = "cuda")]
+pub(crate) fn not_observed() -> KernelAttribution {
+    KernelAttribution::not_attributed(attribution::NO_LAUNCH)
+}
