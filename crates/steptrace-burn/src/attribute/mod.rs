@@ -41,6 +41,10 @@ use ops::OpNote;
 use spans::{Boundary, Inference, SpanMap};
 pub use stamps::StampLayer;
 
+/// `STEPTRACE_ATTRIBUTION=off` turns attribution off (to measure what it costs); kernels are
+/// then recorded as before, and each window says why they are not attributed.
+pub(crate) const OFF_VAR: &str = "STEPTRACE_ATTRIBUTION";
+
 /// One launch the observer saw.
 pub(crate) struct LaunchNote {
     /// cubecl's kernel name (a type name).
@@ -183,6 +187,9 @@ pub(crate) struct Recording {
 /// When `device` is not a cubecl device, or another window is recording (the observers have
 /// one slot per process).
 pub(crate) fn open(device: &Device, timing: TimingRequest) -> Result<Recording, String> {
+    if std::env::var_os(OFF_VAR).is_some_and(|v| v == "off") {
+        return Err(format!("turned off ({OFF_VAR}=off)"));
+    }
     if RECORDER.stamp.get().is_none() {
         let DispatchDevice::Cube(cube) = device.as_dispatch().clone() else {
             return Err(

@@ -27,7 +27,8 @@ mod table;
 mod timing;
 
 pub use device::{
-    short_name, BatchCopies, CopyDirection, CopySize, CopyView, DeviceStep, DeviceSteps, DeviceView, KernelRow, KernelTable,
+    short_name, AttributionView, BatchCopies, CopyDirection, CopySize, CopyView, DeviceStep, DeviceSteps, DeviceView, KernelRow,
+    KernelTable, DeviceSpanRow, TimeRow,
     LaunchView, SmallUploads, SHORT_KERNEL_US, SMALL_COPY_BYTES,
 };
 pub use hypotheses::{Change, Experiment, Hypothesis, NotExamined};

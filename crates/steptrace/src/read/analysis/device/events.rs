@@ -41,6 +41,36 @@ pub(crate) struct Work {
     pub(crate) bytes: Option<u64>,
     /// `HtoD`, `DtoH`, `DtoD`, `HtoH`, `PtoP` or `other` (copies only).
     pub(crate) direction: Option<&'static str>,
+    /// What the kernel ran for, where the trace says (`args.attribution` and its fields).
+    pub(crate) attributed: Option<Attributed>,
+}
+
+/// A kernel's attribution, as its arguments give it.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Attributed {
+    /// How it was attributed, or why not (`args.attribution`).
+    pub(crate) how: String,
+    pub(crate) op_kind: Option<String>,
+    pub(crate) ops: Option<String>,
+    pub(crate) span: Option<String>,
+    pub(crate) phase: Option<String>,
+    /// How it was timed, when not by CUPTI (`args.timing`).
+    pub(crate) timing: Option<String>,
+}
+
+impl Attributed {
+    fn read(e: &crate::reader::TraceEvent) -> Option<Attributed> {
+        let text = |key: &str| e.arg(key).and_then(Value::as_str).map(str::to_owned);
+        let how = text("attribution")?;
+        Some(Attributed {
+            how,
+            op_kind: text("op kind"),
+            ops: text("ops"),
+            span: text("span"),
+            phase: text("phase"),
+            timing: text("timing"),
+        })
+    }
 }
 
 /// A device, as the trace names it.
@@ -135,6 +165,7 @@ impl DeviceEvents {
                 block: e.arg("block").and_then(dims),
                 bytes: e.arg("bytes").and_then(as_u64),
                 direction,
+                attributed: if kind == WorkKind::Kernel { Attributed::read(e) } else { None },
             });
         }
         out.work.sort_by(|a, b| a.start.total_cmp(&b.start));

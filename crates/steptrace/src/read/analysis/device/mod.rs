@@ -8,6 +8,7 @@
 //! Without such events every one of them is `None`, and
 //! [`DeviceView::not_observed_reason`] says why: absent is not zero.
 
+mod attribution;
 mod busy;
 mod copies;
 mod events;
@@ -17,6 +18,7 @@ mod launch;
 
 use serde::Serialize;
 
+pub use attribution::{AttributionView, DeviceSpanRow, TimeRow};
 pub use busy::{DeviceStep, DeviceSteps};
 pub use copies::{BatchCopies, CopyDirection, CopySize, CopyView, SmallUploads, SMALL_COPY_BYTES};
 pub(crate) use events::DeviceEvents;
@@ -58,6 +60,9 @@ pub struct DeviceView {
     pub copies: Option<CopyView>,
     /// Kernels by device time; `None` when the trace has no kernels.
     pub kernels: Option<KernelTable>,
+    /// Kernel time by burn op kind, span path and phase; `None` when the kernels carry no
+    /// attribution.
+    pub attribution: Option<AttributionView>,
     /// Why each absent part is absent: `(part, reason)`.
     pub not_observed: Vec<(&'static str, String)>,
     /// How to read these figures.
@@ -98,6 +103,7 @@ pub(crate) fn device_view(loaded: &[Loaded], run: &RunInfo, vocab: &Vocabulary<'
     let steps = counted_steps(loaded);
     let (mut counts, mut busy, mut busy_share) = (None, None, None);
     let (mut devices, mut launch, mut copies, mut kernels) = (Vec::new(), None, None, None);
+    let mut attributed = None;
     let mut not_observed = Vec::new();
     let has_work = loaded.iter().any(|l| !l.device.work.is_empty());
     if observed && has_work {
@@ -118,6 +124,15 @@ pub(crate) fn device_view(loaded: &[Loaded], run: &RunInfo, vocab: &Vocabulary<'
         launch = launch::launch_view(loaded, &steps);
         copies = copies::copy_view(loaded, &steps, run.batch_size);
         kernels = kernels::kernel_table(loaded, &steps, all.iter().map(|x| x.0).sum());
+        attributed = attribution::attribution_view(loaded, &steps);
+        if kernels.is_some() && attributed.is_none() {
+            not_observed.push((
+                "attribution",
+                "the kernels carry no attribution (a trace of another tool, or of steptrace before 0.22's \
+                 observers): no time by op or layer"
+                    .to_owned(),
+            ));
+        }
         if launch.is_none() {
             not_observed.push((
                 "launch",
@@ -200,6 +215,7 @@ pub(crate) fn device_view(loaded: &[Loaded], run: &RunInfo, vocab: &Vocabulary<'
         launch,
         copies,
         kernels,
+        attribution: attributed,
         not_observed,
         notes,
     }

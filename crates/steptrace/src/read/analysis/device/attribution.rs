@@ -1,0 +1,188 @@
+//! Which op, which layer: kernel device time per step by burn op kind, by the span path its
+//! operations were called in (a tree, with self and total time), and by phase, from the
+//! attribution steptrace writes into each kernel's arguments
+//! ([`KernelAttribution`](crate::format::device::KernelAttribution)).
+//!
+//! The share of kernel time that is attributed is given, and what is not is itemised by
+//! reason. Traces without attribution (torch.profiler's, steptrace's before it) give `None`.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::events::WorkKind;
+use crate::analysis::loaded::Loaded;
+use crate::analysis::steps::StepRow;
+use crate::format::device::attribution::is_attributed;
+
+/// Kernel device time by op kind, span path and phase, per counted step.
+#[derive(Clone, Debug, Serialize)]
+pub struct AttributionView {
+    /// Counted steps.
+    pub steps: usize,
+    /// Kernel time per step, ms (a sum of kernel durations).
+    pub kernel_ms_per_step: f64,
+    /// Attributed kernel time per step, ms.
+    pub attributed_ms_per_step: f64,
+    /// Attributed over all kernel time (0 to 1).
+    pub attributed_share: f64,
+    /// By op kind (`matmul`, `conv`, `elementwise (fused)`), heaviest first.
+    pub by_op_kind: Vec<TimeRow>,
+    /// By span path, as a tree in depth-first order (parents before children, heaviest
+    /// sibling first).
+    pub by_span: Vec<DeviceSpanRow>,
+    /// By phase (`forward`, `backward`, `optimizer`, ...), heaviest first.
+    pub by_phase: Vec<TimeRow>,
+    /// Kernel time not attributed, by reason, heaviest first.
+    pub unattributed: Vec<TimeRow>,
+    /// Kernel time of backward and optimizer kernels tied to a forward layer by the tensors
+    /// they read (an inference), per step, ms.
+    pub inferred_ms_per_step: f64,
+    /// How kernels were timed, when not by CUPTI (`timestamp queries`), with their time.
+    pub timing: Vec<TimeRow>,
+}
+
+/// Device time of one group.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct TimeRow {
+    /// The group.
+    pub name: String,
+    /// Kernel time per step, ms.
+    pub ms_per_step: f64,
+    /// Over all kernel time.
+    pub share: f64,
+    /// Kernels per step.
+    pub kernels_per_step: f64,
+}
+
+/// One span path of the tree.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct DeviceSpanRow {
+    /// The whole path: `backward > conv2`.
+    pub path: String,
+    /// Its last span: `conv2`.
+    pub name: String,
+    /// 0 for a phase.
+    pub depth: usize,
+    /// Kernel time attributed to this path itself, per step, ms.
+    pub self_ms: f64,
+    /// Self plus every path below it, per step, ms.
+    pub total_ms: f64,
+    /// Total over all kernel time.
+    pub share: f64,
+    /// Kernels per step, this path and below.
+    pub kernels_per_step: f64,
+}
+
+#[derive(Default)]
+struct Sum {
+    us: f64,
+    n: f64,
+}
+
+pub(crate) fn attribution_view(loaded: &[Loaded], steps: &[(usize, &StepRow)]) -> Option<AttributionView> {
+    let (mut kinds, mut spans, mut phases, mut missing, mut timing) =
+        (BTreeMap::new(), BTreeMap::new(), BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
+    let (mut total, mut attributed, mut inferred, mut any) = (0.0, 0.0, 0.0, false);
+    let add = |map: &mut BTreeMap<String, Sum>, key: &str, us: f64| {
+        let s = map.entry(key.to_owned()).or_default();
+        s.us += us;
+        s.n += 1.0;
+    };
+    for (i, step) in steps {
+        for w in loaded[*i].device.starting_in(step.start, step.end).filter(|w| w.kind == WorkKind::Kernel) {
+            let us = w.end - w.start;
+            total += us;
+            let Some(a) = &w.attributed else {
+                add(&mut missing, "not attributed: the trace carries no attribution for it", us);
+                continue;
+            };
+            any = true;
+            if let Some(t) = &a.timing {
+                add(&mut timing, t, us);
+            }
+            if !is_attributed(&a.how) {
+                add(&mut missing, &a.how, us);
+                continue;
+            }
+            attributed += us;
+            if a.how == crate::format::device::attribution::INFERRED {
+                inferred += us;
+            }
+            add(&mut kinds, a.op_kind.as_deref().unwrap_or("unknown"), us);
+            add(&mut phases, a.phase.as_deref().unwrap_or("outside steptrace's spans"), us);
+            add(&mut spans, a.span.as_deref().unwrap_or("(outside steptrace's spans)"), us);
+        }
+    }
+    if !any || steps.is_empty() {
+        return None;
+    }
+    let n_steps = steps.len() as f64;
+    let rows = |map: BTreeMap<String, Sum>| -> Vec<TimeRow> {
+        let mut rows: Vec<TimeRow> = map
+            .into_iter()
+            .map(|(name, s)| TimeRow {
+                name,
+                ms_per_step: s.us / 1000.0 / n_steps,
+                share: if total > 0.0 { s.us / total } else { 0.0 },
+                kernels_per_step: s.n / n_steps,
+            })
+            .collect();
+        rows.sort_by(|a, b| b.ms_per_step.total_cmp(&a.ms_per_step).then_with(|| a.name.cmp(&b.name)));
+        rows
+    };
+    Some(AttributionView {
+        steps: steps.len(),
+        kernel_ms_per_step: total / 1000.0 / n_steps,
+        attributed_ms_per_step: attributed / 1000.0 / n_steps,
+        attributed_share: if total > 0.0 { attributed / total } else { 0.0 },
+        by_op_kind: rows(kinds),
+        by_span: span_tree(&spans, total, n_steps),
+        by_phase: rows(phases),
+        unattributed: rows(missing),
+        inferred_ms_per_step: inferred / 1000.0 / n_steps,
+        timing: rows(timing),
+    })
+}
+
+/// The span paths as a tree: every prefix of a path is a node, its self time what was
+/// attributed to it exactly, its total what was attributed to it or below.
+fn span_tree(paths: &BTreeMap<String, Sum>, total_us: f64, n_steps: f64) -> Vec<DeviceSpanRow> {
+    #[derive(Default)]
+    struct Node {
+        self_us: f64,
+        total_us: f64,
+        n: f64,
+        children: BTreeMap<String, Node>,
+    }
+    let mut root = Node::default();
+    for (path, s) in paths {
+        let mut node = &mut root;
+        for part in path.split(" > ") {
+            node = node.children.entry(part.to_owned()).or_default();
+            node.total_us += s.us;
+            node.n += s.n;
+        }
+        node.self_us += s.us;
+    }
+    fn walk(node: &Node, prefix: &str, depth: usize, total_us: f64, n_steps: f64, out: &mut Vec<DeviceSpanRow>) {
+        let mut children: Vec<(&String, &Node)> = node.children.iter().collect();
+        children.sort_by(|a, b| b.1.total_us.total_cmp(&a.1.total_us).then_with(|| a.0.cmp(b.0)));
+        for (name, child) in children {
+            let path = if prefix.is_empty() { name.clone() } else { format!("{prefix} > {name}") };
+            out.push(DeviceSpanRow {
+                path: path.clone(),
+                name: name.clone(),
+                depth,
+                self_ms: child.self_us / 1000.0 / n_steps,
+                total_ms: child.total_us / 1000.0 / n_steps,
+                share: if total_us > 0.0 { child.total_us / total_us } else { 0.0 },
+                kernels_per_step: child.n / n_steps,
+            });
+            walk(child, &path, depth + 1, total_us, n_steps, out);
+        }
+    }
+    let mut out = Vec::new();
+    walk(&root, "", 0, total_us, n_steps, &mut out);
+    out
+}
