@@ -61,7 +61,9 @@ pub(crate) struct LaunchNote {
 
 #[derive(Default)]
 struct Notes {
-    blocks: Vec<Vec<OpNote>>,
+    /// The operations of each block that ran, as cloned on the device thread: reading them
+    /// (names, shapes, ids) waits until the window closes, off the launch path.
+    blocks: Vec<Vec<OperationIr>>,
     launches: Vec<LaunchNote>,
     in_block: Option<u64>,
     boundaries: Vec<Boundary>,
@@ -118,7 +120,7 @@ impl FusionObserver for Observer {
         if !recording() {
             return;
         }
-        let ops: Vec<OpNote> = block.iter().map(OpNote::of).collect();
+        let ops: Vec<OperationIr> = block.iter().cloned().collect();
         let mut n = notes();
         n.in_block = Some(n.blocks.len() as u64);
         n.blocks.push(ops);
@@ -227,6 +229,7 @@ pub(crate) fn close(recording: Recording) -> Recorded {
         boundaries,
         ..
     } = std::mem::take(&mut *notes());
+    let blocks: Vec<Vec<OpNote>> = blocks.iter().map(|ops| ops.iter().map(OpNote::of).collect()).collect();
     let map = SpanMap::new(&boundaries);
     let inference = Inference::new(&map, blocks.iter().flatten());
     let by_block: Vec<KernelAttribution> = blocks

@@ -142,6 +142,20 @@ fn attribute_kernels(out: &mut DeviceWindow, recorded: Result<Recorded, String>)
     let observed: Vec<&str> = recorded.launches.iter().map(|(l, _)| l.kernel).collect();
     let names: Vec<&str> = order.iter().map(|&i| &*out.kernels[i].name).collect();
     let pairs = attribute::align(&names, &observed);
+    let paired = pairs.iter().flatten().count();
+    if paired * 2 < names.len() {
+        let first = |list: &[&str]| {
+            list.iter().take(3).map(|n| n.chars().take(60).collect::<String>()).collect::<Vec<_>>().join(", ")
+        };
+        out.problems.push(format!(
+            "only {paired} of {} kernels were paired with the {} launches cubecl's observer saw (first kernels: {}; \
+             first observed launches: {})",
+            names.len(),
+            observed.len(),
+            first(&names),
+            first(&observed)
+        ));
+    }
     let found: Vec<_> = pairs.iter().map(|p| p.map(|j| recorded.launches[j].1.clone())).collect();
     for (&i, attribution) in order.iter().zip(found) {
         out.kernels[i].args.attribution = Some(attribution.unwrap_or_else(attribute::not_observed));

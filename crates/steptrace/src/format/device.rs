@@ -113,8 +113,9 @@ pub struct KernelArgs {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct KernelAttribution {
-    /// The fused block's number in the window (blocks run in this order).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// The fused block's number in the window (blocks run in this order). Written as
+    /// `fused block`: a kernel's `block` is its thread-block dimensions.
+    #[serde(rename = "fused block", skip_serializing_if = "Option::is_none")]
     pub block: Option<u64>,
     /// The op kind the kernel counts under: `matmul`, `conv`, `elementwise (fused)`, ...
     #[serde(rename = "op kind", skip_serializing_if = "Option::is_none")]
@@ -334,7 +335,11 @@ mod tests {
         let v = serde_json::to_value(&args).unwrap();
         assert_eq!((v["registers per thread"].as_u64(), v["op kind"].as_str()), (Some(32), Some("matmul")));
         assert_eq!((v["span"].as_str(), v["attribution"].as_str()), (Some("forward > conv1"), Some(attribution::CALLED)));
-        assert!(v.get("block").is_none() && !attribution::is_attributed(attribution::NO_BLOCK));
+        assert!(v.get("fused block").is_none() && !attribution::is_attributed(attribution::NO_BLOCK));
+        args.block = Some([32, 8, 1]);
+        args.attribution.as_mut().unwrap().block = Some(4);
+        let v = serde_json::to_value(&args).unwrap();
+        assert_eq!((v["block"][0].as_u64(), v["fused block"].as_u64()), (Some(32), Some(4)), "no key clash: {v}");
         let none = serde_json::to_value(DeviceActivity::not_observed("libcupti.so not found")).unwrap();
         assert_eq!(none["status"], "not_observed");
         assert_eq!(none["reason"], "libcupti.so not found");

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Issue 24's H200 runs (which op, which layer), in one call of under 10 minutes:
+#
+#   bash scripts/h200-attribution.sh
+#
+# 1. `train` on CUDA with device activity (CUPTI) and kernel attribution, into an empty
+#    cubecl cache: the MLP and the ConvNet at batch 256, the Transformer at batch 64 and
+#    sequence 64, 40 steps each; their traces come back for `report` here (the share of
+#    kernel time attributed, the op and span tables, the hypotheses).
+# 2. The same ConvNet with attribution off (STEPTRACE_ATTRIBUTION=off): the same kernels,
+#    unattributed.
+# 3. `bench --profile interleaved` (3 processes) for the MLP (--baseline) and the ConvNet at
+#    batch 256, with attribution on and then off: the in-process overhead of each, paired.
+#
+# The release binary is carried as .devbin/steptrace.xz (built here: the H200 has no Rust).
+# Results land in $OUT/h200-attribution.tgz and the console log in $OUT/h200-attribution.log.
+set -euo pipefail
+FINAL=${OUT:?OUT must name the output folder}
+W=/tmp/st-h200-attribution
+R=$W/results
+BUDGET=${BUDGET:-560}
+RUNS=${RUNS:-3}
+CACHE=${CACHE:-/tmp/cubecl-attribution}
+. "$(dirname "$0")/h200-common.sh"
+
+pack() {
+  set +e
+  tar czf "$FINAL/h200-attribution.tgz" -C "$W" results
+  ls -la "$FINAL"
+}
+
+train() {
+  local name=$1
+  shift
+  st_run_capped "$name" "${CAP:-150}" "$B" train --backend cuda --cache-dir "$CACHE" \
+    --out "traces/$name" --json "$name.json" "$@"
+}
+
+overhead() {
+  local name=$1
+  shift
+  st_run_capped "$name" "${CAP:-90}" "$B" bench --profile interleaved --backend cuda --runs "$RUNS" \
+    --cache-dir "$CACHE" --trace-dir "traces/$name" --json "$name.json" "$@"
+}
+
+main() {
+  trap pack EXIT
+  st_start "$R"
+  rm -rf "$CACHE"
+  train mlp-256 --model mlp --dataset digits --batch 256 --steps 40 --loss-every 0
+  train convnet-256 --model convnet --dataset fashion-mnist --batch 256 --steps 40 --loss-every 0
+  CAP=200 train transformer --model transformer --dataset shakespeare --batch 64 --seq-len 64 --steps 40 --loss-every 0
+  STEPTRACE_ATTRIBUTION=off train convnet-256-off --model convnet --dataset fashion-mnist --batch 256 --steps 40 --loss-every 0
+  overhead bench-mlp-on --model mlp --dataset digits --batch 256 --baseline
+  STEPTRACE_ATTRIBUTION=off overhead bench-mlp-off --model mlp --dataset digits --batch 256 --baseline
+  overhead bench-convnet-on --model convnet --dataset fashion-mnist --batch 256
+  STEPTRACE_ATTRIBUTION=off overhead bench-convnet-off --model convnet --dataset fashion-mnist --batch 256
+  rm -rf "$R"/traces/bench-*
+  echo "== done [${SECONDS}s]"
+  cat "$R/rc.txt" 2>/dev/null || true
+}
+
+main 2>&1 | tee "$FINAL/h200-attribution.log"
