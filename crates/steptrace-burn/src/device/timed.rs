@@ -15,7 +15,7 @@ use cubecl::logging::TimingRequest;
 use cubecl::profile::TimingMethod;
 use steptrace::collect::device::{DeviceError, KernelRecord};
 use steptrace::collect::{DeviceCollector, DeviceWindow};
-use steptrace::format::device::{ClockCalibration, DeviceProperties, KernelArgs};
+use steptrace::format::device::{DeviceProperties, KernelArgs};
 
 use crate::attribute::{self, Recording};
 
@@ -126,10 +126,6 @@ impl DeviceCollector for TimedDevice {
             });
         }
         if offset.is_finite() {
-            let mut clock = ClockCalibration::default();
-            clock.offset_ns = f64::NAN;
-            clock.uncertainty_ns = f64::NAN;
-            out.clock = Some(clock);
             out.problems.push(
                 "device timestamps are placed on the host clock by their launches (each kernel starts no earlier than \
                  its launch; the largest launch lead sets the offset): lengths and gaps are the device's, positions \

@@ -1,6 +1,7 @@
 //! `steptrace report`: step timing first, then spans, device and
 //! hypotheses.
 
+mod attribution;
 mod device;
 mod html;
 pub(crate) mod load;

@@ -59,6 +59,10 @@ pub(super) fn render(r: &Report, top: usize) -> String {
     render_timing(&mut out, r);
     render_spans(&mut out, r, top);
     super::device::render_device(&mut out, r);
+    if r.device.kernels.is_some() {
+        let why = r.device.not_observed.iter().find(|(part, _)| *part == "attribution").map(|(_, why)| why.as_str());
+        super::attribution::render_attribution(&mut out, r.device.attribution.as_ref(), why);
+    }
     render_hypotheses(&mut out, r);
     block(&out).into_owned()
 }
