@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Issue 24's H200 runs (which op, which layer), in one call of under 10 minutes:
 #
-#   bash scripts/h200-attribution.sh
+#   bash scripts/h200-attribution.sh [all|overhead]
+#
+# `overhead` runs step 3 alone, in the cache an earlier call left (when the machine is still
+# the same; else its first process pays the cold start, before the measured steps).
 #
 # 1. `train` on CUDA with device activity (CUPTI) and kernel attribution, into an empty
 #    cubecl cache: the MLP and the ConvNet at batch 256, the Transformer at batch 64 and
@@ -15,6 +18,7 @@
 # The release binary is carried as .devbin/steptrace.xz (built here: the H200 has no Rust).
 # Results land in $OUT/h200-attribution.tgz and the console log in $OUT/h200-attribution.log.
 set -euo pipefail
+MODE=${1:-all}
 FINAL=${OUT:?OUT must name the output folder}
 W=/tmp/st-h200-attribution
 R=$W/results
@@ -46,11 +50,13 @@ overhead() {
 main() {
   trap pack EXIT
   st_start "$R"
+  if [ "${MODE:-all}" = all ]; then
   rm -rf "$CACHE"
   train mlp-256 --model mlp --dataset digits --batch 256 --steps 40 --loss-every 0
   train convnet-256 --model convnet --dataset fashion-mnist --batch 256 --steps 40 --loss-every 0
   CAP=200 train transformer --model transformer --dataset shakespeare --batch 64 --seq-len 64 --steps 40 --loss-every 0
   STEPTRACE_ATTRIBUTION=off train convnet-256-off --model convnet --dataset fashion-mnist --batch 256 --steps 40 --loss-every 0
+  fi
   overhead bench-mlp-on --model mlp --dataset digits --batch 256 --baseline
   STEPTRACE_ATTRIBUTION=off overhead bench-mlp-off --model mlp --dataset digits --batch 256 --baseline
   overhead bench-convnet-on --model convnet --dataset fashion-mnist --batch 256

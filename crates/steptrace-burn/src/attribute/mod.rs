@@ -39,6 +39,8 @@ use steptrace::format::device::{attribution, KernelAttribution};
 pub(crate) use align::align;
 use ops::OpNote;
 use spans::{Boundary, Inference, SpanMap};
+use std::thread::ThreadId;
+use burn_ir::TensorId;
 pub use stamps::StampLayer;
 
 /// `STEPTRACE_ATTRIBUTION=off` turns attribution off (to measure what it costs); kernels are
@@ -49,8 +51,8 @@ pub(crate) const OFF_VAR: &str = "STEPTRACE_ATTRIBUTION";
 pub(crate) struct LaunchNote {
     /// cubecl's kernel name (a type name).
     pub(crate) kernel: &'static str,
-    /// When the launch was issued, on the host's clock.
-    pub(crate) at: Instant,
+    /// When the launch was issued, on the host's clock (timed launches only).
+    pub(crate) at: Option<Instant>,
     /// The block it was launched for, by number.
     pub(crate) block: Option<u64>,
     /// Its measurement, unread (`Deferred`).
@@ -59,22 +61,43 @@ pub(crate) struct LaunchNote {
     pub(crate) timed: Option<(Duration, TimingMethod)>,
 }
 
+/// The name of a stamped span: a steptrace span's static name, or a layer's.
+#[derive(Clone, Debug)]
+pub(crate) enum Label {
+    Static(&'static str),
+    Named(Arc<str>),
+}
+
+impl Label {
+    fn to_arc(&self) -> Arc<str> {
+        match self {
+            Label::Static(s) => Arc::from(*s),
+            Label::Named(s) => Arc::clone(s),
+        }
+    }
+}
+
+/// What the observers and the stamp layer note while a window records: the least that can be
+/// kept on the launch path (clones, ids, counters); reading it waits for [`close`].
 #[derive(Default)]
 struct Notes {
-    /// The operations of each block that ran, as cloned on the device thread: reading them
-    /// (names, shapes, ids) waits until the window closes, off the launch path.
-    blocks: Vec<Vec<OperationIr>>,
+    /// The operations of the blocks that ran, cloned on the device thread.
+    ops: Vec<OperationIr>,
+    /// Where each block's operations start in `ops`.
+    block_starts: Vec<usize>,
     launches: Vec<LaunchNote>,
     in_block: Option<u64>,
-    boundaries: Vec<Boundary>,
+    /// Span boundaries as stamped: the counter's next id, the thread, the span entered (or
+    /// `None` for an exit).
+    boundaries: Vec<(TensorId, ThreadId, Option<Label>)>,
 }
 
 /// The process's recorder: the observers are process-wide, so is what they write into.
 struct Recorder {
     notes: Mutex<Notes>,
     recording: AtomicBool,
-    /// Takes the next id of burn-fusion's tensor counter.
-    stamp: OnceLock<Box<dyn Fn() -> u64 + Send + Sync>>,
+    /// Gives the next id of burn-fusion's tensor counter.
+    stamp: OnceLock<GlobalFusionClient<FusionCubeRuntime>>,
 }
 
 static RECORDER: LazyLock<Recorder> = LazyLock::new(|| Recorder {
@@ -84,10 +107,7 @@ static RECORDER: LazyLock<Recorder> = LazyLock::new(|| Recorder {
 });
 
 fn notes() -> MutexGuard<'static, Notes> {
-    RECORDER
-        .notes
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    RECORDER.notes.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn recording() -> bool {
@@ -95,16 +115,12 @@ fn recording() -> bool {
 }
 
 /// Notes a span boundary, when recording (the stamp layer).
-fn boundary(enter: Option<Arc<str>>) {
+fn boundary(enter: Option<Label>) {
     if !recording() {
         return;
     }
-    if let Some(stamp) = RECORDER.stamp.get() {
-        let b = Boundary {
-            stamp: stamp(),
-            thread: std::thread::current().id(),
-            enter,
-        };
+    if let Some(client) = RECORDER.stamp.get() {
+        let b = (client.create_empty_handle(), std::thread::current().id(), enter);
         notes().boundaries.push(b);
     }
 }
@@ -120,10 +136,11 @@ impl FusionObserver for Observer {
         if !recording() {
             return;
         }
-        let ops: Vec<OperationIr> = block.iter().cloned().collect();
         let mut n = notes();
-        n.in_block = Some(n.blocks.len() as u64);
-        n.blocks.push(ops);
+        n.in_block = Some(n.block_starts.len() as u64);
+        let start = n.ops.len();
+        n.block_starts.push(start);
+        n.ops.extend(block.iter().cloned());
     }
 
     fn block_ran(&self) {
@@ -138,15 +155,11 @@ impl LaunchObserver for Observer {
         if !recording() {
             return;
         }
+        // The launch's time places a timed kernel on the host clock; CUPTI needs none.
+        let at = (self.timing != TimingRequest::None).then(Instant::now);
         let mut n = notes();
         let block = n.in_block;
-        n.launches.push(LaunchNote {
-            kernel,
-            at: Instant::now(),
-            block,
-            profile: None,
-            timed: None,
-        });
+        n.launches.push(LaunchNote { kernel, at, block, profile: None, timed: None });
     }
 
     fn timing(&self) -> TimingRequest {
@@ -155,22 +168,14 @@ impl LaunchObserver for Observer {
 
     fn profiled(&self, kernel: &'static str, profile: ProfileDuration) {
         let mut n = notes();
-        if let Some(last) = n
-            .launches
-            .last_mut()
-            .filter(|l| l.kernel == kernel && l.profile.is_none())
-        {
+        if let Some(last) = n.launches.last_mut().filter(|l| l.kernel == kernel && l.profile.is_none()) {
             last.profile = Some(profile);
         }
     }
 
     fn timed(&self, kernel: &'static str, duration: Duration, method: TimingMethod) {
         let mut n = notes();
-        if let Some(last) = n
-            .launches
-            .last_mut()
-            .filter(|l| l.kernel == kernel && l.timed.is_none())
-        {
+        if let Some(last) = n.launches.last_mut().filter(|l| l.kernel == kernel && l.timed.is_none()) {
             last.timed = Some((duration, method));
         }
     }
@@ -186,32 +191,32 @@ pub(crate) struct Recording {
 ///
 /// # Errors
 ///
-/// When `device` is not a cubecl device, or another window is recording (the observers have
-/// one slot per process).
+/// When attribution is turned off ([`OFF_VAR`]), `device` is not a cubecl device, or another
+/// window is recording (the observers have one slot per process).
 pub(crate) fn open(device: &Device, timing: TimingRequest) -> Result<Recording, String> {
     if std::env::var_os(OFF_VAR).is_some_and(|v| v == "off") {
         return Err(format!("turned off ({OFF_VAR}=off)"));
     }
     if RECORDER.stamp.get().is_none() {
         let DispatchDevice::Cube(cube) = device.as_dispatch().clone() else {
-            return Err(
-                "the device is not a cubecl device: burn-fusion's observers do not see it".into(),
-            );
+            return Err("the device is not a cubecl device: burn-fusion's observers do not see it".into());
         };
-        let client = GlobalFusionClient::<FusionCubeRuntime>::load(&cube);
-        let _ = RECORDER.stamp.set(Box::new(move || {
-            ops::id_number(&client.create_empty_handle()).unwrap_or(0)
-        }));
+        let _ = RECORDER.stamp.set(GlobalFusionClient::<FusionCubeRuntime>::load(&cube));
     }
     if RECORDER.recording.swap(true, Ordering::AcqRel) {
         return Err("another window is recording kernel attribution (the observers have one slot per process)".into());
     }
-    *notes() = Notes::default();
+    {
+        // Emptied, keeping their capacity: the next window notes as much again.
+        let mut n = notes();
+        n.ops.clear();
+        n.block_starts.clear();
+        n.launches.clear();
+        n.boundaries.clear();
+        n.in_block = None;
+    }
     let observer = Arc::new(Observer { timing });
-    Ok(Recording {
-        _launch: LaunchObservation::new(observer.clone()),
-        _fusion: FusionObservation::new(observer),
-    })
+    Ok(Recording { _launch: LaunchObservation::new(observer.clone()), _fusion: FusionObservation::new(observer) })
 }
 
 /// What a window recorded: each launch with what it is attributed to.
@@ -223,20 +228,31 @@ pub(crate) struct Recorded {
 pub(crate) fn close(recording: Recording) -> Recorded {
     drop(recording);
     RECORDER.recording.store(false, Ordering::Release);
-    let Notes {
-        blocks,
-        launches,
-        boundaries,
-        ..
-    } = std::mem::take(&mut *notes());
-    let blocks: Vec<Vec<OpNote>> = blocks.iter().map(|ops| ops.iter().map(OpNote::of).collect()).collect();
-    let map = SpanMap::new(&boundaries);
-    let inference = Inference::new(&map, blocks.iter().flatten());
-    let by_block: Vec<KernelAttribution> = blocks
+    let (ops, block_starts, launches, stamped) = {
+        let mut n = notes();
+        (
+            std::mem::take(&mut n.ops),
+            std::mem::take(&mut n.block_starts),
+            std::mem::take(&mut n.launches),
+            std::mem::take(&mut n.boundaries),
+        )
+    };
+    let notes: Vec<OpNote> = ops.iter().map(OpNote::of).collect();
+    let blocks: Vec<&[OpNote]> = block_starts
         .iter()
         .enumerate()
-        .map(|(i, ops)| spans::attribute_block(&map, &inference, i as u64, ops))
+        .map(|(i, &start)| &notes[start..block_starts.get(i + 1).copied().unwrap_or(notes.len())])
         .collect();
+    let boundaries: Vec<Boundary> = stamped
+        .iter()
+        .filter_map(|(id, thread, label)| {
+            Some(Boundary { stamp: ops::id_number(id)?, thread: *thread, enter: label.as_ref().map(Label::to_arc) })
+        })
+        .collect();
+    let map = SpanMap::new(&boundaries);
+    let inference = Inference::new(&map, notes.iter());
+    let by_block: Vec<KernelAttribution> =
+        blocks.iter().enumerate().map(|(i, ops)| spans::attribute_block(&map, &inference, i as u64, ops)).collect();
     let launches = launches
         .into_iter()
         .map(|l| {

@@ -12,6 +12,8 @@ use tracing_subscriber::layer::Context;
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::Layer;
 
+use super::Label;
+
 /// A `tracing` layer that stamps steptrace's spans for kernel attribution while a window
 /// records it; outside one it costs a relaxed atomic load per steptrace span.
 ///
@@ -32,7 +34,7 @@ use tracing_subscriber::Layer;
 pub struct StampLayer;
 
 /// The name a stamped span goes by in a span path.
-struct Label(Arc<str>);
+struct Stamped(Label);
 
 /// A layer span's `name` field.
 #[derive(Default)]
@@ -67,15 +69,15 @@ where
         if meta.target() != TARGET || !super::recording() {
             return;
         }
-        let label: Arc<str> = if meta.name() == LAYER_SPAN {
+        let label = if meta.name() == LAYER_SPAN {
             let mut field = NameField::default();
             attrs.record(&mut field);
-            Arc::from(field.0.map_or_else(|| LAYER_SPAN.to_owned(), |n| clean(&n)))
+            Label::Named(Arc::from(field.0.map_or_else(|| LAYER_SPAN.to_owned(), |n| clean(&n))))
         } else {
-            Arc::from(meta.name())
+            Label::Static(meta.name())
         };
         if let Some(span) = ctx.span(id) {
-            span.extensions_mut().insert(Label(label));
+            span.extensions_mut().insert(Stamped(label));
         }
     }
 
@@ -83,9 +85,7 @@ where
         if !super::recording() {
             return;
         }
-        let label = ctx
-            .span(id)
-            .and_then(|s| s.extensions().get::<Label>().map(|l| Arc::clone(&l.0)));
+        let label = ctx.span(id).and_then(|s| s.extensions().get::<Stamped>().map(|l| l.0.clone()));
         if let Some(label) = label {
             super::boundary(Some(label));
         }
@@ -95,10 +95,7 @@ where
         if !super::recording() {
             return;
         }
-        if ctx
-            .span(id)
-            .is_some_and(|s| s.extensions().get::<Label>().is_some())
-        {
+        if ctx.span(id).is_some_and(|s| s.extensions().get::<Stamped>().is_some()) {
             super::boundary(None);
         }
     }

@@ -100,7 +100,7 @@ impl DeviceCollector for TimedDevice {
                 secs(ticks.start_duration_since(deep)),
                 secs(ticks.end_duration_since(deep)),
             );
-            let launched = secs(note.at.duration_since(deep));
+            let launched = secs(note.at.unwrap_or(origin).duration_since(deep));
             measured.push((i, note.kernel, method, attribution, start, end, launched));
         }
         // The device's clock is not the host's (wgpu's timestamps count from an arbitrary
