@@ -81,11 +81,13 @@ pub struct InspectArgs {
     pub json: bool,
 }
 
-#[derive(Clone, Copy, Debug, ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
 pub enum Detail {
-    /// steptrace's own spans only.
+    /// steptrace's own spans only (and device activity through CUPTI on CUDA).
     Steps,
-    /// Also burn's and cubecl's internal spans (669,488 bytes of trace per recorded step for the MLP on the H200).
+    /// Also each kernel tied to the burn ops and the layer it ran for (on wgpu, kernels timed by timestamp queries): +2.6 to +3.8 points of step time while recording on the H200.
+    Ops,
+    /// Also burn's and cubecl's internal spans (669,488 bytes of trace per recorded step for the MLP on the H200), with ops.
     Internals,
 }
 
@@ -351,6 +353,10 @@ pub struct BenchArgs {
     /// off: host spans only [default: auto].
     #[arg(long, value_enum)]
     pub device_activity: Option<DeviceActivityArg>,
+    /// With --profile interleaved: what the profiled runs record (as train's --detail), so that
+    /// `--detail ops` measures what kernel attribution costs [default: steps].
+    #[arg(long, value_enum)]
+    pub detail: Option<Detail>,
     /// With --profile interleaved: as many runs again with no profiler at
     /// all, reported apart: a comparison across processes, which cannot
     /// resolve a 1% effect.

@@ -40,9 +40,10 @@ pub fn sync(s: SyncArg) -> SyncPolicy {
     }
 }
 
-/// The device-activity mode a flag names.
-pub fn device_activity(d: DeviceActivityArg) -> DeviceActivityMode {
+/// The device-activity mode a flag names, with kernel attribution from `--detail ops` up.
+pub fn device_activity(d: DeviceActivityArg, detail: Detail) -> DeviceActivityMode {
     match d {
+        DeviceActivityArg::Auto if detail >= Detail::Ops => DeviceActivityMode::Attributed,
         DeviceActivityArg::Auto => DeviceActivityMode::Auto,
         DeviceActivityArg::Off => DeviceActivityMode::Off,
     }
@@ -178,8 +179,10 @@ pub fn command_line(a: &TrainArgs) -> String {
         a.steps,
         a.schedule
     );
-    if matches!(a.detail, Detail::Internals) {
-        cmd.push_str(" --detail internals");
+    match a.detail {
+        Detail::Internals => cmd.push_str(" --detail internals"),
+        Detail::Ops => cmd.push_str(" --detail ops"),
+        Detail::Steps => {}
     }
     if a.device_activity == DeviceActivityArg::Off {
         cmd.push_str(" --device-activity off");

@@ -17,14 +17,15 @@ pub(super) struct CuptiDevice {
     collector: Collector,
     device: DeviceProperties,
     pub(super) source: String,
-    burn_device: burn::prelude::Device,
+    /// The device whose kernels are attributed, when attribution is on.
+    burn_device: Option<burn::prelude::Device>,
     recording: Option<Result<Recording, String>>,
 }
 
 impl CuptiDevice {
     /// Probes CUPTI and starts the process's collector; the reason when
     /// it cannot.
-    pub(super) fn start(ordinal: u32) -> Result<CuptiDevice, String> {
+    pub(super) fn start(ordinal: u32, attributed: bool) -> Result<CuptiDevice, String> {
         let found = probe();
         if !found.is_available() {
             return Err(found.reason().unwrap_or_else(|| "CUPTI is not available".into()));
@@ -39,7 +40,7 @@ impl CuptiDevice {
             device.num_sms = info.sm_count;
             (device.compute_major, device.compute_minor) = info.compute_capability;
         }
-        let burn_device = burn::prelude::Device::cuda(ordinal as usize);
+        let burn_device = attributed.then(|| burn::prelude::Device::cuda(ordinal as usize));
         Ok(CuptiDevice { collector, device, source, burn_device, recording: None })
     }
 }
@@ -51,7 +52,7 @@ fn us(map: &ClockMap, origin: Instant, ns: u64) -> f64 {
 impl DeviceCollector for CuptiDevice {
     fn open(&mut self) -> Result<(), DeviceError> {
         self.collector.enable()?;
-        self.recording = Some(attribute::open(&self.burn_device, TimingRequest::None));
+        self.recording = self.burn_device.as_ref().map(|device| attribute::open(device, TimingRequest::None));
         Ok(())
     }
 
@@ -60,7 +61,7 @@ impl DeviceCollector for CuptiDevice {
         let recorded = match self.recording.take() {
             Some(Ok(recording)) => Ok(attribute::close(recording)),
             Some(Err(why)) => Err(why),
-            None => Err("the window was not opened".to_owned()),
+            None => Err("attribution is off (`--detail ops` turns it on)".to_owned()),
         };
         let map = w.clock_map();
         let mut out = DeviceWindow::default();
@@ -133,7 +134,9 @@ fn attribute_kernels(out: &mut DeviceWindow, recorded: Result<Recorded, String>)
     let recorded = match recorded {
         Ok(r) => r,
         Err(why) => {
-            out.problems.push(format!("kernels not attributed: {why}"));
+            if !why.starts_with("attribution is off") {
+                out.problems.push(format!("kernels not attributed: {why}"));
+            }
             return;
         }
     };

@@ -20,6 +20,11 @@ pub enum DeviceActivityMode {
     /// On CUDA when CUPTI is usable; "not observed" elsewhere.
     #[default]
     Auto,
+    /// As `Auto`, and each kernel tied to the burn ops and span it ran for; on wgpu (and on
+    /// CUDA without a usable CUPTI) kernels timed by cubecl's timestamp queries. It costs the
+    /// launch path: +2.6 to +3.8 points of step time while recording (the ConvNet and the MLP
+    /// at batch 256 on the H200, docs/benchmarks.md).
+    Attributed,
     /// Never.
     Off,
 }
@@ -28,6 +33,7 @@ impl fmt::Display for DeviceActivityMode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             DeviceActivityMode::Auto => "auto",
+            DeviceActivityMode::Attributed => "auto, with ops",
             DeviceActivityMode::Off => "off",
         })
     }
@@ -70,8 +76,8 @@ pub fn setup(mode: DeviceActivityMode, selection: &Selection) -> DeviceSetup {
         return DeviceSetup::NotObserved("turned off (--device-activity off)".into());
     }
     match selection.kind {
-        BackendKind::Cuda => cuda_setup(selection),
-        BackendKind::Wgpu => wgpu_setup(selection),
+        BackendKind::Cuda => cuda_setup(selection, mode == DeviceActivityMode::Attributed),
+        BackendKind::Wgpu => wgpu_setup(selection, mode == DeviceActivityMode::Attributed),
         BackendKind::Cpu => {
             let mut why = "the CPU backend has no separate device: host time is the work itself".to_owned();
             if let Some(reason) = &selection.fallback_reason {
@@ -84,12 +90,13 @@ pub fn setup(mode: DeviceActivityMode, selection: &Selection) -> DeviceSetup {
 
 /// CUPTI where it can run; else cubecl's own timing (CUDA events), with CUPTI's reason.
 #[cfg(feature = "cuda")]
-fn cuda_setup(selection: &Selection) -> DeviceSetup {
-    match cupti::CuptiDevice::start(0) {
+fn cuda_setup(selection: &Selection, attributed: bool) -> DeviceSetup {
+    match cupti::CuptiDevice::start(0, attributed) {
         Ok(device) => {
             let what = device.source.clone();
             DeviceSetup::Collector(Box::new(device), what)
         }
+        Err(why) if !attributed => DeviceSetup::NotObserved(format!("{why} (--detail ops times kernels without CUPTI)")),
         Err(why) => {
             let device = timed::TimedDevice::new(burn::prelude::Device::cuda(0), &selection.device, "CUDA events");
             let what = format!("{} (CUPTI unusable: {why})", device.source);
@@ -99,12 +106,17 @@ fn cuda_setup(selection: &Selection) -> DeviceSetup {
 }
 
 #[cfg(not(feature = "cuda"))]
-fn cuda_setup(_: &Selection) -> DeviceSetup {
+fn cuda_setup(_: &Selection, _: bool) -> DeviceSetup {
     DeviceSetup::NotObserved("steptrace-burn was built without its `cuda` feature".into())
 }
 
 #[cfg(feature = "wgpu")]
-fn wgpu_setup(selection: &Selection) -> DeviceSetup {
+fn wgpu_setup(selection: &Selection, attributed: bool) -> DeviceSetup {
+    if !attributed {
+        // Kernels are timed on wgpu only with attribution (`--detail ops`), through cubecl's
+        // launch observer; without it the device is not observed.
+        return not_cuda(selection);
+    }
     let device = selection
         .wgpu_device
         .map_or_else(|| burn::prelude::Device::wgpu(burn::prelude::DeviceKind::DefaultDevice), |t| t.device());
@@ -114,8 +126,17 @@ fn wgpu_setup(selection: &Selection) -> DeviceSetup {
 }
 
 #[cfg(not(feature = "wgpu"))]
-fn wgpu_setup(_: &Selection) -> DeviceSetup {
-    DeviceSetup::NotObserved("steptrace-burn was built without its `wgpu` feature".into())
+fn wgpu_setup(selection: &Selection, _: bool) -> DeviceSetup {
+    not_cuda(selection)
+}
+
+/// Why a run off CUDA has no device activity without `--detail ops`.
+fn not_cuda(selection: &Selection) -> DeviceSetup {
+    let mut why = format!("device activity is recorded on CUDA only, through CUPTI; this run is on {}", selection.kind);
+    if let Some(reason) = &selection.fallback_reason {
+        why.push_str(&format!(" (a fallback: {reason})"));
+    }
+    DeviceSetup::NotObserved(why)
 }
 
 #[cfg(feature = "cuda")]

@@ -79,7 +79,7 @@ pub fn run(a: TrainArgs, signals: Option<std::io::Result<signals::Signals>>) -> 
         None
     } else {
         let worker = a.worker.clone().unwrap_or_else(|| format!("{}-{}", cfg.model, selection.kind));
-        let mode = device_activity(a.device_activity);
+        let mode = device_activity(a.device_activity, a.detail);
         let device = steptrace_burn::device::setup(mode, &selection);
         let described = device.describe(mode);
         say(&format!("device activity: {}", said_above(&described, selection.fallback_reason.as_deref())));

@@ -28,7 +28,7 @@ use steptrace::reader::parse_trace;
 use steptrace::Schedule;
 use steptrace_burn::RunSummary;
 
-use crate::args::{value_name, BenchArgs, DeviceActivityArg, WorkloadArgs};
+use crate::args::{value_name, BenchArgs, Detail, DeviceActivityArg, WorkloadArgs};
 use crate::convert::config;
 
 /// The cycle when `--schedule` is not given.
@@ -78,7 +78,7 @@ pub(super) fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
             let c = if round % 2 == 0 { conditions[k] } else { conditions[conditions.len() - 1 - k] };
             k += 1;
             let index = records.len();
-            let (summary, status) = process(&each, &schedule, total, c, scratch.path(), index)?;
+            let (summary, status) = process(&each, &schedule, total, c, a.detail, scratch.path(), index)?;
             if let Some(saved) = each.save_init.take() {
                 each.init = Some(saved);
             }
@@ -232,6 +232,7 @@ fn process(
     schedule: &Schedule,
     total: u64,
     c: Condition,
+    detail: Option<Detail>,
     scratch: &Path,
     index: usize,
 ) -> anyhow::Result<(RunSummary, ActivityStatus)> {
@@ -244,6 +245,9 @@ fn process(
             let device = if c == Condition::Auto { DeviceActivityArg::Auto } else { DeviceActivityArg::Off };
             for arg in ["--schedule".to_owned(), schedule.to_string(), "--device-activity".into(), value_name(&device)] {
                 args.push(arg.into());
+            }
+            if let Some(detail) = detail {
+                args.extend(["--detail".into(), value_name(&detail).into()]);
             }
             args.extend(["--out".into(), traces.clone().into_os_string()]);
             args.extend(["--worker".into(), format!("overhead-p{index}").into()]);
