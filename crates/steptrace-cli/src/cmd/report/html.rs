@@ -21,6 +21,7 @@
 //! Every string from a trace is escaped ([`markup::esc`]); the file is
 //! created new, never written over an existing one.
 
+mod attribution;
 mod charts;
 mod device;
 mod findings;

@@ -198,7 +198,11 @@ fn render_spans(o: &mut String, r: &Report, top: usize) {
     let _ = writeln!(o, "\n== Spans (recorded wall time {} ms)", ms(r.spans.wall_ms));
     let mut table = crate::console::table();
     table.set_header(["span", "calls", "threads", "total ms", "self ms", "mean ms", "busy ms", "share", "timing"]);
-    for row in r.spans.rows.iter().take(top) {
+    // Device events (kernels, copies) belong in the device section's kernel and op tables: a
+    // long kernel name would wrap into many lines of this narrow first column.
+    let host = r.spans.rows.iter().filter(|row| row.timing != Timing::Device);
+    let device_names = r.spans.rows.iter().filter(|row| row.timing == Timing::Device).count();
+    for row in host.take(top) {
         table.add_row([
             label(&row.name, CELL_CHARS).into_owned(),
             row.calls.to_string(),
@@ -217,8 +221,16 @@ fn render_spans(o: &mut String, r: &Report, top: usize) {
         }
     }
     let _ = writeln!(o, "{table}");
-    if r.spans.rows.len() > top {
-        let _ = writeln!(o, "({} more span names; --top N or --json shows them)", r.spans.rows.len() - top);
+    let host_rows = r.spans.rows.len() - device_names;
+    if host_rows > top {
+        let _ = writeln!(o, "({} more span names; --top N or --json shows them)", host_rows - top);
+    }
+    if device_names > 0 {
+        let _ = writeln!(
+            o,
+            "({device_names} device event names (kernels, copies) are in the device section's tables; --json has them \
+             here too)"
+        );
     }
     for line in &r.spans.footer {
         let _ = writeln!(o, "note: {line}");

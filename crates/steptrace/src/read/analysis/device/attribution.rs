@@ -186,3 +186,49 @@ fn span_tree(paths: &BTreeMap<String, Sum>, total_us: f64, n_steps: f64) -> Vec<
     walk(&root, "", 0, total_us, n_steps, &mut out);
     out
 }
+
+/// What one kernel name's calls ran for: its calls in the counted steps grouped by span path
+/// and operations, heaviest first.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct KernelOrigin {
+    pub(crate) name: String,
+    pub(crate) span: Option<String>,
+    pub(crate) ops: Option<String>,
+    pub(crate) op_kind: Option<String>,
+    /// Kernel time, µs, over the counted steps.
+    pub(crate) us: f64,
+    pub(crate) calls: usize,
+    /// The most frequent grid.
+    pub(crate) grid: Option<[u64; 3]>,
+}
+
+/// The kernels of the counted steps grouped by name, span path and operations (`name` alone
+/// when given), heaviest first. Empty when no kernel carries an attribution.
+pub(crate) fn origins(loaded: &[Loaded], steps: &[(usize, &StepRow)], name: Option<&str>) -> Vec<KernelOrigin> {
+    let mut groups: BTreeMap<(String, Option<String>, Option<String>), (Option<String>, f64, Vec<Option<[u64; 3]>>)> =
+        BTreeMap::new();
+    for (i, step) in steps {
+        for w in loaded[*i].device.starting_in(step.start, step.end).filter(|w| w.kind == WorkKind::Kernel) {
+            let Some(a) = w.attributed.as_ref().filter(|a| is_attributed(&a.how)) else { continue };
+            if name.is_some_and(|n| n != w.name) {
+                continue;
+            }
+            let g = groups.entry((w.name.clone(), a.span.clone(), a.ops.clone())).or_insert((a.op_kind.clone(), 0.0, Vec::new()));
+            g.1 += w.end - w.start;
+            g.2.push(w.grid);
+        }
+    }
+    let mut out: Vec<KernelOrigin> = groups
+        .into_iter()
+        .map(|((name, span, ops), (op_kind, us, grids))| {
+            let mut count: BTreeMap<[u64; 3], usize> = BTreeMap::new();
+            for g in grids.iter().flatten() {
+                *count.entry(*g).or_default() += 1;
+            }
+            let grid = count.into_iter().max_by_key(|(_, n)| *n).map(|(g, _)| g);
+            KernelOrigin { name, span, ops, op_kind, us, calls: grids.len(), grid }
+        })
+        .collect();
+    out.sort_by(|a, b| b.us.total_cmp(&a.us));
+    out
+}

@@ -106,12 +106,20 @@ pub(crate) struct DeviceEvents {
     pub(crate) longest: f64,
     /// Process names of device tracks (`GPU 0: NVIDIA H200`).
     pub(crate) process_names: HashMap<Option<TrackId>, String>,
+    /// Streaming multiprocessors of the first device that gives a count
+    /// (`deviceProperties[].numSms`).
+    pub(crate) sms: Option<u64>,
 }
 
 impl DeviceEvents {
     /// Reads the device events and launches of `trace`.
     pub(crate) fn from_trace(trace: &Trace) -> DeviceEvents {
         let mut out = DeviceEvents::default();
+        out.sms = trace
+            .metadata
+            .get("deviceProperties")
+            .and_then(Value::as_array)
+            .and_then(|devices| devices.iter().find_map(|d| d.get("numSms").and_then(as_u64).filter(|n| *n > 0)));
         for e in &trace.events {
             if e.ph == "M" {
                 if e.name == meta::PROCESS_NAME {

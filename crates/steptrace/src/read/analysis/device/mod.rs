@@ -19,6 +19,7 @@ mod launch;
 use serde::Serialize;
 
 pub use attribution::{AttributionView, DeviceSpanRow, TimeRow};
+pub(crate) use attribution::origins;
 pub use busy::{DeviceStep, DeviceSteps};
 pub use copies::{BatchCopies, CopyDirection, CopySize, CopyView, SmallUploads, SMALL_COPY_BYTES};
 pub(crate) use events::DeviceEvents;

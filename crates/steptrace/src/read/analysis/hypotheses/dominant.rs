@@ -1,7 +1,7 @@
 //! One operation dominates the step.
 
 use super::{ms, Change, Context, Experiment, Hypothesis, CONFIRM};
-use crate::analysis::device::{per_step, KernelTable};
+use crate::analysis::device::{counted_steps, origins, per_step, KernelTable};
 use crate::analysis::stats::median;
 use crate::analysis::table::Timing;
 use crate::read::display::{label, LABEL_CHARS};
@@ -89,11 +89,29 @@ fn from_kernels(cx: &Context<'_>, kernels: &KernelTable, found: &mut Vec<Hypothe
     let dims = |d: Option<[u64; 3]>| d.map_or_else(|| "not recorded".to_owned(), |[x, y, z]| format!("[{x}, {y}, {z}]"));
     let grids = if top.grids > 1 { format!(" (most often; {} distinct grids)", top.grids) } else { String::new() };
     let batch = cx.run.batch_size.unwrap_or(64);
+    let steps = counted_steps(cx.loaded);
+    let origins = origins(cx.loaded, &steps, Some(&top.name));
+    let (ran_for, lever) = match origins.first() {
+        Some(o) => {
+            let mine: f64 = origins.iter().map(|o| o.us).sum();
+            let span = o.span.as_deref().unwrap_or("no span");
+            (
+                format!(
+                    "; it runs for `{}` in `{span}` ({:.0}% of its time{})",
+                    o.ops.as_deref().unwrap_or("unknown ops"),
+                    o.us / mine.max(f64::MIN_POSITIVE) * 100.0,
+                    if origins.len() > 1 { format!("; {} other op or span groups", origins.len() - 1) } else { String::new() }
+                ),
+                format!(" (the {} of `{span}`)", o.op_kind.as_deref().unwrap_or("op")),
+            )
+        }
+        None => (String::new(), String::new()),
+    };
     found.push(Hypothesis {
         id: "dominant-kernel",
         evidence: format!(
             "`{}` takes {:.0}% of the kernels' device time: {} per step ({:.0}% of the {} step) over {} calls per \
-             step, {:.1} µs per call, grid {}{grids}, block {}",
+             step, {:.1} µs per call, grid {}{grids}, block {}{ran_for}",
             top.label,
             share * 100.0,
             ms(top.per_step_ms),
@@ -104,7 +122,9 @@ fn from_kernels(cx: &Context<'_>, kernels: &KernelTable, found: &mut Vec<Hypothe
             dims(top.grid),
             dims(top.block)
         ),
-        hypothesis: "one kernel sets the device time: its shape, algorithm or launch configuration is the lever".into(),
+        hypothesis: format!(
+            "one kernel sets the device time: its shape, algorithm or launch configuration{lever} is the lever"
+        ),
         next: format!(
             "rerun with half the batch: if the kernel's time halves it scales with the work (look at its algorithm \
              or layout); if it stays, it is a fixed cost (too small a grid for the device, or a poor tile \

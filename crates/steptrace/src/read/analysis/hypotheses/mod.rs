@@ -12,6 +12,7 @@
 //! and call it from [`hypotheses`].
 
 mod dominant;
+mod grid;
 mod input;
 mod launches;
 mod steady;
@@ -118,6 +119,7 @@ pub(crate) fn hypotheses(cx: &Context<'_>) -> (Vec<Hypothesis>, Vec<NotExamined>
         launches::check(cx, &mut found, &mut skipped);
     }
     dominant::check(cx, &mut found);
+    grid::check(cx, &mut found);
     steady::check(cx, &mut found);
     (found, skipped)
 }
