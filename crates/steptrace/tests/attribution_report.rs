@@ -1,0 +1,117 @@
+//! "Which op, which layer" on a synthetic trace whose answers are computed by hand: kernel
+//! time by op kind, by span path (a tree with self and total) and by phase, the share
+//! attributed and what is not, and the hypotheses that name the op and the layer.
+//!
+//! Each 10 ms step (µs from the step's start; the device has 132 SMs):
+//! - a weight-gradient matmul for `backward > conv2`, 4000 µs on a grid of [2, 2, 1];
+//! - conv1's convolution in `forward > conv1`, 1000 µs on [200, 1, 1];
+//! - a fused elementwise block in `forward` itself, 500 µs;
+//! - conv1's update in `optimizer > conv1`, 250 µs;
+//! - a kernel launched outside any fused block, 250 µs, not attributed.
+
+use serde_json::{json, Value};
+use steptrace::analysis::{Report, ReportOptions};
+use steptrace::format::device::attribution;
+use steptrace::reader::parse_trace;
+
+const STEP_US: f64 = 10_000.0;
+
+fn trace(steps: u64, attributed: bool) -> Value {
+    let mut ev = Vec::new();
+    for n in 0..steps {
+        let t = n as f64 * STEP_US;
+        ev.push(json!({"ph": "X", "cat": "user_annotation", "name": format!("ProfilerStep#{n}"), "pid": 1, "tid": 1,
+            "ts": t, "dur": STEP_US, "args": {}}));
+        let mut at = t + 100.0;
+        let mut kernel = |name: &str, dur: f64, grid: [u64; 3], how: &str, kind: &str, ops: &str, span: &str| {
+            let mut args = json!({"device": 0, "stream": 7, "correlation": 1, "grid": grid, "block": [128, 1, 1]});
+            if attributed {
+                args["attribution"] = json!(how);
+                if attribution::is_attributed(how) {
+                    args["op kind"] = json!(kind);
+                    args["ops"] = json!(ops);
+                    args["span"] = json!(span);
+                    args["phase"] = json!(span.split(" > ").next().unwrap());
+                    args["fused block"] = json!(3);
+                }
+            }
+            ev.push(json!({"ph": "X", "cat": "kernel", "name": name, "pid": 100, "tid": 7, "ts": at, "dur": dur,
+                "args": args}));
+            at += dur + 10.0;
+        };
+        kernel("conv_kernel_f32", 1000.0, [200, 1, 1], attribution::CALLED, "conv", "Conv2d [256, 16, 28, 28]", "forward > conv1");
+        kernel("elemwise_fuse_1", 500.0, [300, 1, 1], attribution::CALLED, "elementwise (fused)", "Add; Relu", "forward");
+        kernel("matmul_entry_f32", 4000.0, [2, 2, 1], attribution::INFERRED, "matmul", "Conv2dWeightBackward [32, 16, 3, 3]", "backward > conv2");
+        kernel("elemwise_fuse_2", 250.0, [300, 1, 1], attribution::CALLED, "elementwise (fused)", "Sub; Mul", "optimizer > conv1");
+        kernel("autotune_candidate", 250.0, [300, 1, 1], attribution::NO_BLOCK, "", "", "");
+    }
+    json!({"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "GPU", "numSms": 132}], "traceEvents": ev})
+}
+
+fn report(attributed: bool) -> Report {
+    let trace = parse_trace(&serde_json::to_vec(&trace(5, attributed)).unwrap()).unwrap();
+    let options = ReportOptions { batch_size: Some(256), ..ReportOptions::default() };
+    Report::build(&[("attributed.json".into(), trace)], &options).unwrap()
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() < 1e-9
+}
+
+#[test]
+fn op_span_and_phase_tables_to_the_microsecond() {
+    let r = report(true);
+    let a = r.device.attribution.as_ref().expect("attribution");
+    // Step 0 is the startup: the figures are over the four steady steps.
+    assert_eq!(a.steps, 4);
+    assert!(close(a.kernel_ms_per_step, 6.0) && close(a.attributed_ms_per_step, 5.75));
+    assert!(close(a.attributed_share, 5.75 / 6.0));
+    let kinds: Vec<(&str, f64)> = a.by_op_kind.iter().map(|r| (r.name.as_str(), r.ms_per_step)).collect();
+    assert_eq!(kinds, [("matmul", 4.0), ("conv", 1.0), ("elementwise (fused)", 0.75)]);
+    let tree: Vec<(&str, usize, f64, f64)> =
+        a.by_span.iter().map(|r| (r.path.as_str(), r.depth, r.self_ms, r.total_ms)).collect();
+    assert_eq!(
+        tree,
+        [
+            ("backward", 0, 0.0, 4.0),
+            ("backward > conv2", 1, 4.0, 4.0),
+            ("forward", 0, 0.5, 1.5),
+            ("forward > conv1", 1, 1.0, 1.0),
+            ("optimizer", 0, 0.0, 0.25),
+            ("optimizer > conv1", 1, 0.25, 0.25),
+        ]
+    );
+    let phases: Vec<(&str, f64)> = a.by_phase.iter().map(|r| (r.name.as_str(), r.ms_per_step)).collect();
+    assert_eq!(phases, [("backward", 4.0), ("forward", 1.5), ("optimizer", 0.25)]);
+    assert_eq!(a.unattributed.len(), 1);
+    assert_eq!((a.unattributed[0].name.as_str(), a.unattributed[0].ms_per_step), (attribution::NO_BLOCK, 0.25));
+    assert!(close(a.inferred_ms_per_step, 4.0));
+    assert!(close(a.by_span[1].share, 4.0 / 6.0) && close(a.by_span[1].kernels_per_step, 1.0));
+}
+
+#[test]
+fn hypotheses_name_the_op_the_layer_and_the_grid() {
+    let r = report(true);
+    let dominant = r.hypotheses.iter().find(|h| h.id == "dominant-kernel").expect("dominant-kernel");
+    assert!(
+        dominant.evidence.contains("`Conv2dWeightBackward [32, 16, 3, 3]` in `backward > conv2`"),
+        "{}",
+        dominant.evidence
+    );
+    assert!(dominant.hypothesis.contains("matmul of `backward > conv2`"), "{}", dominant.hypothesis);
+    let grids: Vec<_> = r.hypotheses.iter().filter(|h| h.id == "under-filled-grid").collect();
+    assert_eq!(grids.len(), 1, "only the matmul's grid is smaller than the device");
+    let g = &grids[0];
+    assert!(g.evidence.contains("[2, 2, 1] = 4 thread blocks") && g.evidence.contains("132 SMs"), "{}", g.evidence);
+    assert!(g.evidence.contains("`backward > conv2`") && g.evidence.contains("67%"), "{}", g.evidence);
+    assert!(g.experiment.is_some());
+}
+
+#[test]
+fn kernels_without_attribution_say_so() {
+    let r = report(false);
+    assert!(r.device.kernels.is_some() && r.device.attribution.is_none());
+    let why = r.device.not_observed.iter().find(|(part, _)| *part == "attribution").map(|(_, w)| w.as_str());
+    assert!(why.is_some_and(|w| w.contains("no attribution")), "{why:?}");
+    assert!(r.hypotheses.iter().all(|h| h.id != "under-filled-grid"), "no op or span to name without attribution");
+}
