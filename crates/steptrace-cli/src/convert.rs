@@ -40,10 +40,10 @@ pub fn sync(s: SyncArg) -> SyncPolicy {
     }
 }
 
-/// The device-activity mode a flag names, with kernel attribution from `--detail ops` up.
+/// The device-activity mode a flag names, with kernel attribution at `--detail ops`.
 pub fn device_activity(d: DeviceActivityArg, detail: Detail) -> DeviceActivityMode {
     match d {
-        DeviceActivityArg::Auto if detail >= Detail::Ops => DeviceActivityMode::Attributed,
+        DeviceActivityArg::Auto if detail == Detail::Ops => DeviceActivityMode::Attributed,
         DeviceActivityArg::Auto => DeviceActivityMode::Auto,
         DeviceActivityArg::Off => DeviceActivityMode::Off,
     }

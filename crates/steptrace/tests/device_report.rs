@@ -81,7 +81,8 @@ fn close(a: f64, b: f64) -> bool {
 fn busy_and_idle_by_cause_to_the_microsecond() {
     let r = report_of(kineto(&Plant { slow_input: true, upload: true }, 5));
     let d = &r.device;
-    assert!(d.observed && d.not_observed.is_empty(), "{:?}", d.not_observed);
+    // Everything is observed but attribution, which a Kineto trace does not carry.
+    assert!(d.observed && d.not_observed.iter().all(|(part, _)| *part == "attribution"), "{:?}", d.not_observed);
     assert_eq!(d.devices.len(), 1);
     let dev = &d.devices[0];
     assert_eq!(dev.device, "GPU 0");

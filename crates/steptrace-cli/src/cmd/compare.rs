@@ -5,6 +5,7 @@
 
 mod input;
 mod kernels;
+mod ops;
 mod start;
 mod traces;
 

@@ -29,6 +29,8 @@ struct TraceComparison<'a> {
     /// B's steady median ms/step minus A's.
     steady_median_change_ms: Option<f64>,
     kernels: KernelOutcome,
+    /// Kernel time by op kind and span path on both sides (`--detail ops` traces).
+    ops: super::ops::OpsDiff,
     notes: Vec<&'static str>,
 }
 
@@ -58,12 +60,13 @@ pub(super) fn run(pa: &Path, pb: &Path, json: bool, rank: Option<u32>) -> anyhow
         b: side(pb, &rb),
         steady_median_change_ms: median(&ra).zip(median(&rb)).map(|(a, b)| b - a),
         kernels: compare_kernels(KernelRecord::from_report(&ra), KernelRecord::from_report(&rb)),
+        ops: super::ops::diff(ra.device.attribution.as_ref(), rb.device.attribution.as_ref()),
         notes: vec![ONE_RUN],
     };
     if json {
         println!("{}", serde_json::to_string_pretty(&c)?);
     } else {
-        let text = format!("{}{}", render(&c), super::kernels::render(&c.kernels));
+        let text = format!("{}{}{}", render(&c), super::kernels::render(&c.kernels), super::ops::render(&c.ops));
         print!("{}", crate::console::fit(&block(&text)));
     }
     Ok(())

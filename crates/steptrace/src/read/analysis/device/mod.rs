@@ -129,8 +129,8 @@ pub(crate) fn device_view(loaded: &[Loaded], run: &RunInfo, vocab: &Vocabulary<'
         if kernels.is_some() && attributed.is_none() {
             not_observed.push((
                 "attribution",
-                "the kernels carry no attribution (a trace of another tool, or of steptrace before 0.22's \
-                 observers): no time by op or layer"
+                "the kernels carry no attribution (recorded without `--detail ops`, or by another tool): no time \
+                 by op or layer"
                     .to_owned(),
             ));
         }
