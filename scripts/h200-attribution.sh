@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # Issue 24's H200 runs (which op, which layer), in one call of under 10 minutes:
 #
-#   bash scripts/h200-attribution.sh [all|overhead]
+#   bash scripts/h200-attribution.sh [all|overhead|verify]
+#
+# `verify` (after `--detail ops` became the switch): the MLP with `--detail ops`, then with
+# CUPTI turned off (STEPTRACE_CUPTI=off: kernels timed by CUDA events), then without either, the ConvNet with `--detail ops` at batch 256
+# and 512 (for `compare` by op and span here), and `bench --profile interleaved --detail ops`
+# against the same bench without it, for the ConvNet.
 #
 # `overhead` runs step 3 alone, in the cache an earlier call left (when the machine is still
 # the same; else its first process pays the cold start, before the measured steps).
@@ -57,10 +62,23 @@ main() {
   CAP=200 train transformer --model transformer --dataset shakespeare --batch 64 --seq-len 64 --steps 40 --loss-every 0
   STEPTRACE_ATTRIBUTION=off train convnet-256-off --model convnet --dataset fashion-mnist --batch 256 --steps 40 --loss-every 0
   fi
+  if [ "$MODE" != verify ]; then
   overhead bench-mlp-on --model mlp --dataset digits --batch 256 --baseline
   STEPTRACE_ATTRIBUTION=off overhead bench-mlp-off --model mlp --dataset digits --batch 256 --baseline
   overhead bench-convnet-on --model convnet --dataset fashion-mnist --batch 256
   STEPTRACE_ATTRIBUTION=off overhead bench-convnet-off --model convnet --dataset fashion-mnist --batch 256
+  fi
+  if [ "$MODE" = verify ]; then
+  rm -rf "$CACHE"
+  train mlp-ops --model mlp --dataset digits --batch 256 --steps 40 --loss-every 0 --detail ops
+  STEPTRACE_CUPTI=off train mlp-ops-nocupti --model mlp --dataset digits --batch 256 --steps 40 --loss-every 0 --detail ops
+  STEPTRACE_CUPTI=off train mlp-nocupti --model mlp --dataset digits --batch 256 --steps 40 --loss-every 0
+  [ "${QUICK:-}" = 1 ] && return 0
+  train convnet-ops-256 --model convnet --dataset fashion-mnist --batch 256 --steps 40 --loss-every 0 --detail ops
+  train convnet-ops-512 --model convnet --dataset fashion-mnist --batch 512 --steps 40 --loss-every 0 --detail ops
+  overhead bench-convnet-ops --model convnet --dataset fashion-mnist --batch 256 --detail ops
+  overhead bench-convnet-steps --model convnet --dataset fashion-mnist --batch 256
+  fi
   rm -rf "$R"/traces/bench-*
   echo "== done [${SECONDS}s]"
   cat "$R/rc.txt" 2>/dev/null || true

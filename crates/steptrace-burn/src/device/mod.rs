@@ -91,7 +91,14 @@ pub fn setup(mode: DeviceActivityMode, selection: &Selection) -> DeviceSetup {
 /// CUPTI where it can run; else cubecl's own timing (CUDA events), with CUPTI's reason.
 #[cfg(feature = "cuda")]
 fn cuda_setup(selection: &Selection, attributed: bool) -> DeviceSetup {
-    match cupti::CuptiDevice::start(0, attributed) {
+    // `STEPTRACE_CUPTI=off` runs as on a machine without libcupti (to check that path where
+    // CUPTI is installed).
+    let started = if std::env::var_os("STEPTRACE_CUPTI").is_some_and(|v| v == "off") {
+        Err("CUPTI turned off (STEPTRACE_CUPTI=off)".to_owned())
+    } else {
+        cupti::CuptiDevice::start(0, attributed)
+    };
+    match started {
         Ok(device) => {
             let what = device.source.clone();
             DeviceSetup::Collector(Box::new(device), what)
