@@ -105,7 +105,7 @@ fn cuda_setup(selection: &Selection, attributed: bool) -> DeviceSetup {
         }
         Err(why) if !attributed => DeviceSetup::NotObserved(format!("{why} (--detail ops times kernels without CUPTI)")),
         Err(why) => {
-            let device = timed::TimedDevice::new(burn::prelude::Device::cuda(0), &selection.device, "CUDA events");
+            let device = timed::TimedDevice::new(burn::prelude::Device::cuda(0), &selection.device, timed::CUDA_EVENTS);
             let what = format!("{} (CUPTI unusable: {why})", device.source);
             DeviceSetup::Collector(Box::new(device), what)
         }
@@ -127,7 +127,7 @@ fn wgpu_setup(selection: &Selection, attributed: bool) -> DeviceSetup {
     let device = selection
         .wgpu_device
         .map_or_else(|| burn::prelude::Device::wgpu(burn::prelude::DeviceKind::DefaultDevice), |t| t.device());
-    let device = timed::TimedDevice::new(device, &selection.device, "wgpu");
+    let device = timed::TimedDevice::new(device, &selection.device, timed::DEVICE_TIMESTAMPS);
     let what = device.source.clone();
     DeviceSetup::Collector(Box::new(device), what)
 }
@@ -151,4 +151,4 @@ mod cupti;
 #[cfg(any(feature = "cuda", feature = "wgpu"))]
 mod timed;
 #[cfg(any(feature = "cuda", feature = "wgpu"))]
-pub use timed::{DEVICE_TIMESTAMPS, HOST_CLOCK};
+pub use timed::{CUDA_EVENTS, DEVICE_TIMESTAMPS, HOST_CLOCK};
