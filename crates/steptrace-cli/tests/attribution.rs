@@ -64,6 +64,12 @@ fn detail_ops_times_and_attributes_every_kernel_on_wgpu() {
     let flat = flat(&stdout);
     assert!(flat.contains("== Which op, which layer"), "{stdout}");
     assert!(flat.contains("timed by timestamp queries"), "{stdout}");
+
+    let out = steptrace(&["report", "traces", "--html", "page.html"], dir.path());
+    assert!(out.status.success(), "{}", text(&out).1);
+    let page = std::fs::read_to_string(dir.path().join("page.html")).unwrap();
+    assert!(page.contains("<h3>Which op, which layer</h3>"), "the HTML page has the section");
+    assert!(page.contains("title=\"forward &gt; conv1\"") || page.contains("title=\"forward > conv1\""), "the tree");
 }
 
 #[test]
