@@ -47,6 +47,14 @@ pub use stamps::StampLayer;
 /// then recorded as before, and each window says why they are not attributed.
 pub(crate) const OFF_VAR: &str = "STEPTRACE_ATTRIBUTION";
 
+/// The most operations, launches and span boundaries one window notes (a bound on its memory:
+/// a clone of a million operations is a few hundred MB). Past them, kernels are "not
+/// attributed" with that reason, and lost launches are counted.
+const MAX_NOTES: usize = 1 << 20;
+
+/// The block number of the launches made once the window's notes were full.
+const FULL: u64 = u64::MAX;
+
 /// One launch the observer saw.
 pub(crate) struct LaunchNote {
     /// cubecl's kernel name (a type name).
@@ -89,7 +97,9 @@ struct Notes {
     in_block: Option<u64>,
     /// Span boundaries as stamped: the counter's next id, the thread, the span entered (or
     /// `None` for an exit).
-    boundaries: Vec<(TensorId, ThreadId, Option<Label>)>,
+    boundaries: Vec<(TensorId, ThreadId, Label, bool)>,
+    /// Launches not noted: the notes were full.
+    dropped_launches: u64,
 }
 
 /// The process's recorder: the observers are process-wide, so is what they write into.
@@ -115,13 +125,16 @@ fn recording() -> bool {
 }
 
 /// Notes a span boundary, when recording (the stamp layer).
-fn boundary(enter: Option<Label>) {
+fn boundary(label: Label, enter: bool) {
     if !recording() {
         return;
     }
     if let Some(client) = RECORDER.stamp.get() {
-        let b = (client.create_empty_handle(), std::thread::current().id(), enter);
-        notes().boundaries.push(b);
+        let b = (client.create_empty_handle(), std::thread::current().id(), label, enter);
+        let mut n = notes();
+        if n.boundaries.len() < MAX_NOTES {
+            n.boundaries.push(b);
+        }
     }
 }
 
@@ -137,6 +150,10 @@ impl FusionObserver for Observer {
             return;
         }
         let mut n = notes();
+        if n.ops.len() + block.iter().len() > MAX_NOTES {
+            n.in_block = Some(FULL);
+            return;
+        }
         n.in_block = Some(n.block_starts.len() as u64);
         let start = n.ops.len();
         n.block_starts.push(start);
@@ -158,6 +175,10 @@ impl LaunchObserver for Observer {
         // The launch's time places a timed kernel on the host clock; CUPTI needs none.
         let at = (self.timing != TimingRequest::None).then(Instant::now);
         let mut n = notes();
+        if n.launches.len() >= MAX_NOTES {
+            n.dropped_launches += 1;
+            return;
+        }
         let block = n.in_block;
         n.launches.push(LaunchNote { kernel, at, block, profile: None, timed: None });
     }
@@ -187,6 +208,14 @@ pub(crate) struct Recording {
     _fusion: FusionObservation,
 }
 
+impl Drop for Recording {
+    /// A window that ends without [`close`] (its collector dropped) stops recording too, so
+    /// that nothing goes on noting span boundaries.
+    fn drop(&mut self) {
+        RECORDER.recording.store(false, Ordering::Release);
+    }
+}
+
 /// Starts recording for a window on `device`'s backend, with `timing` asked of each launch.
 ///
 /// # Errors
@@ -214,6 +243,7 @@ pub(crate) fn open(device: &Device, timing: TimingRequest) -> Result<Recording, 
         n.launches.clear();
         n.boundaries.clear();
         n.in_block = None;
+        n.dropped_launches = 0;
     }
     let observer = Arc::new(Observer { timing });
     Ok(Recording { _launch: LaunchObservation::new(observer.clone()), _fusion: FusionObservation::new(observer) })
@@ -222,19 +252,22 @@ pub(crate) fn open(device: &Device, timing: TimingRequest) -> Result<Recording, 
 /// What a window recorded: each launch with what it is attributed to.
 pub(crate) struct Recorded {
     pub(crate) launches: Vec<(LaunchNote, KernelAttribution)>,
+    /// Launches not noted because the window's notes were full ([`MAX_NOTES`]).
+    pub(crate) dropped_launches: u64,
 }
 
 /// Stops recording and attributes each launch.
 pub(crate) fn close(recording: Recording) -> Recorded {
     drop(recording);
     RECORDER.recording.store(false, Ordering::Release);
-    let (ops, block_starts, launches, stamped) = {
+    let (ops, block_starts, launches, stamped, dropped_launches) = {
         let mut n = notes();
         (
             std::mem::take(&mut n.ops),
             std::mem::take(&mut n.block_starts),
             std::mem::take(&mut n.launches),
             std::mem::take(&mut n.boundaries),
+            n.dropped_launches,
         )
     };
     let notes: Vec<OpNote> = ops.iter().map(OpNote::of).collect();
@@ -245,8 +278,8 @@ pub(crate) fn close(recording: Recording) -> Recorded {
         .collect();
     let boundaries: Vec<Boundary> = stamped
         .iter()
-        .filter_map(|(id, thread, label)| {
-            Some(Boundary { stamp: ops::id_number(id)?, thread: *thread, enter: label.as_ref().map(Label::to_arc) })
+        .filter_map(|(id, thread, label, enter)| {
+            Some(Boundary { stamp: ops::id_number(id)?, thread: *thread, name: label.to_arc(), enter: *enter })
         })
         .collect();
     let map = SpanMap::new(&boundaries);
@@ -256,15 +289,17 @@ pub(crate) fn close(recording: Recording) -> Recorded {
     let launches = launches
         .into_iter()
         .map(|l| {
-            let a = l
-                .block
-                .and_then(|b| by_block.get(b as usize))
-                .cloned()
-                .unwrap_or_else(|| KernelAttribution::not_attributed(attribution::NO_BLOCK));
+            let a = match l.block {
+                Some(FULL) => KernelAttribution::not_attributed(attribution::NOTES_FULL),
+                block => block
+                    .and_then(|b| by_block.get(b as usize))
+                    .cloned()
+                    .unwrap_or_else(|| KernelAttribution::not_attributed(attribution::NO_BLOCK)),
+            };
             (l, a)
         })
         .collect();
-    Recorded { launches }
+    Recorded { launches, dropped_launches }
 }
 
 /// The attribution of a kernel no observed launch explains.

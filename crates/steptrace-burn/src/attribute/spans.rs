@@ -22,12 +22,13 @@ use steptrace::format::names::{BACKWARD, FORWARD, OPTIMIZER, STEP_SPAN, TRAIN_ST
 
 use super::ops::{block_kind, compact, OpNote};
 
-/// A steptrace span entered (`Some(name)`) or left (`None`) when the counter stood at `stamp`.
+/// A steptrace span `name` entered (`enter`) or left when the counter stood at `stamp`.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Boundary {
     pub(crate) stamp: u64,
     pub(crate) thread: ThreadId,
-    pub(crate) enter: Option<Arc<str>>,
+    pub(crate) name: Arc<str>,
+    pub(crate) enter: bool,
 }
 
 /// The span path in effect from each stamp on, for the threads that ran the model.
@@ -45,11 +46,7 @@ impl SpanMap {
     /// The map of the threads that entered `forward`, `backward` or `optimizer` (other threads,
     /// such as prefetch threads, make tensors that are not the model's).
     pub(crate) fn new(boundaries: &[Boundary]) -> SpanMap {
-        let is_phase = |b: &Boundary| {
-            b.enter
-                .as_deref()
-                .is_some_and(|n| [FORWARD, BACKWARD, OPTIMIZER].contains(&n))
-        };
+        let is_phase = |b: &Boundary| b.enter && [FORWARD, BACKWARD, OPTIMIZER].contains(&&*b.name);
         let mut threads: Vec<ThreadId> = boundaries
             .iter()
             .filter(|b| is_phase(b))
@@ -65,17 +62,13 @@ impl SpanMap {
         let mut points = Vec::with_capacity(ordered.len());
         for b in ordered {
             let stack = stacks.entry(b.thread).or_default();
-            match &b.enter {
-                Some(name) if !is_wrapper(name) => stack.push(Arc::clone(name)),
-                Some(_) => {}
-                None => {
-                    // The exit of a wrapper span pops nothing: its enter pushed nothing.
-                    if let Some(top) = stack.last() {
-                        if !is_wrapper(top) {
-                            stack.pop();
-                        }
-                    }
-                }
+            if is_wrapper(&b.name) {
+                // Wrappers are not part of a path: their enter pushed nothing.
+            } else if b.enter {
+                stack.push(Arc::clone(&b.name));
+            } else if let Some(at) = stack.iter().rposition(|s| *s == b.name) {
+                // Left: the span and anything still open inside it (an exit never seen).
+                stack.truncate(at);
             }
             let path = (!stack.is_empty()).then(|| Arc::from(stack.join(" > ")));
             points.push((b.stamp, path));
@@ -240,18 +233,10 @@ mod tests {
     use super::*;
 
     fn enter(stamp: u64, name: &str) -> Boundary {
-        Boundary {
-            stamp,
-            thread: std::thread::current().id(),
-            enter: Some(Arc::from(name)),
-        }
+        Boundary { stamp, thread: std::thread::current().id(), name: Arc::from(name), enter: true }
     }
-    fn exit(stamp: u64) -> Boundary {
-        Boundary {
-            stamp,
-            thread: std::thread::current().id(),
-            enter: None,
-        }
+    fn exit(stamp: u64, name: &str) -> Boundary {
+        Boundary { stamp, thread: std::thread::current().id(), name: Arc::from(name), enter: false }
     }
     fn op(name: &str, kind: &'static str, inputs: &[u64], out: u64) -> OpNote {
         OpNote {
@@ -270,15 +255,17 @@ mod tests {
             enter(5, TRAIN_STEP),
             enter(9, FORWARD),
             enter(10, "conv1"),
-            exit(20),
+            exit(20, "conv1"),
             enter(20, "conv2"),
-            exit(30),
-            exit(31),
+            exit(30, "conv2"),
+            exit(31, FORWARD),
             enter(40, BACKWARD),
-            exit(60),
+            exit(60, BACKWARD),
             enter(60, OPTIMIZER),
-            exit(70),
-            exit(71),
+            // An exit never seen (`inner`): leaving `optimizer` closes it too.
+            enter(66, "inner"),
+            exit(70, OPTIMIZER),
+            exit(71, TRAIN_STEP),
         ])
     }
 
@@ -289,6 +276,7 @@ mod tests {
         assert_eq!(map.path_of(25).map(|p| &**p), Some("forward > conv2"));
         assert_eq!(map.path_of(30).map(|p| &**p), Some("forward"));
         assert_eq!(map.path_of(50).map(|p| &**p), Some("backward"));
+        assert_eq!(map.path_of(67).map(|p| &**p), Some("optimizer > inner"));
         assert_eq!(map.path_of(3), None);
         assert_eq!(map.path_of(35), None);
         assert_eq!(map.path_of(80), None);

@@ -87,7 +87,7 @@ where
         }
         let label = ctx.span(id).and_then(|s| s.extensions().get::<Stamped>().map(|l| l.0.clone()));
         if let Some(label) = label {
-            super::boundary(Some(label));
+            super::boundary(label, true);
         }
     }
 
@@ -95,8 +95,9 @@ where
         if !super::recording() {
             return;
         }
-        if ctx.span(id).is_some_and(|s| s.extensions().get::<Stamped>().is_some()) {
-            super::boundary(None);
+        let label = ctx.span(id).and_then(|s| s.extensions().get::<Stamped>().map(|l| l.0.clone()));
+        if let Some(label) = label {
+            super::boundary(label, false);
         }
     }
 }

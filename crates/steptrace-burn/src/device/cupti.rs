@@ -140,6 +140,12 @@ fn attribute_kernels(out: &mut DeviceWindow, recorded: Result<Recorded, String>)
             return;
         }
     };
+    if recorded.dropped_launches > 0 {
+        out.problems.push(format!(
+            "{} launches were not noted (the window's attribution notes were full): their kernels are not attributed",
+            recorded.dropped_launches
+        ));
+    }
     let mut order: Vec<usize> = (0..out.kernels.len()).collect();
     order.sort_by_key(|&i| out.kernels[i].args.correlation);
     let observed: Vec<&str> = recorded.launches.iter().map(|(l, _)| l.kernel).collect();

@@ -70,6 +70,7 @@ impl DeviceCollector for TimedDevice {
         // Every measurement handed over is read below, which waits for its kernel anyway.
         let synced = self.device.sync();
         let recorded = attribute::close(recording);
+        let recorded_dropped = recorded.dropped_launches;
         let mut out = DeviceWindow::default();
         out.source = self.source.clone();
         out.kinds = vec![format!(
@@ -150,6 +151,12 @@ impl DeviceCollector for TimedDevice {
             out.problems.push(format!(
                 "{lengths_only} kernels were timed by cubecl's profiling logger, which gives lengths without starts: \
                  not written (turn the logger off to place them)"
+            ));
+        }
+        if recorded_dropped > 0 {
+            out.problems.push(format!(
+                "{recorded_dropped} launches were not noted (the window's attribution notes were full): their kernels \
+                 are not written"
             ));
         }
         if untimed > 0 {

@@ -160,6 +160,9 @@ pub mod attribution {
     /// Launched outside a fused block (an autotune candidate, a copy kernel, a reduction
     /// burn runs on its own).
     pub const NO_BLOCK: &str = "not attributed: launched outside any fused block (autotune, copies, ...)";
+    /// A kernel launched once the window's attribution notes were full (a bound on their
+    /// memory, a million operations).
+    pub const NOTES_FULL: &str = "not attributed: the window's attribution notes were full";
     /// A kernel whose launch was not observed (before the observers were installed, or not
     /// issued through cubecl).
     pub const NO_LAUNCH: &str = "not attributed: its launch was not observed";
