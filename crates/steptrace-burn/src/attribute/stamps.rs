@@ -82,22 +82,24 @@ where
     }
 
     fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
-        if !super::recording() {
-            return;
-        }
-        let label = ctx.span(id).and_then(|s| s.extensions().get::<Stamped>().map(|l| l.0.clone()));
-        if let Some(label) = label {
-            super::boundary(label, true);
-        }
+        stamp(id, &ctx, true);
     }
 
     fn on_exit(&self, id: &Id, ctx: Context<'_, S>) {
-        if !super::recording() {
-            return;
-        }
-        let label = ctx.span(id).and_then(|s| s.extensions().get::<Stamped>().map(|l| l.0.clone()));
-        if let Some(label) = label {
-            super::boundary(label, false);
-        }
+        stamp(id, &ctx, false);
+    }
+}
+
+/// Notes the boundary of a stamped span (one made while recording), entered or left.
+fn stamp<S>(id: &Id, ctx: &Context<'_, S>, enter: bool)
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    if !super::recording() {
+        return;
+    }
+    let label = ctx.span(id).and_then(|s| s.extensions().get::<Stamped>().map(|l| l.0.clone()));
+    if let Some(label) = label {
+        super::boundary(label, enter);
     }
 }
