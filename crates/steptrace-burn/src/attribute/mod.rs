@@ -258,8 +258,8 @@ pub(crate) struct Recorded {
 
 /// Stops recording and attributes each launch.
 pub(crate) fn close(recording: Recording) -> Recorded {
+    // Dropping it uninstalls the observers and stops recording.
     drop(recording);
-    RECORDER.recording.store(false, Ordering::Release);
     let (ops, block_starts, launches, stamped, dropped_launches) = {
         let mut n = notes();
         (
