@@ -65,11 +65,17 @@ impl LearnerProfiler {
     pub fn install(builder: ProfilerBuilder) -> Result<Self, LearnerError> {
         use tracing_subscriber::layer::SubscriberExt;
         use tracing_subscriber::util::SubscriberInitExt;
+        // NVTX ranges mirror steptrace's spans in every step, not only in recorded ones.
+        #[cfg(feature = "nvtx")]
+        let builder = builder.own_spans_in_every_step();
         let (layer, profiler) = builder.build_global::<tracing_subscriber::Registry>()?;
         let subscriber = tracing_subscriber::registry().with(layer);
         // Stamps steptrace's spans, so that kernels are tied to the spans their ops were called in.
         #[cfg(feature = "attribution")]
         let subscriber = subscriber.with(crate::attribute::StampLayer);
+        // Mirrors steptrace's spans as NVTX ranges for Nsight.
+        #[cfg(feature = "nvtx")]
+        let subscriber = subscriber.with(crate::NvtxLayer);
         subscriber.try_init().map_err(|e| steptrace::Error::Install(e.to_string()))?;
         Ok(Self::from_profiler(profiler))
     }

@@ -189,6 +189,9 @@ where
     /// Set when the gate filters globally (see [`Profiler::builder`]'s
     /// `build_global`): spans it rejects are never created at all.
     global: Option<Targets>,
+    /// Whether steptrace's own spans are created in every step, for another layer that
+    /// mirrors them (see `ProfilerBuilder::own_spans_in_every_step`); written only in windows.
+    own_spans: bool,
 }
 
 impl<S> std::fmt::Debug for GateLayer<S>
@@ -205,7 +208,12 @@ where
     S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
 {
     pub(crate) fn new(inner: ChromeLayer<S>, shared: Arc<Shared>, global: Option<Targets>) -> GateLayer<S> {
-        GateLayer { inner, shared, global }
+        GateLayer { inner, shared, global, own_spans: false }
+    }
+
+    pub(crate) fn keeping_own_spans(mut self, keep: bool) -> GateLayer<S> {
+        self.own_spans = keep;
+        self
     }
 }
 
@@ -242,7 +250,10 @@ where
     #[inline]
     fn enabled(&self, meta: &Metadata<'_>, _ctx: Context<'_, S>) -> bool {
         match &self.global {
-            Some(targets) => self.shared.collecting() && targets.would_enable(meta.target(), meta.level()),
+            Some(targets) => {
+                let kept = self.shared.collecting() || (self.own_spans && meta.is_span() && meta.target() == TARGET);
+                kept && targets.would_enable(meta.target(), meta.level())
+            }
             None => true,
         }
     }

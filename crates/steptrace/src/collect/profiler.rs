@@ -72,6 +72,7 @@ pub struct ProfilerBuilder {
     pub(crate) rank_devices: Vec<SharedCollector>,
     /// `distributedInfo.backend` of a run of several ranks.
     pub(crate) rank_backend: Option<String>,
+    own_spans: bool,
 }
 
 impl std::fmt::Debug for ProfilerBuilder {
@@ -207,8 +208,20 @@ impl ProfilerBuilder {
     where
         S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
     {
+        let self_own = self.own_spans;
         let (chrome, targets, core) = self.parts::<S>(None)?;
-        Ok((GateLayer::new(chrome, core.shared.clone(), Some(targets)), core.into_profiler()))
+        let layer = GateLayer::new(chrome, core.shared.clone(), Some(targets)).keeping_own_spans(self_own);
+        Ok((layer, core.into_profiler()))
+    }
+
+    /// Has [`build_global`](Self::build_global)'s gate create steptrace's own spans in every
+    /// step, not only in recorded ones, for another layer that mirrors them (NVTX ranges for
+    /// Nsight, say); they are still written only in the schedule's windows. Outside windows
+    /// each of steptrace's spans then costs its creation in the registry. [`build`](Self::build)'s
+    /// per-layer filter leaves every span to the other layers already.
+    pub fn own_spans_in_every_step(mut self) -> Self {
+        self.own_spans = true;
+        self
     }
 
     /// The layer, its targets and the profiler's core; `rank` places the
@@ -428,6 +441,7 @@ impl Profiler {
             device_reason: None,
             rank_devices: Vec::new(),
             rank_backend: None,
+            own_spans: false,
         }
     }
 

@@ -32,11 +32,17 @@ use super::capture::install_log_capture;
 /// # }
 /// ```
 pub fn install_profiler(builder: ProfilerBuilder) -> Result<Profiler, Error> {
+    // NVTX ranges mirror steptrace's spans in every step, not only in recorded ones.
+    #[cfg(feature = "nvtx")]
+    let builder = builder.own_spans_in_every_step();
     let (layer, profiler) = builder.build_global::<tracing_subscriber::Registry>()?;
     let subscriber = tracing_subscriber::registry().with(layer);
     // Stamps steptrace's spans, so that kernels are tied to the spans their ops were called in.
     #[cfg(feature = "attribution")]
     let subscriber = subscriber.with(crate::attribute::StampLayer);
+    // Mirrors steptrace's spans as NVTX ranges for Nsight.
+    #[cfg(feature = "nvtx")]
+    let subscriber = subscriber.with(crate::NvtxLayer);
     tracing::subscriber::set_global_default(subscriber).map_err(|e| Error::Install(e.to_string()))?;
     // Mirrors `try_init`, which would install LogTracer now; a slot already taken is
     // reported by the run's manifest.
