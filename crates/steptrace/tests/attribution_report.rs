@@ -115,3 +115,51 @@ fn kernels_without_attribution_say_so() {
     assert!(why.is_some_and(|w| w.contains("no attribution")), "{why:?}");
     assert!(r.hypotheses.iter().all(|h| h.id != "under-filled-grid"), "no op or span to name without attribution");
 }
+
+/// Each step uploads the batch (65,536 bytes, in `transfer.h2d`) and a 4,000-byte constant made
+/// in `loss`; with `--detail ops` the copies say which span made what they upload.
+fn uploads(steps: u64, attributed: bool) -> Value {
+    let mut ev = Vec::new();
+    for n in 0..steps {
+        let t = n as f64 * STEP_US;
+        ev.push(json!({"ph": "X", "cat": "user_annotation", "name": format!("ProfilerStep#{n}"), "pid": 1, "tid": 1,
+            "ts": t, "dur": STEP_US, "args": {}}));
+        for (at, bytes, span) in [(100.0, 65_536, "transfer.h2d"), (3000.0, 4000, "loss")] {
+            let mut args = json!({"device": 0, "stream": 7, "correlation": 1, "bytes": bytes, "kind": "HtoD"});
+            if attributed {
+                args["attribution"] = json!(attribution::CALLED);
+                args["op kind"] = json!("upload");
+                args["span"] = json!(span);
+                args["phase"] = json!(span);
+            }
+            ev.push(json!({"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD", "pid": 100, "tid": 7,
+                "ts": t + at, "dur": 20.0, "args": args}));
+        }
+    }
+    json!({"schemaVersion": 1, "traceEvents": ev})
+}
+
+fn upload_report(attributed: bool) -> Report {
+    let trace = parse_trace(&serde_json::to_vec(&uploads(5, attributed)).unwrap()).unwrap();
+    let options = ReportOptions { batch_size: Some(256), ..ReportOptions::default() };
+    Report::build(&[("uploads.json".into(), trace)], &options).unwrap()
+}
+
+#[test]
+fn the_repeated_upload_names_the_span_that_made_the_tensor() {
+    let r = upload_report(true);
+    let copies = r.device.copies.as_ref().expect("copies");
+    let constant = copies.sizes.iter().find(|s| s.bytes == Some(4000)).expect("the 4000-byte copies");
+    assert_eq!(constant.spans, ["loss"]);
+    assert!(!constant.batch);
+    let h = r.hypotheses.iter().find(|h| h.id == "repeated-upload").expect("repeated-upload");
+    assert!(h.evidence.contains("4000 B ×1 (made in `loss`)"), "{}", h.evidence);
+    assert!(h.next.contains("made from host data in `loss`"), "{}", h.next);
+    assert!(!h.evidence.contains("65536 B ×"), "the batch is left out: {}", h.evidence);
+
+    // Without attribution the rule still fires, and says how to find the span.
+    let plain = upload_report(false);
+    let h = plain.hypotheses.iter().find(|h| h.id == "repeated-upload").expect("repeated-upload");
+    assert!(!h.evidence.contains("made in"), "{}", h.evidence);
+    assert!(h.next.contains("--detail ops"), "{}", h.next);
+}

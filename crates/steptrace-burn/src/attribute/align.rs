@@ -54,9 +54,41 @@ pub(crate) fn align(cupti: &[&str], observed: &[&str]) -> Vec<Option<usize>> {
         .collect()
 }
 
+/// For each host-to-device copy (in stream order, with its bytes), the index of the tensor made
+/// from host data (in the order they were made, with their bytes) that it uploaded: paired in
+/// order, by equal size, so that a copy the window saw no tensor for (the backend's own, one
+/// made before the window) is skipped over.
+pub(crate) fn pair_uploads(copies: &[u64], made: &[u64]) -> Vec<Option<usize>> {
+    let mut next = 0;
+    copies
+        .iter()
+        .map(|bytes| {
+            let end = (next + LOOKAHEAD).min(made.len());
+            let found = (next..end).find(|&j| made[j] == *bytes);
+            if let Some(j) = found {
+                next = j + 1;
+            }
+            found
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn copies_pair_with_the_tensors_made_in_order_by_size() {
+        // The batch (two tensors), a planted constant, then a copy nothing explains.
+        let made = [65536, 1024, 4000];
+        assert_eq!(pair_uploads(&[65536, 1024, 4000, 8], &made), [Some(0), Some(1), Some(2), None]);
+        // A copy of the backend's own between them is skipped over, not paired with a neighbour.
+        assert_eq!(pair_uploads(&[65536, 12, 1024, 4000], &made), [Some(0), None, Some(1), Some(2)]);
+        // A tensor whose copy is missing (made before the window): the later ones still pair.
+        assert_eq!(pair_uploads(&[1024, 4000], &made), [Some(1), Some(2)]);
+        // The same size twice pairs in order.
+        assert_eq!(pair_uploads(&[4, 4, 4], &[4, 4]), [Some(0), Some(1), None]);
+    }
 
     #[test]
     fn names_agree_by_their_base() {

@@ -36,7 +36,7 @@ use cubecl::profile::{Duration, ProfileDuration, TimingMethod};
 use steptrace::format::device::{attribution, KernelAttribution};
 
 #[cfg_attr(not(feature = "cuda"), allow(unused_imports))]
-pub(crate) use align::align;
+pub(crate) use align::{align, pair_uploads};
 use ops::OpNote;
 use spans::{Boundary, Inference, SpanMap};
 use std::thread::ThreadId;
@@ -100,6 +100,9 @@ struct Notes {
     boundaries: Vec<(TensorId, ThreadId, Label, bool)>,
     /// Launches not noted: the notes were full.
     dropped_launches: u64,
+    /// Tensors made from host data (`Init` operations), in the order they were registered: the
+    /// tensor and its bytes. Each is one host-to-device copy.
+    uploads: Vec<(TensorId, u64, Box<str>)>,
 }
 
 /// The process's recorder: the observers are process-wide, so is what they write into.
@@ -143,7 +146,20 @@ struct Observer {
 }
 
 impl FusionObserver for Observer {
-    fn registered(&self, _operation: &OperationIr) {}
+    /// Notes the tensors made from host data: each is uploaded, and its id places the upload in
+    /// the span that asked for it.
+    fn registered(&self, operation: &OperationIr) {
+        let OperationIr::Init(init) = operation else { return };
+        if !recording() {
+            return;
+        }
+        let t = &init.out;
+        let bytes = (t.shape.num_elements() as u64).saturating_mul(t.dtype.size() as u64);
+        let mut n = notes();
+        if n.uploads.len() < MAX_NOTES {
+            n.uploads.push((t.id, bytes, ops::shape_of(t).into_boxed_str()));
+        }
+    }
 
     fn block_starts(&self, block: BlockOperations<'_>) {
         if !recording() {
@@ -242,6 +258,7 @@ pub(crate) fn open(device: &Device, timing: TimingRequest) -> Result<Recording, 
         n.block_starts.clear();
         n.launches.clear();
         n.boundaries.clear();
+        n.uploads.clear();
         n.in_block = None;
         n.dropped_launches = 0;
     }
@@ -252,6 +269,9 @@ pub(crate) fn open(device: &Device, timing: TimingRequest) -> Result<Recording, 
 /// What a window recorded: each launch with what it is attributed to.
 pub(crate) struct Recorded {
     pub(crate) launches: Vec<(LaunchNote, KernelAttribution)>,
+    /// Each tensor made from host data, in order: its bytes, and the span that made it.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) uploads: Vec<(u64, KernelAttribution)>,
     /// Launches not noted because the window's notes were full ([`MAX_NOTES`]).
     pub(crate) dropped_launches: u64,
 }
@@ -260,7 +280,7 @@ pub(crate) struct Recorded {
 pub(crate) fn close(recording: Recording) -> Recorded {
     // Dropping it uninstalls the observers and stops recording.
     drop(recording);
-    let (ops, block_starts, launches, stamped, dropped_launches) = {
+    let (ops, block_starts, launches, stamped, dropped_launches, uploads) = {
         let mut n = notes();
         (
             std::mem::take(&mut n.ops),
@@ -268,6 +288,7 @@ pub(crate) fn close(recording: Recording) -> Recorded {
             std::mem::take(&mut n.launches),
             std::mem::take(&mut n.boundaries),
             n.dropped_launches,
+            std::mem::take(&mut n.uploads),
         )
     };
     let notes: Vec<OpNote> = ops.iter().map(OpNote::of).collect();
@@ -299,7 +320,11 @@ pub(crate) fn close(recording: Recording) -> Recorded {
             (l, a)
         })
         .collect();
-    Recorded { launches, dropped_launches }
+    let uploads = uploads
+        .into_iter()
+        .map(|(id, bytes, shape)| (bytes, spans::attribute_upload(&map, ops::id_number(&id), &shape)))
+        .collect();
+    Recorded { launches, dropped_launches, uploads }
 }
 
 /// The attribution of a kernel no observed launch explains.

@@ -210,7 +210,7 @@ pub(crate) fn compact(ops: &[OpNote]) -> String {
     out
 }
 
-fn shape_of(t: &TensorIr) -> String {
+pub(crate) fn shape_of(t: &TensorIr) -> String {
     format!("{:?}", t.shape.as_slice())
 }
 

@@ -109,13 +109,18 @@ fn common(a: &str, b: &str) -> Option<String> {
 pub(crate) struct Inference {
     /// Forward tensors by id: the spans of the forward operations that read them.
     readers: HashMap<u64, Vec<Arc<str>>>,
+    /// Tensors made after the forward (backward, optimizer) by id: the forward span their
+    /// making was named by, and how strongly (a view of one tensor keeps its source's
+    /// strength; an operation of several inputs passes on the weakest, 1).
+    lineage: HashMap<u64, (Arc<str>, u32)>,
 }
 
 impl Inference {
     /// From every operation of the window's blocks.
     pub(crate) fn new<'a>(map: &SpanMap, ops: impl Iterator<Item = &'a OpNote>) -> Inference {
+        let ops: Vec<&OpNote> = ops.collect();
         let mut readers: HashMap<u64, Vec<Arc<str>>> = HashMap::new();
-        for op in ops {
+        for &op in &ops {
             let Some(path) = map
                 .op_path(op)
                 .filter(|p| phase_of(p) == FORWARD && p.contains(" > "))
@@ -129,13 +134,35 @@ impl Inference {
                 }
             }
         }
-        Inference { readers }
+        let mut inference = Inference { readers, lineage: HashMap::new() };
+        // In order: what a later operation is named by passes on to the tensors it makes, so
+        // that a weight gradient that reads a transposed forward input (a view made during
+        // backward) is still named by the layer that read that input.
+        for &op in &ops {
+            let later = map.op_path(op).is_some_and(|p| matches!(phase_of(p), BACKWARD | OPTIMIZER));
+            if !later {
+                continue;
+            }
+            if let Some((span, strength)) = inference.vote(map, op) {
+                let strength = if op.inputs.len() == 1 { strength } else { 1 };
+                for id in &op.outputs {
+                    inference.lineage.insert(*id, (Arc::clone(&span), strength));
+                }
+            }
+        }
+        inference
     }
 
     /// The forward span (below `forward`) a later operation most likely differentiates or
     /// updates: the one its forward inputs name most, made there or read there; on a tie the
     /// one that read them (a weight's gradient reads the layer's input, made one layer up).
     fn forward_span(&self, map: &SpanMap, op: &OpNote) -> Option<Arc<str>> {
+        self.vote(map, op).map(|(span, _)| span)
+    }
+
+    /// The winning span and its score: forward tensors made there count 2, read there 3;
+    /// tensors made after the forward count what their lineage carries.
+    fn vote(&self, map: &SpanMap, op: &OpNote) -> Option<(Arc<str>, u32)> {
         let mut votes: Vec<(Arc<str>, u32)> = Vec::new();
         let mut vote =
             |span: &Arc<str>, weight: u32| match votes.iter_mut().find(|(s, _)| s == span) {
@@ -152,12 +179,37 @@ impl Inference {
             for read in self.readers.get(id).into_iter().flatten() {
                 vote(read, 3);
             }
+            if let Some((span, strength)) = self.lineage.get(id) {
+                vote(span, *strength);
+            }
         }
-        votes.into_iter().max_by_key(|(_, n)| *n).map(|(s, _)| s)
+        // On a tie, the first input's (a matmul's left side: a weight gradient's input).
+        let best = votes.iter().map(|(_, n)| *n).max()?;
+        votes.into_iter().find(|(_, n)| *n == best)
     }
 }
 
 /// What a block's kernels are attributed to.
+/// What a tensor made from host data (its id, its shape) is attributed to: the span its id
+/// falls in. Its op kind is `upload`.
+pub(crate) fn attribute_upload(map: &SpanMap, id: Option<u64>, shape: &str) -> KernelAttribution {
+    let mut out = KernelAttribution::default();
+    out.op_kind = Some(UPLOAD_KIND.to_owned());
+    out.ops = Some(format!("FromData {shape}"));
+    match id.and_then(|id| map.path_of(id)) {
+        Some(path) => {
+            out.phase = Some(phase_of(path).to_owned());
+            out.span = Some(path.to_string());
+            out.attribution = attribution::CALLED.to_owned();
+        }
+        None => out.attribution = attribution::OUTSIDE_SPANS.to_owned(),
+    }
+    out
+}
+
+/// The op kind of a host-to-device copy of a tensor made from host data.
+pub(crate) const UPLOAD_KIND: &str = "upload";
+
 pub(crate) fn attribute_block(
     map: &SpanMap,
     inference: &Inference,
@@ -323,6 +375,21 @@ mod tests {
                 .as_deref(),
             Some("optimizer > conv2")
         );
+        // A weight gradient that reads a view made during backward (conv2's input, transposed)
+        // is named through the view; what the gradient makes passes the name on, weakly.
+        let view = op("SwapDims", "reshape", &[11], 52);
+        let through = op("Matmul", "matmul", &[52, 45], 53);
+        let chained = op("Mul", "elementwise", &[53, 45], 54);
+        let ops: Vec<OpNote> =
+            forward.iter().cloned().chain([view, through.clone(), chained.clone()]).collect();
+        let lineage = Inference::new(&map, ops.iter());
+        let t = attribute_block(&map, &lineage, 8, std::slice::from_ref(&through));
+        assert_eq!(
+            (t.span.as_deref(), t.attribution.as_str()),
+            (Some("backward > conv2"), attribution::INFERRED)
+        );
+        let c = attribute_block(&map, &lineage, 9, std::slice::from_ref(&chained));
+        assert_eq!(c.span.as_deref(), Some("backward > conv2"));
         // Reading only gradients: the phase alone.
         let pure = op("Mul", "elementwise", &[45], 50);
         let p = attribute_block(&map, &inference, 5, &[pure]);

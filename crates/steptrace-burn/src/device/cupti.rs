@@ -107,7 +107,10 @@ impl DeviceCollector for CuptiDevice {
                 thread_name: l.thread.name.as_deref().map(str::to_owned),
             });
         }
-        attribute_kernels(&mut out, recorded);
+        attribute_kernels(&mut out, &recorded);
+        if let Ok(recorded) = &recorded {
+            attribute_copies(&mut out, recorded);
+        }
         out.dropped_by_collector = w.dropped_records;
         let mut clock = ClockCalibration::default();
         // CUPTI's clock reading at trace time 0.
@@ -130,7 +133,7 @@ impl DeviceCollector for CuptiDevice {
 
 /// Ties each kernel to the launch cubecl's observer saw for it, paired in launch (correlation)
 /// order, and so to its block's operations and span.
-fn attribute_kernels(out: &mut DeviceWindow, recorded: Result<Recorded, String>) {
+fn attribute_kernels(out: &mut DeviceWindow, recorded: &Result<Recorded, String>) {
     let recorded = match recorded {
         Ok(r) => r,
         Err(why) => {
@@ -168,5 +171,21 @@ fn attribute_kernels(out: &mut DeviceWindow, recorded: Result<Recorded, String>)
     let found: Vec<_> = pairs.iter().map(|p| p.map(|j| recorded.launches[j].1.clone())).collect();
     for (&i, attribution) in order.iter().zip(found) {
         out.kernels[i].args.attribution = Some(attribution.unwrap_or_else(attribute::not_observed));
+    }
+}
+
+/// Ties each host-to-device copy to the tensor made from host data that it uploaded, and so
+/// to the span that made it: copies in stream order against the tensors in the order they
+/// were made, paired by size ([`attribute::pair_uploads`]). Copies nothing explains (the
+/// backend's own, or any made before the window) are left as they are.
+fn attribute_copies(out: &mut DeviceWindow, recorded: &Recorded) {
+    let mut order: Vec<usize> = (0..out.copies.len()).filter(|&i| out.copies[i].args.kind == "HtoD").collect();
+    order.sort_by(|&a, &b| out.copies[a].start_us.total_cmp(&out.copies[b].start_us));
+    let sizes: Vec<u64> = order.iter().map(|&i| out.copies[i].args.bytes).collect();
+    let made: Vec<u64> = recorded.uploads.iter().map(|(bytes, _)| *bytes).collect();
+    for (&i, pair) in order.iter().zip(attribute::pair_uploads(&sizes, &made)) {
+        if let Some(j) = pair {
+            out.copies[i].args.attribution = Some(recorded.uploads[j].1.clone());
+        }
     }
 }

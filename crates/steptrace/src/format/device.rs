@@ -191,6 +191,10 @@ pub struct MemcpyArgs {
     /// Achieved rate.
     #[serde(rename = "memory bandwidth (GB/s)")]
     pub gb_per_s: f64,
+    /// For a host-to-device copy of a tensor made from host data, where that was observed
+    /// (`--detail ops`): op kind `upload`, the tensor's shape, and the span that made it.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub attribution: Option<KernelAttribution>,
 }
 
 /// Arguments of a memset event.

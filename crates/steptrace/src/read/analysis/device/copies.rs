@@ -59,6 +59,9 @@ pub struct CopySize {
     pub every_step: bool,
     /// Whether the size is one of the batch's tensors (see [`BatchCopies`]).
     pub batch: bool,
+    /// The spans that made the tensors these copies uploaded, most copies first, where the
+    /// trace says (`--detail ops` on CUDA): `loss`, `forward > embedding`.
+    pub spans: Vec<String>,
 }
 
 /// How the batch's copies are told apart.
@@ -92,6 +95,8 @@ pub(crate) fn copy_view(loaded: &[Loaded], steps: &[(usize, &StepRow)], batch_si
     declared.dedup();
     // Per (direction, bytes): the count in each counted step.
     let mut counts: BTreeMap<(&'static str, Option<u64>), Vec<usize>> = BTreeMap::new();
+    // Per (direction, bytes): how many copies each span made.
+    let mut made_in: BTreeMap<(&'static str, Option<u64>), BTreeMap<String, usize>> = BTreeMap::new();
     let (mut per_step, mut bytes_per_step) = (Vec::new(), Vec::new());
     let mut by_step: Vec<BTreeMap<&'static str, (f64, f64)>> = Vec::with_capacity(steps.len());
     for (k, (i, step)) in steps.iter().enumerate() {
@@ -106,6 +111,9 @@ pub(crate) fn copy_view(loaded: &[Loaded], steps: &[(usize, &StepRow)], batch_si
             e.1 += w.bytes.unwrap_or(0) as f64;
             let slot = counts.entry((dir, w.bytes)).or_insert_with(|| vec![0; steps.len()]);
             slot[k] += 1;
+            if let Some(span) = w.attributed.as_ref().and_then(|a| a.span.as_ref()) {
+                *made_in.entry((dir, w.bytes)).or_default().entry(span.clone()).or_default() += 1;
+            }
         }
         per_step.push(n as f64);
         bytes_per_step.push(bytes as f64);
@@ -166,6 +174,12 @@ pub(crate) fn copy_view(loaded: &[Loaded], steps: &[(usize, &StepRow)], batch_si
                 steps_with: per.iter().filter(|c| **c > 0).count(),
                 every_step: per.iter().all(|c| *c > 0 && *c == per[0]),
                 batch: direction == "HtoD" && bytes.is_some_and(|b| batch.bytes.contains(&b)),
+                spans: {
+                    let mut spans: Vec<(&String, &usize)> =
+                        made_in.get(&(direction, bytes)).map(|m| m.iter().collect()).unwrap_or_default();
+                    spans.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+                    spans.into_iter().map(|(span, _)| span.clone()).collect()
+                },
             }
         })
         .collect();

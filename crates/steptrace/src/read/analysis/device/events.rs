@@ -109,6 +109,9 @@ pub(crate) struct DeviceEvents {
     /// Streaming multiprocessors of the first device that gives a count
     /// (`deviceProperties[].numSms`).
     pub(crate) sms: Option<u64>,
+    /// Global memory of the first device that gives it, bytes
+    /// (`deviceProperties[].totalGlobalMem`).
+    pub(crate) total_memory: Option<u64>,
 }
 
 impl DeviceEvents {
@@ -120,6 +123,11 @@ impl DeviceEvents {
             .get("deviceProperties")
             .and_then(Value::as_array)
             .and_then(|devices| devices.iter().find_map(|d| d.get("numSms").and_then(as_u64).filter(|n| *n > 0)));
+        out.total_memory = trace
+            .metadata
+            .get("deviceProperties")
+            .and_then(Value::as_array)
+            .and_then(|devices| devices.iter().find_map(|d| d.get("totalGlobalMem").and_then(as_u64).filter(|n| *n > 0)));
         for e in &trace.events {
             if e.ph == "M" {
                 if e.name == meta::PROCESS_NAME {
@@ -173,7 +181,7 @@ impl DeviceEvents {
                 block: e.arg("block").and_then(dims),
                 bytes: e.arg("bytes").and_then(as_u64),
                 direction,
-                attributed: if kind == WorkKind::Kernel { Attributed::read(e) } else { None },
+                attributed: if kind == WorkKind::Memset { None } else { Attributed::read(e) },
             });
         }
         out.work.sort_by(|a, b| a.start.total_cmp(&b.start));

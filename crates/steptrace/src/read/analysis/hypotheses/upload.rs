@@ -111,8 +111,18 @@ fn from_copies(copies: &CopyView, found: &mut Vec<Hypothesis>) {
     let what: Vec<String> = repeated
         .iter()
         .take(4)
-        .map(|s| format!("{} B ×{}", s.bytes.unwrap_or(0), s.per_step))
+        .map(|s| {
+            let made = match s.spans.as_slice() {
+                [] => String::new(),
+                spans => format!(
+                    " (made in {})",
+                    spans.iter().take(2).map(|p| format!("`{}`", label(p, LABEL_CHARS))).collect::<Vec<_>>().join(", ")
+                ),
+            };
+            format!("{} B ×{}{made}", s.bytes.unwrap_or(0), s.per_step)
+        })
         .collect();
+    let named = repeated.iter().find_map(|s| s.spans.first());
     let bytes: f64 = repeated.iter().map(|s| s.bytes.unwrap_or(0) as f64 * s.per_step).sum();
     let batch = if copies.batch.bytes.is_empty() {
         "the batch's own copies could not be told apart (no sizes recorded)".to_owned()
@@ -134,13 +144,22 @@ fn from_copies(copies: &CopyView, found: &mut Vec<Hypothesis>) {
         hypothesis: "a tensor that does not change (a constant, a mask, a table) is built on the host and uploaded \
                      again each step: wrong placement or lifetime"
             .into(),
-        next: format!(
-            "rerun with the backend's internal spans recorded to see which phase asks for the upload (the upload \
-             spans nest in it); find the tensor of that size created inside the step (`Tensor::from_data` in the \
-             forward or the loss), create it once on the device outside the loop, and check that the copy \
-             disappears from the trace and the outputs (loss, held-out metric) are unchanged; {CONFIRM}"
-        ),
-        experiment: Some(Experiment::of([Change::RecordInternals])),
+        next: match named {
+            Some(span) => format!(
+                "find the tensor of that size made from host data in `{}` (`Tensor::from_data` or a constant built \
+                 each call), create it once on the device outside the loop, and check that the copy disappears \
+                 from the trace and the outputs (loss, held-out metric) are unchanged; {CONFIRM}",
+                label(span, LABEL_CHARS)
+            ),
+            None => format!(
+                "rerun with `--detail ops` to see which span makes the uploaded tensor (or with the backend's \
+                 internal spans, in which the upload spans nest); find the tensor of that size created inside the \
+                 step (`Tensor::from_data` in the forward or the loss), create it once on the device outside the \
+                 loop, and check that the copy disappears from the trace and the outputs (loss, held-out metric) \
+                 are unchanged; {CONFIRM}"
+            ),
+        },
+        experiment: if named.is_some() { None } else { Some(Experiment::of([Change::RecordInternals])) },
         command: None,
     });
 }
