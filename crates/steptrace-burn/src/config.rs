@@ -54,6 +54,12 @@ pub enum ConfigError {
         /// The allowed range.
         limit: String,
     },
+    /// Hidden widths were given for a model other than the MLP.
+    #[error("--hidden sets the MLP's hidden layers; the {model} has none to set")]
+    HiddenNotMlp {
+        /// The model.
+        model: ModelKind,
+    },
     /// A sample shape the model cannot take.
     #[error("sample shape {shape:?} does not fit: {need}")]
     BadShape {
@@ -254,6 +260,9 @@ pub struct RunConfig {
     pub batch_size: usize,
     /// Sequence length for the Transformer.
     pub seq_len: usize,
+    /// The MLP's hidden layers' widths, in order (`None`: the model's default, 128 and 128).
+    /// The trace names them `hidden0`, `hidden1`, ... Refused for the other models.
+    pub mlp_hidden: Option<Vec<usize>>,
     /// Learning rate.
     pub learning_rate: f64,
     /// Seed for weights and data order (with [`init`](Self::init), for the data order only).
@@ -318,6 +327,7 @@ impl RunConfig {
             steps: 40,
             batch_size: 64,
             seq_len: 64,
+            mlp_hidden: None,
             learning_rate: 1e-3,
             seed: 42,
             init: None,

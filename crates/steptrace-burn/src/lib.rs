@@ -26,6 +26,9 @@ pub mod init;
 pub mod learner;
 mod limits;
 mod loader;
+mod memory;
+#[cfg(feature = "nvtx")]
+mod nvtx;
 mod ops;
 mod private;
 mod run;
@@ -47,4 +50,6 @@ pub use step::StepError;
 pub use steptrace::layer;
 #[cfg(feature = "attribution")]
 pub use attribute::StampLayer;
+#[cfg(feature = "nvtx")]
+pub use nvtx::{NvtxLayer, NVTX_DOMAIN};
 pub use summary::{startup_steps, Anomaly, RunSummary, Stats, StepRecord};

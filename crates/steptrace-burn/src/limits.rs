@@ -12,8 +12,12 @@ pub const MAX_SEQ_LEN: usize = 4096;
 pub const CONVNET_MIN_SIDE: usize = 4;
 /// Bytes per element of every host tensor (f32 inputs, i64 targets at most).
 const ELEMENT_BYTES: u128 = 8;
-/// Hidden width of the MLP's first layer.
-const MLP_HIDDEN: u128 = 128;
+/// The MLP's hidden widths when none are given (`MlpConfig`'s default).
+const MLP_HIDDEN: [usize; 2] = [128, 128];
+/// The most hidden layers the MLP takes.
+pub const MLP_MAX_LAYERS: usize = 16;
+/// The widest hidden layer the MLP takes.
+pub const MLP_MAX_WIDTH: usize = 1 << 20;
 /// Parameter, gradient and two Adam moments per weight.
 const COPIES_PER_WEIGHT: u128 = 4;
 
@@ -22,6 +26,19 @@ const COPIES_PER_WEIGHT: u128 = 4;
 pub(crate) fn check_settings(cfg: &RunConfig) -> Result<(), ConfigError> {
     if !cfg.learning_rate.is_finite() || cfg.learning_rate <= 0.0 {
         return Err(ConfigError::BadLearningRate { value: cfg.learning_rate.to_string() });
+    }
+    if let Some(hidden) = &cfg.mlp_hidden {
+        if cfg.model != ModelKind::Mlp {
+            return Err(ConfigError::HiddenNotMlp { model: cfg.model });
+        }
+        if hidden.len() > MLP_MAX_LAYERS {
+            let limit = format!("0..={MLP_MAX_LAYERS}");
+            return Err(ConfigError::OutOfRange { what: "the number of hidden layers", value: hidden.len() as u128, limit });
+        }
+        if let Some(&width) = hidden.iter().find(|w| !(1..=MLP_MAX_WIDTH).contains(*w)) {
+            let limit = format!("1..={MLP_MAX_WIDTH}");
+            return Err(ConfigError::OutOfRange { what: "a hidden layer's width", value: width as u128, limit });
+        }
     }
     if cfg.model == ModelKind::Transformer && !(1..=MAX_SEQ_LEN).contains(&cfg.seq_len) {
         return Err(ConfigError::OutOfRange { what: "seq-len", value: cfg.seq_len as u128, limit: format!("1..={MAX_SEQ_LEN}") });
@@ -60,8 +77,13 @@ pub(crate) fn check_shapes(cfg: &RunConfig, sample_shape: &[usize]) -> Result<()
     let available = available_memory();
     check_memory(&format!("a batch of {} samples", cfg.batch_size), batches, available)?;
     if cfg.model == ModelKind::Mlp {
-        let weights = features(sample_shape).saturating_mul(MLP_HIDDEN).saturating_mul(4 * COPIES_PER_WEIGHT);
-        check_memory("the MLP's first layer (weights, gradients, Adam state)", weights, available)?;
+        let hidden = cfg.mlp_hidden.as_deref().unwrap_or(&MLP_HIDDEN);
+        // Input, hidden layers, and (at least) one output: the weight matrices between them.
+        let widths: Vec<u128> =
+            std::iter::once(features(sample_shape)).chain(hidden.iter().map(|&w| w as u128)).chain([1]).collect();
+        let elements = widths.windows(2).fold(0u128, |acc, w| acc.saturating_add(w[0].saturating_mul(w[1])));
+        let weights = elements.saturating_mul(4 * COPIES_PER_WEIGHT);
+        check_memory("the MLP's weights (with gradients and Adam state)", weights, available)?;
     }
     Ok(())
 }

@@ -186,6 +186,10 @@ pub struct WorkloadArgs {
     /// Sequence length (transformer).
     #[arg(long, default_value_t = 64)]
     pub seq_len: usize,
+    /// The MLP's hidden layers' widths, comma-separated (default 128,128), named hidden0,
+    /// hidden1, ... in the trace; `none` for no hidden layer (a linear classifier).
+    #[arg(long, value_name = "WIDTHS")]
+    pub hidden: Option<String>,
     /// Learning rate.
     #[arg(long, default_value_t = 1e-3)]
     pub lr: f64,

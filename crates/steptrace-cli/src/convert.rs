@@ -70,6 +70,7 @@ pub fn config(w: &WorkloadArgs, steps: u64) -> anyhow::Result<RunConfig> {
     cfg.steps = steps;
     cfg.batch_size = w.batch;
     cfg.seq_len = w.seq_len;
+    cfg.mlp_hidden = w.hidden.as_deref().map(parse_widths).transpose()?;
     cfg.learning_rate = w.lr;
     cfg.seed = w.seed;
     cfg.init = w.init.clone();
@@ -125,6 +126,9 @@ pub fn workload_flags(w: &WorkloadArgs, with_paths: bool) -> Vec<String> {
     push("--prefetch", w.prefetch.to_string());
     if w.model == ModelArg::Transformer {
         push("--seq-len", w.seq_len.to_string());
+    }
+    if let Some(Ok(widths)) = w.hidden.as_deref().map(parse_widths) {
+        push("--hidden", render_widths(&widths));
     }
     if w.loader_delay_ms > 0 {
         push("--loader-delay-ms", w.loader_delay_ms.to_string());
@@ -188,6 +192,24 @@ pub fn command_line(a: &TrainArgs) -> String {
         cmd.push_str(" --device-activity off");
     }
     cmd
+}
+
+/// `--hidden`'s widths: comma-separated numbers, or `none` for no hidden layer.
+fn parse_widths(text: &str) -> anyhow::Result<Vec<usize>> {
+    if text.trim() == "none" {
+        return Ok(Vec::new());
+    }
+    text.split(',').map(|p| p.trim().parse::<usize>()).collect::<Result<_, _>>().with_context(|| {
+        format!("--hidden must be widths separated by commas, like 512,256, or `none` (got `{text}`)")
+    })
+}
+
+/// The widths as `--hidden` takes them.
+fn render_widths(widths: &[usize]) -> String {
+    if widths.is_empty() {
+        return "none".into();
+    }
+    widths.iter().map(usize::to_string).collect::<Vec<_>>().join(",")
 }
 
 fn parse_shape(text: &str) -> anyhow::Result<[usize; 3]> {
@@ -289,6 +311,35 @@ mod tests {
         assert_eq!(render_command(cmd, &[Change::RecordInternals]), format!("{cmd} --detail internals"));
         assert_eq!(render_command(cmd, &[Change::SyncEveryPhase]), format!("{cmd} --sync phase"));
         assert_eq!(enable_hint(&Change::RecordInternals), "rerun with `--detail internals`");
+    }
+
+    /// `--hidden` reaches the run configuration and the reproducing command (normalised),
+    /// and bad widths or another model are refused with the flag named.
+    #[test]
+    fn hidden_widths_round_trip_and_bad_ones_are_refused() {
+        use clap::Parser;
+        let parse = |line: &str| match crate::args::Cli::try_parse_from(line.split(' ')) {
+            Ok(crate::args::Cli { command: crate::args::Command::Train(a) }) => a,
+            other => panic!("{line}: {other:?}"),
+        };
+        let wide = parse("steptrace train --backend cpu --hidden 256,4096,256");
+        assert_eq!(config(&wide.workload, 40).expect("config").mlp_hidden, Some(vec![256, 4096, 256]));
+        let command = command_line(&wide);
+        assert!(command.contains("--hidden 256,4096,256"), "{command}");
+        assert_eq!(command_line(&parse(&command)), command);
+        let linear = parse("steptrace train --backend cpu --hidden none");
+        assert_eq!(config(&linear.workload, 40).expect("config").mlp_hidden, Some(vec![]));
+        assert!(command_line(&linear).contains("--hidden none"));
+        assert_eq!(config(&parse("steptrace train --backend cpu").workload, 40).expect("config").mlp_hidden, None);
+        for (line, says) in [
+            ("steptrace train --backend cpu --hidden 12,x", "--hidden must be widths"),
+            ("steptrace train --backend cpu --hidden 0", "a hidden layer's width must be in"),
+            ("steptrace train --backend cpu --hidden 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17", "hidden layers must be in"),
+            ("steptrace train --backend cpu --model convnet --dataset synthetic --hidden 64", "the convnet has none"),
+        ] {
+            let err = config(&parse(line).workload, 40).expect_err(line);
+            assert!(format!("{err:#}").contains(says), "{line}: {err:#}");
+        }
     }
 
     /// `--plant-upload` reaches the run configuration and the reproducing

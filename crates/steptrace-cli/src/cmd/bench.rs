@@ -111,6 +111,7 @@ fn fingerprint(w: &WorkloadArgs, summary: &RunSummary, profile: &str, warmup: u6
         ("prefetch", json!(w.prefetch)),
         ("loader_delay_ms", json!(w.loader_delay_ms)),
         ("plant_upload", json!(w.plant_upload)),
+        ("mlp_hidden", json!(w.hidden)),
         ("backend", json!(summary.backend_kind)),
         ("device", json!(summary.device)),
         ("requested_backend", json!(value_name(&w.backend))),
