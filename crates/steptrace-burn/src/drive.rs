@@ -6,11 +6,12 @@ use std::time::Instant;
 use burn::module::Module;
 use burn::optim::{AdamConfig, ModuleOptimizer};
 use burn::prelude::Device;
-use steptrace::format::names::{counters, instants, COUNTER_TARGET, MODEL_LOAD, TARGET};
+use steptrace::format::names::{counters, instants, MODEL_LOAD, TARGET};
 use steptrace::format::{ColdStart, Figure, StartupInfo};
 use steptrace::SavedTrace;
 
-use crate::backend;
+use crate::memory::MemorySampler;
+use steptrace::Action;
 use crate::config::{Mode, SyncPolicy};
 use crate::data::HostBatch;
 use crate::error::{Error, Result};
@@ -45,6 +46,8 @@ struct Loop<M: Module> {
     startup_shapes: Vec<Vec<usize>>,
     first_shape: Option<Vec<usize>>,
     memory_note: Option<String>,
+    /// `--memory`'s samples.
+    memory: Option<MemorySampler>,
     /// The autodiff device the model trains on.
     device: Device,
 }
@@ -57,6 +60,7 @@ impl<'a> Job<'a> {
             profiler.update_manifest(|m| m.absorb(manifest));
         }
         let parameters = model.num_params();
+        let memory = self.cfg.memory.then(|| MemorySampler::new(device.clone(), crate::memory::parameter_bytes(&model)));
         let mut state = Loop {
             optim: AdamConfig::new().init(),
             model: Some(model),
@@ -66,6 +70,7 @@ impl<'a> Job<'a> {
             startup_shapes: Vec::new(),
             first_shape: None,
             memory_note: None,
+            memory,
             device,
         };
         let model_load_ms = if self.cfg.mode == Mode::Infer { Some(self.load_for_inference(&mut state)?) } else { None };
@@ -148,12 +153,19 @@ impl<'a> Job<'a> {
             Mode::Train => state.device.clone(),
             Mode::Infer => state.device.clone().without_autodiff(),
         };
+        let batch_bytes = step::batch_device_bytes(&batch, &target_device);
         let on_device = step::transfer(batch, &target_device).map_err(exec)?;
+        if let Some(memory) = &mut state.memory {
+            let recorded = self.profiler.as_ref().is_some_and(|p| matches!(p.action(), Action::Record | Action::RecordAndSave));
+            memory.on = recorded;
+            memory.batch = batch_bytes;
+        }
         let read_loss = step == 0 || step + 1 == cfg.steps || (cfg.loss_every > 0 && step % cfg.loss_every == 0);
         let loss = match cfg.mode {
             Mode::Train => {
                 let current = state.model.take().ok_or(StepError::Missing { what: "model" }).map_err(exec)?;
-                let (next, loss) = step::train_step_planted(
+                let memory = &mut state.memory;
+                let (next, loss) = step::train_step_sampled(
                     current,
                     &mut state.optim,
                     on_device,
@@ -161,26 +173,37 @@ impl<'a> Job<'a> {
                     cfg.sync,
                     &state.device,
                     cfg.plant_upload,
+                    &mut |phase| {
+                        if let Some(m) = memory.as_mut() {
+                            m.sample(phase, step);
+                        }
+                    },
                 )
                 .map_err(exec)?;
                 state.model = Some(next);
-                read_loss.then(|| read_scalar(loss))
+                // The optimizer's state exists once it has updated: read its size once.
+                if let Some(m) = state.memory.as_mut().filter(|m| m.optimizer_state.is_none()) {
+                    let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| crate::memory::optimizer_bytes(&state.optim)));
+                    match read.unwrap_or_else(|_| Err("reading it panicked".into())) {
+                        Ok(bytes) => m.optimizer_state = Some(bytes),
+                        Err(why) => tracing::warn!(target: TARGET, "--memory: optimizer state not observed: {why}"),
+                    }
+                }
+                if read_loss { read_scalar(loss).map_err(exec)? } else { None }
             }
             Mode::Infer => {
                 let inner = state.eval_model.as_ref().ok_or(StepError::Missing { what: "eval model" }).map_err(exec)?;
                 let loss = step::infer_request(inner, on_device, cfg.sync, &target_device).map_err(exec)?;
-                read_loss.then(|| read_scalar(loss))
+                if read_loss { read_scalar(loss).map_err(exec)? } else { None }
             }
         };
         if cfg.sync != SyncPolicy::None {
             step::sync(&state.device).map_err(exec)?;
         }
-        if cfg.memory {
-            match backend::memory_in_use(&state.device) {
-                Some(bytes) => tracing::info!(target: COUNTER_TARGET, bytes, "{}", counters::DEVICE_MEMORY),
-                None => {
-                    state.memory_note = Some(format!("not observed: {} does not report memory in use", self.selection.kind));
-                }
+        if let Some(memory) = &mut state.memory {
+            memory.sample(crate::memory::STEP_END, step);
+            if memory.unanswered > 0 && state.memory_note.is_none() {
+                state.memory_note = Some(format!("not observed: {} does not report memory in use", self.selection.kind));
             }
         }
         let step_end = Instant::now();
@@ -189,7 +212,7 @@ impl<'a> Job<'a> {
         if step == 0 {
             self.record_startup(setup_ms, elapsed, (step_start, step_end));
         }
-        Ok(StepRecord { step, ms: elapsed, samples, loss: loss.flatten() })
+        Ok(StepRecord { step, ms: elapsed, samples, loss })
     }
 
     /// Notes the first shape, and flags a shape first seen after startup.
@@ -327,9 +350,15 @@ impl<'a> Job<'a> {
             } else {
                 crate::backend::BackendKind::NOT_CUBECL.to_owned()
             },
-            memory: cfg
-                .memory
-                .then(|| state.memory_note.unwrap_or_else(|| format!("observed: counter track `{}`", counters::DEVICE_MEMORY))),
+            memory: cfg.memory.then(|| match (state.memory_note, state.memory.as_ref().is_some_and(|m| m.last.is_some())) {
+                (Some(note), _) => note,
+                (None, true) => format!(
+                    "observed in recorded steps: counter tracks `{}` and `{}`",
+                    counters::DEVICE_MEMORY,
+                    counters::MEMORY_CATEGORIES
+                ),
+                (None, false) => "not observed: no recorded step was sampled (memory is sampled in recorded steps only)".to_owned(),
+            }),
             interrupted: None,
             cold_start: self.cold_start.clone(),
             init_hashes: self.init_hashes.clone(),

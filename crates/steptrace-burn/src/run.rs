@@ -15,7 +15,7 @@ use crate::config::{Mode, RunConfig};
 use crate::data::{self, BatchSource};
 use crate::error::{Error, Result};
 use crate::loader::Loader;
-use crate::step::{self, DeviceTarget, Logits, StepModel};
+use crate::step::{self, DeviceTarget, Logits, StepError, StepModel};
 use crate::summary::{startup_steps, RunSummary, StepRecord};
 
 /// Held-out batches for the final metric.
@@ -141,7 +141,10 @@ impl Job<'_> {
         match kind {
             ModelKind::Mlp => {
                 let features: usize = info.sample_shape.iter().product();
-                let config = MlpConfig::new(features, info.num_classes);
+                let mut config = MlpConfig::new(features, info.num_classes);
+                if let Some(hidden) = &self.cfg.mlp_hidden {
+                    config = config.with_hidden(hidden.clone());
+                }
                 let model = start.apply(kind, &config, config.init(&device))?;
                 self.started_from(start);
                 self.drive(model, device)
@@ -204,6 +207,12 @@ impl Job<'_> {
         m.prefetch_workers = Some(cfg.prefetch as u64);
         m.loader_delay_ms = Some(cfg.loader_delay_ms);
         m.plant_upload = Some(cfg.plant_upload);
+        if cfg.memory {
+            m.extra.insert("memory_description".into(), serde_json::json!(crate::memory::METHOD));
+        }
+        if let Some(hidden) = &cfg.mlp_hidden {
+            m.extra.insert("mlp_hidden".into(), serde_json::json!(hidden));
+        }
         m.internals = Some(cfg.internals);
         m.steps = Some(cfg.steps);
         m.startup_steps = Some(startup_steps(cfg.steps));
@@ -251,13 +260,13 @@ impl Job<'_> {
             match (logits, on_device.target) {
                 (Logits::Classes(l), DeviceTarget::Classes(t)) => {
                     let n = t.dims()[0];
-                    let hits: i64 = l.argmax(1).squeeze_dim::<1>(1).equal(t).int().sum().into_scalar();
+                    let hits: i64 = l.argmax(1).squeeze_dim::<1>(1).equal(t).int().sum().try_into_scalar().ok()?;
                     correct += usize::try_from(hits).unwrap_or(0);
                     seen += n;
                 }
                 (l @ Logits::Tokens(_), t @ DeviceTarget::Tokens(_)) => {
                     text = true;
-                    loss_sum += read_scalar(step::loss(l, t).ok()?)?;
+                    loss_sum += read_scalar(step::loss(l, t).ok()?).ok()??;
                     seen += 1;
                 }
                 _ => return None,
@@ -275,9 +284,13 @@ impl Job<'_> {
 }
 
 /// Reads a one-element tensor, waiting for the device, in a `loss.read` span.
-pub(crate) fn read_scalar(t: Tensor<1>) -> Option<f64> {
+/// Reads a scalar back to the host (it waits for the device): an error the device reports (a
+/// kernel that could not launch, memory that ran out) is returned, never a panic.
+pub(crate) fn read_scalar(t: Tensor<1>) -> std::result::Result<Option<f64>, StepError> {
     let _read = tracing::info_span!(target: TARGET, LOSS_READ).entered();
-    t.into_data().iter::<f64>().next()
+    let data = t.try_into_data().map_err(|e| StepError::Read { reason: e.to_string() })?;
+    let value = data.iter::<f64>().next();
+    Ok(value)
 }
 
 pub(crate) fn ms(d: Duration) -> f64 {

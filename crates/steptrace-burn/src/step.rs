@@ -50,6 +50,12 @@ pub enum StepError {
         /// The backend's explanation.
         reason: String,
     },
+    /// Reading a value back from the device failed (the device reported an earlier error).
+    #[error("reading the loss back from the device failed: {reason}")]
+    Read {
+        /// The backend's explanation.
+        reason: String,
+    },
     /// The loop lost its model (a bug).
     #[error("the model is missing: {what}")]
     Missing {
@@ -133,6 +139,12 @@ pub fn transfer(batch: HostBatch, device: &Device) -> Result<DeviceBatch, StepEr
         rank => return Err(StepError::UnsupportedTarget { rank }),
     };
     Ok(DeviceBatch { input, target })
+}
+
+/// The bytes a batch's input and target take once on `device` ([`transfer`] writes the same
+/// figures into its span).
+pub(crate) fn batch_device_bytes(batch: &HostBatch, device: &Device) -> u64 {
+    device_bytes(&batch.input, device) + device_bytes(&batch.target, device)
 }
 
 /// The bytes `data` takes once on the device: its elements at the
@@ -242,6 +254,22 @@ pub fn train_step_planted<M: StepModel>(
     device: &Device,
     plant_upload: bool,
 ) -> Result<(M, Tensor<1>), StepError> {
+    train_step_sampled(model, optim, batch, learning_rate, policy, device, plant_upload, &mut |_| {})
+}
+
+/// [`train_step_planted`], calling `sample` with the phase's name after each phase (`forward`,
+/// `loss`, `backward`, `optimizer`), outside its span: where `--memory` samples the allocator.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn train_step_sampled<M: StepModel>(
+    model: M,
+    optim: &mut ModuleOptimizer,
+    batch: DeviceBatch,
+    learning_rate: f64,
+    policy: SyncPolicy,
+    device: &Device,
+    plant_upload: bool,
+    sample: &mut dyn FnMut(&'static str),
+) -> Result<(M, Tensor<1>), StepError> {
     let _step = tracing::info_span!(target: TARGET, TRAIN_STEP).entered();
     let logits = {
         let _forward = tracing::info_span!(target: TARGET, FORWARD).entered();
@@ -249,6 +277,7 @@ pub fn train_step_planted<M: StepModel>(
         phase_sync(policy, device)?;
         logits
     };
+    sample(FORWARD);
     let loss = {
         let _loss = tracing::info_span!(target: TARGET, LOSS).entered();
         let mut loss = loss(logits, batch.target)?;
@@ -258,12 +287,14 @@ pub fn train_step_planted<M: StepModel>(
         phase_sync(policy, device)?;
         loss
     };
+    sample(LOSS);
     let grads = {
         let _backward = tracing::info_span!(target: TARGET, BACKWARD).entered();
         let grads = loss.backward();
         phase_sync(policy, device)?;
         grads
     };
+    sample(BACKWARD);
     let model = {
         let _optimizer = tracing::info_span!(target: TARGET, OPTIMIZER).entered();
         let grads = GradientsParams::from_grads(grads, &model);
@@ -271,6 +302,7 @@ pub fn train_step_planted<M: StepModel>(
         phase_sync(policy, device)?;
         model
     };
+    sample(OPTIMIZER);
     Ok((model, loss))
 }
 

@@ -5,6 +5,7 @@ mod attribution;
 mod device;
 mod html;
 pub(crate) mod load;
+mod memory;
 mod outputs;
 mod ranks;
 mod render;

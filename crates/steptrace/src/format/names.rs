@@ -103,8 +103,20 @@ pub mod args {
 
 /// Counter tracks the run loop writes.
 pub mod counters {
-    /// Device memory in use, series `bytes`.
+    /// Device memory, series `in_use` (bytes in live allocations) and `reserved` (bytes the
+    /// allocator holds from the device), after each phase and at the step's end of recorded
+    /// steps (`--memory`). Traces before 0.2 wrote one series, `bytes` (in use), at the step's
+    /// end.
     pub const DEVICE_MEMORY: &str = "device memory in use";
+    /// What holds device memory, at the same moments as [`DEVICE_MEMORY`]: series
+    /// `parameters`, `optimizer_state`, `gradients`, `input_batch` and `other` (activations
+    /// and temporaries: in use less the rest), or `unattributed` (negative: the categories
+    /// come to more than in use). A series that is absent was not observed.
+    pub const MEMORY_CATEGORIES: &str = "device memory by category";
+    /// The point of the step a memory sample taken after the step's sync is read at (the
+    /// others are read at the phase that ended last: `forward`, `loss`, `backward`,
+    /// `optimizer`).
+    pub const STEP_END: &str = "step end";
 }
 
 /// Chrome metadata (`"ph":"M"`) event names and argument keys.

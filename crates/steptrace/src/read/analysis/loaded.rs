@@ -98,6 +98,8 @@ pub(crate) struct Loaded {
     pub(crate) activity: Option<device::ActivityStatus>,
     /// Device work and launches, with their arguments.
     pub(crate) device: super::device::DeviceEvents,
+    /// `--memory`'s samples, by time.
+    pub(crate) memory: Vec<super::memory::MemorySample>,
 }
 
 /// The names a report recognises: steptrace's own, the CUDA and Kineto

@@ -17,6 +17,7 @@ mod device;
 mod hypotheses;
 mod inventory;
 mod loaded;
+mod memory;
 mod ops;
 mod ranks;
 mod report;
@@ -34,6 +35,7 @@ pub use device::{
 pub use hypotheses::{Change, Experiment, Hypothesis, NotExamined};
 pub use inventory::{redact_file, redact_file_in_order, top_level_keys, Finding, Inventory, RedactError, RedactOutcome};
 pub use loaded::{Producer, RunInfo};
+pub use memory::{MemoryCategory, MemoryPoint, MemoryView, ReservedGrowth};
 pub use ops::BackendOps;
 pub use ranks::{
     check_ranks, rank_of, RankCell, RankCheck, RankReport, RankStep, RankSummary, Straggler, STRAGGLER_MIN_SHARE, TIE_MS,

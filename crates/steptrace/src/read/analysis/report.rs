@@ -54,6 +54,8 @@ pub struct Report {
     pub spans: SpanTable,
     /// Host launch, device work and waiting.
     pub device: DeviceView,
+    /// Device memory per step (`--memory`); `None`: the trace holds no memory samples.
+    pub memory: Option<super::memory::MemoryView>,
     /// Possibilities, each with evidence and a next experiment.
     pub hypotheses: Vec<Hypothesis>,
     /// Checks that could not run on these traces, and why.
@@ -173,7 +175,8 @@ impl Report {
                 }
                 let activity = st.as_ref().and_then(|s| s.metadata.as_ref()?.device_activity.as_ref()).map(|a| a.status.clone());
                 let device = DeviceEvents::from_trace(trace);
-                Loaded { producer: producer(trace, st.as_ref()), spans, steps, activity, device }
+                let memory = super::memory::samples(trace);
+                Loaded { producer: producer(trace, st.as_ref()), spans, steps, activity, device, memory }
             })
             .collect();
         let paths: Vec<&str> = files.iter().map(|(p, _)| p.as_str()).collect();
@@ -186,6 +189,8 @@ impl Report {
         let timing = step_timing(&loaded, run.batch_size);
         let spans = span_table(&loaded, &run);
         let device = device_view(&loaded, &run, &vocab);
+        let total_memory = loaded.iter().find_map(|l| l.device.total_memory);
+        let memory = super::memory::memory_view(&loaded, &super::device::counted_steps(&loaded), total_memory);
         let anomalies = anomalies(&loaded);
         let boundaries = epoch_boundaries(&loaded);
         if !boundaries.is_empty() {
@@ -200,6 +205,7 @@ impl Report {
             timing: &timing,
             table: &spans,
             device: &device,
+            memory: memory.as_ref(),
             anomalies: &anomalies,
             boundaries: &boundaries,
             vocab: &vocab,
@@ -224,6 +230,7 @@ impl Report {
             timing,
             spans,
             device,
+            memory,
             hypotheses,
             not_examined,
             anomalies,

@@ -15,6 +15,7 @@ mod dominant;
 mod grid;
 mod input;
 mod launches;
+mod memory;
 mod steady;
 mod upload;
 
@@ -97,6 +98,8 @@ pub(crate) struct Context<'a> {
     pub(crate) timing: &'a StepTiming,
     pub(crate) table: &'a SpanTable,
     pub(crate) device: &'a DeviceView,
+    /// Device memory per step, when the trace holds samples.
+    pub(crate) memory: Option<&'a crate::analysis::memory::MemoryView>,
     pub(crate) anomalies: &'a [(Option<u64>, String)],
     /// Steps that hold an epoch boundary (validation, checkpointing).
     pub(crate) boundaries: &'a [u64],
@@ -120,6 +123,7 @@ pub(crate) fn hypotheses(cx: &Context<'_>) -> (Vec<Hypothesis>, Vec<NotExamined>
     }
     dominant::check(cx, &mut found);
     grid::check(cx, &mut found);
+    memory::check(cx, &mut found);
     steady::check(cx, &mut found);
     (found, skipped)
 }

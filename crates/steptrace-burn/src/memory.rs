@@ -1,0 +1,137 @@
+//! Device memory per step (`--memory`): what the allocator holds after each phase and at the
+//! step boundary, and what holds it, by category.
+//!
+//! Each sample is two counter events at one moment:
+//! - [`counters::DEVICE_MEMORY`]: `in_use` (bytes in live allocations) and `reserved` (bytes the
+//!   pools hold from the device);
+//! - [`counters::MEMORY_CATEGORIES`]: `parameters`, `optimizer_state`, `gradients`,
+//!   `input_batch`, and `other` (activations and temporaries: what in use leaves), or
+//!   `unattributed` (negative) when the categories come to more than in use.
+//!
+//! How each category is obtained ([`METHOD`]):
+//! - parameters: every float parameter's elements times its element size, from the model;
+//! - optimizer state: every tensor of the optimizer's record, elements times element size, read
+//!   once after the first optimizer update (Adam makes its state then and keeps its size); 0
+//!   before that update, where there is none;
+//! - gradients: one per trainable parameter, of its shape, held from the end of `backward` until
+//!   the optimizer consumes them;
+//! - input batch: the batch's tensors as copied, held until `backward` has used the graph that
+//!   keeps the input.
+//!
+//! Each sample asks the device's allocator (a blocking round trip to cubecl's device thread,
+//! not a device sync), so samples are taken in recorded steps only. burn's fusion holds a
+//! phase's operations back until something flushes them: each sample flushes first, so that
+//! what the phase queued is allocated, which cuts fusion at the phase boundaries of recorded
+//! steps.
+
+use burn::module::{Module, ModuleVisitor, Param};
+use burn::prelude::{Device, Tensor};
+use steptrace::format::names::{counters, BACKWARD, COUNTER_TARGET, FORWARD, LOSS};
+
+use crate::backend::{self, MemorySnapshot};
+
+/// How the categories are obtained, for the manifest.
+pub(crate) const METHOD: &str = "parameters: elements x element size of every float parameter; optimizer state: \
+    elements x element size of every tensor of the optimizer's record, read once after its first update \
+    (0 before it); gradients: one per trainable parameter, of its shape, from the end of backward until \
+    the optimizer consumes them; input batch: the batch's tensors as copied, until backward; other \
+    (activations, temporaries): in use less the rest. Sampled in recorded steps only, after flushing \
+    burn's fusion queue (a blocking round trip to the device thread, not a device sync).";
+
+/// The sample taken at the step boundary, after the step's sync.
+pub(crate) const STEP_END: &str = counters::STEP_END;
+
+/// Bytes of every float parameter of `model`: elements times element size.
+pub(crate) fn parameter_bytes<M: Module>(model: &M) -> u64 {
+    struct Bytes(u64);
+    impl ModuleVisitor for Bytes {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            let value = param.val();
+            let elements = value.shape().num_elements() as u64;
+            self.0 = self.0.saturating_add(elements.saturating_mul(value.dtype().size() as u64));
+        }
+    }
+    let mut bytes = Bytes(0);
+    model.visit(&mut bytes);
+    bytes.0
+}
+
+/// Bytes of every tensor of the optimizer's record (elements times element size), or why they
+/// cannot be read.
+pub(crate) fn optimizer_bytes(optim: &burn::optim::ModuleOptimizer) -> Result<u64, String> {
+    let bytes = optim.to_record().into_bytes().map_err(|e| format!("the optimizer's record cannot be read: {e}"))?;
+    let tensors = burn_pack::Reader::from_bytes(bytes)
+        .and_then(burn_pack::Reader::into_tensors)
+        .map_err(|e| format!("the optimizer's record cannot be read: {e}"))?;
+    Ok(tensors.iter().fold(0u64, |sum, t| {
+        let elements = t.shape.iter().fold(1u64, |n, &d| n.saturating_mul(d as u64));
+        sum.saturating_add(elements.saturating_mul(t.dtype.size() as u64))
+    }))
+}
+
+/// Takes the samples of one run.
+pub(crate) struct MemorySampler {
+    device: Device,
+    /// Whether this step is recorded (samples are taken in recorded steps only).
+    pub(crate) on: bool,
+    parameters: u64,
+    /// `None` until the optimizer's record has been read.
+    pub(crate) optimizer_state: Option<u64>,
+    /// The current batch's bytes.
+    pub(crate) batch: u64,
+    /// The last sample, for the summary and an out-of-memory report.
+    pub(crate) last: Option<(MemorySnapshot, &'static str)>,
+    /// The highest in-use sample of the run, and where it fell.
+    pub(crate) highest: Option<(MemorySnapshot, &'static str, u64)>,
+    /// Samples the allocator did not answer.
+    pub(crate) unanswered: u64,
+}
+
+impl MemorySampler {
+    pub(crate) fn new(device: Device, parameters: u64) -> MemorySampler {
+        MemorySampler {
+            device,
+            on: false,
+            parameters,
+            optimizer_state: None,
+            batch: 0,
+            last: None,
+            highest: None,
+            unanswered: 0,
+        }
+    }
+
+    /// Samples the allocator after the phase `after` (or at [`STEP_END`]) of step `step`, when
+    /// the step is recorded, and writes the two counter events.
+    pub(crate) fn sample(&mut self, after: &'static str, step: u64) {
+        if !self.on {
+            return;
+        }
+        let _ = self.device.flush();
+        let Some(m) = backend::memory_usage(&self.device) else {
+            self.unanswered += 1;
+            return;
+        };
+        tracing::info!(target: COUNTER_TARGET, in_use = m.bytes_in_use, reserved = m.bytes_reserved, "{}", counters::DEVICE_MEMORY);
+        let gradients = if after == BACKWARD { self.parameters } else { 0 };
+        let batch = if after == FORWARD || after == LOSS { self.batch } else { 0 };
+        let optimizer = self.optimizer_state;
+        let known = self.parameters + optimizer.unwrap_or(0) + gradients + batch;
+        let other = m.bytes_in_use as i64 - known as i64;
+        let (parameters, input_batch) = (self.parameters, batch);
+        match (optimizer, other >= 0) {
+            (Some(optimizer_state), true) => tracing::info!(target: COUNTER_TARGET, parameters, optimizer_state, gradients,
+                input_batch, other, "{}", counters::MEMORY_CATEGORIES),
+            (Some(optimizer_state), false) => tracing::info!(target: COUNTER_TARGET, parameters, optimizer_state,
+                gradients, input_batch, unattributed = other, "{}", counters::MEMORY_CATEGORIES),
+            (None, true) => tracing::info!(target: COUNTER_TARGET, parameters, gradients, input_batch, other,
+                "{}", counters::MEMORY_CATEGORIES),
+            (None, false) => tracing::info!(target: COUNTER_TARGET, parameters, gradients, input_batch,
+                unattributed = other, "{}", counters::MEMORY_CATEGORIES),
+        }
+        if self.highest.is_none_or(|(h, _, _)| m.bytes_in_use > h.bytes_in_use) {
+            self.highest = Some((m, after, step));
+        }
+        self.last = Some((m, after));
+    }
+}

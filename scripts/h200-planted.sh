@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Issue 24's last H200 checks, in one call of under 10 minutes:
+#
+#   bash scripts/h200-planted.sh
+#
+# 1. A planted slow layer: the MLP with hidden widths 128,4096,4096,128 (`--hidden`), so that
+#    `hidden2` (4096 x 4096 weights) does 32 times the matmul work of any other layer;
+#    `--detail ops`, batch 256. The report must name hidden2's matmuls as the top op and layer.
+# 2. The planted upload (`--plant-upload`, a 4000-byte constant made in `loss` each step) with
+#    `--detail ops`: the repeated-upload rule must name `loss` from the CUPTI copies.
+# 3. NVTX (the binary is built with the CLI's `nvtx` feature): whether Nsight Systems (`nsys`)
+#    is on the machine; if so, a short MLP run under `nsys profile -t cuda,nvtx` and its NVTX
+#    summary; in any case the same run with the stand-in injection library
+#    (tests/nvtx/inject.c, carried as .devbin/libinject.so.gz) logging every range.
+# 4. Memory (issue 25): the MLP and the ConvNet at batch 256 with `--memory` (samples after each
+#    phase of recorded steps, by category), the MLP again at batch 512; then a planted
+#    out-of-memory: the ConvNet on 512 x 512 synthetic images at batch 8192 (conv1's output alone
+#    is 137 GB), to see how it surfaces.
+#
+# The release binary is carried as .devbin/steptrace.xz (built here: the H200 has no Rust).
+# Results land in $OUT/h200-planted.tgz and the console log in $OUT/h200-planted.log.
+set -euo pipefail
+FINAL=${OUT:?OUT must name the output folder}
+W=/tmp/st-h200-planted
+R=$W/results
+BUDGET=${BUDGET:-560}
+CACHE=${CACHE:-/tmp/cubecl-planted}
+. "$(dirname "$0")/h200-common.sh"
+
+pack() {
+  set +e
+  tar czf "$FINAL/h200-planted.tgz" -C "$W" results
+  ls -la "$FINAL"
+}
+
+train() {
+  local name=$1
+  shift
+  st_run_capped "$name" "${CAP:-150}" "$B" train --backend cuda --cache-dir "$CACHE" \
+    --out "traces/$name" --json "$name.json" "$@"
+}
+
+main() {
+  trap pack EXIT
+  st_start "$R"
+  {
+    command -v nsys ncu || true
+    ls /usr/local/cuda*/bin/nsys /opt/nvidia/nsight-systems*/bin/nsys 2>/dev/null || true
+    ls /usr/local/cuda*/targets/x86_64-linux/lib/ | grep -i nvToolsExt || echo "no libnvToolsExt"
+  } > "$R/nsight.txt" 2>&1
+  cat "$R/nsight.txt"
+  train mlp-planted --model mlp --dataset digits --hidden 128,4096,4096,128 --batch 256 --steps 40 \
+    --loss-every 0 --detail ops
+  train mlp-upload --model mlp --dataset digits --plant-upload --batch 256 --steps 40 --loss-every 0 --detail ops
+  if [ -e .devbin/libinject.so.gz ]; then
+    gzip -dc .devbin/libinject.so.gz > "$W/bin/libinject.so"
+    NVTX_INJECTION64_PATH=$W/bin/libinject.so STEPTRACE_NVTX_LOG=$R/nvtx-inject.log \
+      train mlp-nvtx-inject --model mlp --dataset digits --batch 256 --steps 20 --loss-every 0
+  fi
+  train mem-mlp-256 --model mlp --dataset digits --batch 256 --steps 40 --loss-every 0 --memory
+  train mem-mlp-512 --model mlp --dataset digits --batch 512 --steps 40 --loss-every 0 --memory
+  train mem-convnet-256 --model convnet --dataset fashion-mnist --batch 256 --steps 40 --loss-every 0 --memory
+  CAP=120 train oom-convnet --model convnet --dataset synthetic --synthetic-shape 1,512,512 --synthetic-samples 8192 \
+    --batch 8192 --steps 12 --schedule skip_first=0,wait=0,warmup=1,active=3 --loss-every 0 --memory
+  local nsys
+  nsys=$(command -v nsys || ls /usr/local/cuda*/bin/nsys /opt/nvidia/nsight-systems*/bin/nsys 2>/dev/null | head -n 1 || true)
+  if [ -n "$nsys" ]; then
+    st_run_capped nsys-profile 150 "$nsys" profile -t cuda,nvtx -o "$R/nsys-mlp" --force-overwrite true \
+      "$B" train --backend cuda --cache-dir "$CACHE" --out traces/nsys --model mlp --batch 256 --steps 20 --loss-every 0
+    st_run_capped nsys-stats 60 "$nsys" stats -r nvtx_sum -f csv -o "$R/nsys-nvtx" "$R/nsys-mlp.nsys-rep"
+    rm -f "$R"/nsys-mlp.sqlite
+  fi
+  echo "== done [${SECONDS}s]"
+  cat "$R/rc.txt" 2>/dev/null || true
+}
+
+main 2>&1 | tee "$FINAL/h200-planted.log"
