@@ -361,6 +361,10 @@ pub struct BenchArgs {
     /// `--detail ops` measures what kernel attribution costs [default: steps].
     #[arg(long, value_enum)]
     pub detail: Option<Detail>,
+    /// With --profile interleaved: the profiled runs also sample device memory (as train's
+    /// --memory, in recorded steps), so that the pairing measures what the samples cost.
+    #[arg(long)]
+    pub memory: bool,
     /// With --profile interleaved: as many runs again with no profiler at
     /// all, reported apart: a comparison across processes, which cannot
     /// resolve a 1% effect.
