@@ -294,8 +294,11 @@ pub struct RunConfig {
     pub plant_upload: bool,
     /// Record burn/cubecl internal spans (669,488 bytes per recorded step for the MLP on the H200: docs/benchmarks.md).
     pub internals: bool,
-    /// Record device memory in use per step as a counter track.
+    /// Sample device memory at the end of each recorded step, by category.
     pub memory: bool,
+    /// With [`memory`](Self::memory), also after each phase: each such sample flushes burn's
+    /// fusion queue and waits for cubecl's device thread (costly; cuts fusion there).
+    pub memory_phases: bool,
     /// cubecl compilation/autotune cache.
     pub cache: CacheConfig,
     /// Synthetic data: samples and sample shape `[C, H, W]`.
@@ -340,6 +343,7 @@ impl RunConfig {
             plant_upload: false,
             internals: false,
             memory: false,
+            memory_phases: false,
             cache: CacheConfig::default(),
             synthetic_samples: 4096,
             synthetic_shape: [1, 28, 28],

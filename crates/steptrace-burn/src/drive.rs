@@ -60,7 +60,7 @@ impl<'a> Job<'a> {
             profiler.update_manifest(|m| m.absorb(manifest));
         }
         let parameters = model.num_params();
-        let memory = self.cfg.memory.then(|| MemorySampler::new(device.clone(), crate::memory::parameter_bytes(&model)));
+        let memory = self.cfg.memory.then(|| MemorySampler::new(device.clone(), crate::memory::parameter_bytes(&model), self.cfg.memory_phases));
         let mut state = Loop {
             optim: AdamConfig::new().init(),
             model: Some(model),

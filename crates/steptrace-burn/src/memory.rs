@@ -19,10 +19,11 @@
 //!   keeps the input.
 //!
 //! Each sample asks the device's allocator (a blocking round trip to cubecl's device thread,
-//! not a device sync), so samples are taken in recorded steps only. burn's fusion holds a
-//! phase's operations back until something flushes them: each sample flushes first, so that
-//! what the phase queued is allocated, which cuts fusion at the phase boundaries of recorded
-//! steps.
+//! not a device sync), so samples are taken in recorded steps only: at the step's end, after
+//! its sync, and with `--memory-phases` after each phase too. burn's fusion holds a phase's
+//! operations back until something flushes them: a phase sample flushes first, so that what
+//! the phase queued is allocated, which cuts fusion at the phase boundaries of recorded steps
+//! and waits for cubecl's device thread (docs/benchmarks.md has the cost).
 
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::prelude::{Device, Tensor};
@@ -35,8 +36,9 @@ pub(crate) const METHOD: &str = "parameters: elements x element size of every fl
     elements x element size of every tensor of the optimizer's record, read once after its first update \
     (0 before it); gradients: one per trainable parameter, of its shape, from the end of backward until \
     the optimizer consumes them; input batch: the batch's tensors as copied, until backward; other \
-    (activations, temporaries): in use less the rest. Sampled in recorded steps only, after flushing \
-    burn's fusion queue (a blocking round trip to the device thread, not a device sync).";
+    (activations, temporaries): in use less the rest. Sampled at the end of recorded steps (and, with \
+    --memory-phases, after each phase, flushing burn's fusion queue first): a blocking round trip to the \
+    device thread, not a device sync.";
 
 /// The sample taken at the step boundary, after the step's sync.
 pub(crate) const STEP_END: &str = counters::STEP_END;
@@ -74,6 +76,8 @@ pub(crate) struct MemorySampler {
     device: Device,
     /// Whether this step is recorded (samples are taken in recorded steps only).
     pub(crate) on: bool,
+    /// Whether to sample after each phase too, not only at the step's end.
+    phases: bool,
     parameters: u64,
     /// `None` until the optimizer's record has been read.
     pub(crate) optimizer_state: Option<u64>,
@@ -88,10 +92,11 @@ pub(crate) struct MemorySampler {
 }
 
 impl MemorySampler {
-    pub(crate) fn new(device: Device, parameters: u64) -> MemorySampler {
+    pub(crate) fn new(device: Device, parameters: u64, phases: bool) -> MemorySampler {
         MemorySampler {
             device,
             on: false,
+            phases,
             parameters,
             optimizer_state: None,
             batch: 0,
@@ -104,10 +109,13 @@ impl MemorySampler {
     /// Samples the allocator after the phase `after` (or at [`STEP_END`]) of step `step`, when
     /// the step is recorded, and writes the two counter events.
     pub(crate) fn sample(&mut self, after: &'static str, step: u64) {
-        if !self.on {
+        if !self.on || (after != STEP_END && !self.phases) {
             return;
         }
-        let _ = self.device.flush();
+        if after != STEP_END {
+            // What the phase queued is allocated once the fusion queue is flushed.
+            let _ = self.device.flush();
+        }
         let Some(m) = backend::memory_usage(&self.device) else {
             self.unanswered += 1;
             return;

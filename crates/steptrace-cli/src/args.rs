@@ -281,9 +281,15 @@ pub struct TrainArgs {
     /// elsewhere.
     #[arg(long, value_enum, default_value = "auto")]
     pub device_activity: DeviceActivityArg,
-    /// Record device memory in use per step as a counter track.
+    /// Sample device memory at the end of each recorded step (in use, reserved, and what
+    /// holds it: parameters, optimizer state, gradients, input batch, the rest).
     #[arg(long)]
     pub memory: bool,
+    /// With --memory, also sample after each phase (forward, loss, backward, optimizer): each
+    /// such sample flushes burn's fusion queue and waits for cubecl's device thread, which
+    /// slows recorded steps and cuts fusion at the phase boundaries (docs/benchmarks.md).
+    #[arg(long, requires = "memory")]
+    pub memory_phases: bool,
     /// Directory for trace files (never overwritten).
     #[arg(long, default_value = "traces")]
     pub out: PathBuf,
@@ -365,6 +371,9 @@ pub struct BenchArgs {
     /// --memory, in recorded steps), so that the pairing measures what the samples cost.
     #[arg(long)]
     pub memory: bool,
+    /// With --memory: after each phase too (as train's --memory-phases).
+    #[arg(long, requires = "memory")]
+    pub memory_phases: bool,
     /// With --profile interleaved: as many runs again with no profiler at
     /// all, reported apart: a comparison across processes, which cannot
     /// resolve a 1% effect.

@@ -28,6 +28,7 @@ pub fn run(a: TrainArgs, signals: Option<std::io::Result<signals::Signals>>) -> 
     let mut cfg = config(&a.workload, a.steps)?;
     cfg.internals = matches!(a.detail, Detail::Internals);
     cfg.memory = a.memory;
+    cfg.memory_phases = a.memory_phases;
     cfg.notes = a.notes.clone();
     cfg.loss_every = a.loss_every;
     let schedule: Schedule = a.schedule.parse()?;

@@ -78,7 +78,7 @@ pub(super) fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
             let c = if round % 2 == 0 { conditions[k] } else { conditions[conditions.len() - 1 - k] };
             k += 1;
             let index = records.len();
-            let (summary, status) = process(&each, &schedule, total, c, (a.detail, a.memory), scratch.path(), index)?;
+            let (summary, status) = process(&each, &schedule, total, c, (a.detail, (a.memory, a.memory_phases)), scratch.path(), index)?;
             if let Some(saved) = each.save_init.take() {
                 each.init = Some(saved);
             }
@@ -232,7 +232,7 @@ fn process(
     schedule: &Schedule,
     total: u64,
     c: Condition,
-    (detail, memory): (Option<Detail>, bool),
+    (detail, (memory, memory_phases)): (Option<Detail>, (bool, bool)),
     scratch: &Path,
     index: usize,
 ) -> anyhow::Result<(RunSummary, ActivityStatus)> {
@@ -251,6 +251,9 @@ fn process(
             }
             if memory {
                 args.push("--memory".into());
+            }
+            if memory_phases {
+                args.push("--memory-phases".into());
             }
             args.extend(["--out".into(), traces.clone().into_os_string()]);
             args.extend(["--worker".into(), format!("overhead-p{index}").into()]);
