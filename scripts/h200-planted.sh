@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
 # Issue 24's last H200 checks, in one call of under 10 minutes:
 #
-#   bash scripts/h200-planted.sh
+#   bash scripts/h200-planted.sh [all|second|memory]
+#
+# `second` (after the first call): the planted slow layer again (backward ops named through
+# the views made during backward), `bench --profile interleaved` of the MLP at batch 256 with
+# and without `--memory` (3 processes each: what the samples cost, paired in one process), and
+# two planted failures: the ConvNet case that exceeds a launch limit, and an MLP whose hidden
+# layers (80000 wide) and batch (65536) exceed the device's memory.
 #
 # 1. A planted slow layer: the MLP with hidden widths 128,4096,4096,128 (`--hidden`), so that
 #    `hidden2` (4096 x 4096 weights) does 32 times the matmul work of any other layer;
@@ -20,6 +26,7 @@
 # The release binary is carried as .devbin/steptrace.xz (built here: the H200 has no Rust).
 # Results land in $OUT/h200-planted.tgz and the console log in $OUT/h200-planted.log.
 set -euo pipefail
+MODE=${1:-all}
 FINAL=${OUT:?OUT must name the output folder}
 W=/tmp/st-h200-planted
 R=$W/results
@@ -40,9 +47,46 @@ train() {
     --out "traces/$name" --json "$name.json" "$@"
 }
 
+second() {
+  train mlp-planted --model mlp --dataset digits --hidden 128,4096,4096,128 --batch 256 --steps 40 \
+    --loss-every 0 --detail ops
+  local m
+  for m in memory plain; do
+    st_run_capped "bench-mlp-$m" 150 "$B" bench --profile interleaved --backend cuda --runs 3 --cache-dir "$CACHE" \
+      --trace-dir "traces/bench-$m" --json "bench-mlp-$m.json" --model mlp --dataset digits --batch 256 --baseline \
+      $([ "$m" = memory ] && echo --memory)
+  done
+  CAP=120 train oom-convnet --model convnet --dataset synthetic --synthetic-shape 1,512,512 --synthetic-samples 8192 \
+    --batch 8192 --steps 12 --schedule skip_first=0,wait=0,warmup=1,active=3 --loss-every 0 --memory
+  CAP=150 train oom-mlp --model mlp --dataset digits --hidden 80000,80000 --batch 65536 --steps 6 \
+    --schedule skip_first=0,wait=0,warmup=1,active=3 --loss-every 0 --memory
+  rm -rf "$R"/traces/bench-*
+  echo "== done [${SECONDS}s]"
+  cat "$R/rc.txt" 2>/dev/null || true
+}
+
+# `memory`: what --memory costs at the step's end only, against --memory-phases and nothing,
+# paired in one process (MLP at batch 256, 4 processes each), and the ConvNet's categories.
+memory_cost() {
+  local m
+  for m in end phases plain; do
+    st_run_capped "bench-mlp-$m" 150 "$B" bench --profile interleaved --backend cuda --runs 4 --cache-dir "$CACHE" \
+      --trace-dir "traces/bench-$m" --json "bench-mlp-$m.json" --model mlp --dataset digits --batch 256 --baseline \
+      $(case $m in end) echo --memory ;; phases) echo --memory --memory-phases ;; esac)
+  done
+  train mem-convnet-256 --model convnet --dataset fashion-mnist --batch 256 --steps 40 --loss-every 0 --memory
+  train mem-convnet-phases --model convnet --dataset fashion-mnist --batch 256 --steps 40 --loss-every 0 --memory \
+    --memory-phases
+  rm -rf "$R"/traces/bench-*
+  echo "== done [${SECONDS}s]"
+  cat "$R/rc.txt" 2>/dev/null || true
+}
+
 main() {
   trap pack EXIT
   st_start "$R"
+  if [ "${MODE:-all}" = memory ]; then memory_cost; return 0; fi
+  if [ "${MODE:-all}" = second ]; then second; return 0; fi
   {
     command -v nsys ncu || true
     ls /usr/local/cuda*/bin/nsys /opt/nvidia/nsight-systems*/bin/nsys 2>/dev/null || true
