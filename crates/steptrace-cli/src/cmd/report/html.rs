@@ -26,6 +26,7 @@ mod charts;
 mod device;
 mod findings;
 mod markup;
+mod memory;
 mod page;
 mod spans;
 mod timing;

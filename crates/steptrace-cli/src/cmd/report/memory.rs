@@ -9,8 +9,10 @@ use steptrace::analysis::MemoryView;
 fn mb(v: f64) -> String {
     if v.abs() >= 100.0 {
         format!("{v:.0}")
-    } else {
+    } else if v.abs() >= 10.0 {
         format!("{v:.1}")
+    } else {
+        format!("{v:.3}")
     }
 }
 
