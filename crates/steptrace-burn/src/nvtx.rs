@@ -6,6 +6,8 @@
 //! `NVTX_INJECTION64_PATH`), every call returns at once; the cost with and without a tool is
 //! in `docs/benchmarks.md`.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::OnceLock;
 
@@ -113,6 +115,26 @@ pub(crate) fn range_name(span: &str, layer: Option<&str>) -> String {
     }
 }
 
+/// The registered string of a span's range name, registered once per name and thread: the
+/// domain's own registry takes a lock and allocates on every call.
+fn registered(span: &'static str, layer: Option<&str>) -> RegisteredString<'static> {
+    thread_local! {
+        static NAMES: RefCell<HashMap<String, RegisteredString<'static>>> = RefCell::new(HashMap::new());
+    }
+    let key: &str = match layer {
+        Some(name) if span == LAYER_SPAN => name,
+        _ => span,
+    };
+    NAMES.with(|names| {
+        if let Some(found) = names.borrow().get(key) {
+            return *found;
+        }
+        let message = domain().register_string(nvtx::Str::from_string_lossy(range_name(span, layer)));
+        names.borrow_mut().insert(key.to_owned(), message);
+        message
+    })
+}
+
 impl<S> Layer<S> for NvtxLayer
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
@@ -124,9 +146,8 @@ where
         }
         let mut fields = Fields::default();
         attrs.record(&mut fields);
-        let name = range_name(meta.name(), fields.name.as_deref());
         let step = if meta.name() == STEP_SPAN { fields.step } else { None };
-        let message = domain().register_string(nvtx::Str::from_string_lossy(name));
+        let message = registered(meta.name(), fields.name.as_deref());
         if let Some(span) = ctx.span(id) {
             span.extensions_mut().insert(Named { message, step });
         }
