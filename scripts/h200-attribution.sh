@@ -32,18 +32,8 @@ RUNS=${RUNS:-3}
 CACHE=${CACHE:-/tmp/cubecl-attribution}
 . "$(dirname "$0")/h200-common.sh"
 
-pack() {
-  set +e
-  tar czf "$FINAL/h200-attribution.tgz" -C "$W" results
-  ls -la "$FINAL"
-}
-
-train() {
-  local name=$1
-  shift
-  st_run_capped "$name" "${CAP:-150}" "$B" train --backend cuda --cache-dir "$CACHE" \
-    --out "traces/$name" --json "$name.json" "$@"
-}
+pack() { st_pack h200-attribution; }
+train() { st_train "$@"; }
 
 overhead() {
   local name=$1

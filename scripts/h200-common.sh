@@ -82,3 +82,20 @@ st_start() {
   st_machine
   SECONDS=0
 }
+
+# NAME: packs $W/results into $FINAL/NAME.tgz (what comes back from the machine) and lists
+# $FINAL; for an EXIT trap.
+st_pack() {
+  set +e
+  tar czf "$FINAL/$1.tgz" -C "$W" results
+  ls -la "$FINAL"
+}
+
+# NAME ARGS...: `steptrace train` on CUDA in the cache $CACHE, its traces in traces/NAME and
+# its summary in NAME.json, capped at $CAP seconds (150 by default).
+st_train() {
+  local name=$1
+  shift
+  st_run_capped "$name" "${CAP:-150}" "$B" train --backend cuda --cache-dir "$CACHE" \
+    --out "traces/$name" --json "$name.json" "$@"
+}

@@ -34,18 +34,8 @@ BUDGET=${BUDGET:-560}
 CACHE=${CACHE:-/tmp/cubecl-planted}
 . "$(dirname "$0")/h200-common.sh"
 
-pack() {
-  set +e
-  tar czf "$FINAL/h200-planted.tgz" -C "$W" results
-  ls -la "$FINAL"
-}
-
-train() {
-  local name=$1
-  shift
-  st_run_capped "$name" "${CAP:-150}" "$B" train --backend cuda --cache-dir "$CACHE" \
-    --out "traces/$name" --json "$name.json" "$@"
-}
+pack() { st_pack h200-planted; }
+train() { st_train "$@"; }
 
 second() {
   train mlp-planted --model mlp --dataset digits --hidden 128,4096,4096,128 --batch 256 --steps 40 \
