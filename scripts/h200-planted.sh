@@ -18,8 +18,9 @@
 #    is on the machine; if so, a short MLP run under `nsys profile -t cuda,nvtx` and its NVTX
 #    summary; in any case the same run with the stand-in injection library
 #    (tests/nvtx/inject.c, carried as .devbin/libinject.so.gz) logging every range.
-# 4. Memory (issue 25): the MLP and the ConvNet at batch 256 with `--memory` (samples after each
-#    phase of recorded steps, by category), the MLP again at batch 512; then a planted
+# 4. Memory (issue 25): the MLP and the ConvNet at batch 256 with `--memory` (by category; the
+#    first call's binary sampled after each phase, as `--memory-phases` does now), the MLP again
+#    at batch 512; then a planted
 #    out-of-memory: the ConvNet on 512 x 512 synthetic images at batch 8192 (conv1's output alone
 #    is 137 GB), to see how it surfaces.
 #
