@@ -50,6 +50,12 @@ struct Loop<M: Module> {
     memory: Option<MemorySampler>,
     /// The autodiff device the model trains on.
     device: Device,
+    /// The model's parameters (bytes, the largest), for an out-of-memory report.
+    parameters: crate::memory::Parameters,
+    /// The last phase of the current step that returned (`None` before `forward` returns).
+    reached: Option<&'static str>,
+    /// The current batch's bytes on the device.
+    batch_bytes: u64,
 }
 
 impl<'a> Job<'a> {
@@ -60,7 +66,8 @@ impl<'a> Job<'a> {
             profiler.update_manifest(|m| m.absorb(manifest));
         }
         let parameters = model.num_params();
-        let memory = self.cfg.memory.then(|| MemorySampler::new(device.clone(), crate::memory::parameter_bytes(&model), self.cfg.memory_phases));
+        let parameter_info = crate::memory::parameters(&model);
+        let memory = self.cfg.memory.then(|| MemorySampler::new(device.clone(), parameter_info.bytes, self.cfg.memory_phases));
         let mut state = Loop {
             optim: AdamConfig::new().init(),
             model: Some(model),
@@ -72,6 +79,9 @@ impl<'a> Job<'a> {
             memory_note: None,
             memory,
             device,
+            parameters: parameter_info,
+            reached: None,
+            batch_bytes: 0,
         };
         let model_load_ms = if self.cfg.mode == Mode::Infer { Some(self.load_for_inference(&mut state)?) } else { None };
         self.setup_end = Instant::now();
@@ -82,7 +92,14 @@ impl<'a> Job<'a> {
         let mut step_start = Instant::now();
         let mut interrupted = None;
         for step in 0..self.cfg.steps {
-            let record = self.one_step(step, &mut state, step_start, setup_ms)?;
+            // A panic inside the step (burn and cubecl panic on some device errors) is a
+            // failure of the step like any other: caught, explained and saved.
+            let outcome = crate::backend::catch_silently(|| self.one_step(step, &mut state, step_start, setup_ms))
+                .unwrap_or_else(|message| Err(Error::Execution { step, source: StepError::Panicked { message } }));
+            let record = match outcome {
+                Ok(record) => record,
+                Err(err) => return Err(self.fail(step, err, &state)),
+            };
             (self.on_step)(&record);
             state.records.push(record);
             if let Some(signal) = self.stop_requested() {
@@ -122,6 +139,85 @@ impl<'a> Job<'a> {
         Ok(summary)
     }
 
+    /// A step failed: the cycle in progress is saved, cut short with the failure as its
+    /// reason, and a failure for lack of device memory is explained (console, `--json`, and
+    /// the saved trace's manifest).
+    fn fail<M: Module>(&mut self, step: u64, err: Error, state: &Loop<M>) -> Error {
+        let (error, out_of_memory) = match &err {
+            Error::Execution { source, .. } => {
+                let text = source.to_string();
+                let oom = crate::oom::classify(&text).map(|(shortage, requested)| self.explain_oom(step, shortage, requested, source, state));
+                (text, oom)
+            }
+            other => (other.to_string(), None),
+        };
+        drop(err);
+        let reason = match &out_of_memory {
+            Some(o) => format!(
+                "step {step} failed: out of device memory ({}{})",
+                o.shortage.meaning(),
+                o.requested_bytes.map(|b| format!(": a request for {b} B")).unwrap_or_default()
+            ),
+            None => format!("step {step} failed: {}", crate::oom::brief(&error)),
+        };
+        if let Some(profiler) = &mut self.profiler {
+            profiler.update_manifest(|m| {
+                m.notes.push(reason.clone());
+                if let Some(o) = out_of_memory.as_ref().and_then(|o| serde_json::to_value(o).ok()) {
+                    m.extra.insert("out_of_memory".into(), o);
+                }
+            });
+            profiler.cut_short(reason);
+        }
+        let (traces, trace_errors) = self.finish_profiler();
+        Error::StepFailed(Box::new(crate::error::StepFailure { step, error, traces, trace_errors, out_of_memory }))
+    }
+
+    /// What the run held and asked for when step `step` ran out of device memory.
+    fn explain_oom<M: Module>(
+        &self,
+        step: u64,
+        shortage: crate::oom::Shortage,
+        requested: Option<u64>,
+        source: &StepError,
+        state: &Loop<M>,
+    ) -> crate::oom::OutOfMemory {
+        let surfaced_at = match source {
+            StepError::Read { .. } => "the loss read (burn's fusion runs the step's queued operations there)",
+            StepError::Sync { .. } => "a device sync (burn's fusion runs the queued operations there)",
+            _ => "the step's host code",
+        };
+        let memory = state.memory.as_ref();
+        let highest = memory.and_then(|m| {
+            let (snapshot, after, at_step) = m.highest?;
+            let updated = at_step > 0 || after == crate::memory::STEP_END || after == steptrace::format::names::OPTIMIZER;
+            Some(crate::oom::Sample {
+                in_use: snapshot.bytes_in_use,
+                gradients: if after == steptrace::format::names::BACKWARD { state.parameters.bytes } else { 0 },
+                optimizer_state: if updated { m.optimizer_state.unwrap_or(0) } else { 0 },
+                after,
+                step: at_step,
+                inside_step: m.samples_phases(),
+            })
+        });
+        let pools = crate::backend::pool_largest_allocations(&state.device);
+        crate::oom::explain(&crate::oom::Facts {
+            step,
+            shortage,
+            requested,
+            batch_size: self.cfg.batch_size as u64,
+            batch_bytes: state.batch_bytes,
+            reached: state.reached,
+            surfaced_at,
+            parameters: &state.parameters,
+            optimizer_state: memory.and_then(|m| m.optimizer_state),
+            limits: crate::backend::memory_limits(&state.device),
+            at_failure: crate::backend::memory_usage(&state.device),
+            pools: &pools,
+            highest,
+        })
+    }
+
     /// The signal number that asked the run to stop, if any.
     fn stop_requested(&self) -> Option<usize> {
         let signal = self.cfg.stop.as_ref()?.load(std::sync::atomic::Ordering::SeqCst);
@@ -154,6 +250,8 @@ impl<'a> Job<'a> {
             Mode::Infer => state.device.clone().without_autodiff(),
         };
         let batch_bytes = step::batch_device_bytes(&batch, &target_device);
+        state.batch_bytes = batch_bytes;
+        state.reached = None;
         let on_device = step::transfer(batch, &target_device).map_err(exec)?;
         if let Some(memory) = &mut state.memory {
             let recorded = self.profiler.as_ref().is_some_and(|p| matches!(p.action(), Action::Record | Action::RecordAndSave));
@@ -165,6 +263,7 @@ impl<'a> Job<'a> {
             Mode::Train => {
                 let current = state.model.take().ok_or(StepError::Missing { what: "model" }).map_err(exec)?;
                 let memory = &mut state.memory;
+                let reached = &mut state.reached;
                 let (next, loss) = step::train_step_sampled(
                     current,
                     &mut state.optim,
@@ -174,6 +273,7 @@ impl<'a> Job<'a> {
                     &state.device,
                     cfg.plant_upload,
                     &mut |phase| {
+                        *reached = Some(phase);
                         if let Some(m) = memory.as_mut() {
                             m.sample(phase, step);
                         }
@@ -181,14 +281,6 @@ impl<'a> Job<'a> {
                 )
                 .map_err(exec)?;
                 state.model = Some(next);
-                // The optimizer's state exists once it has updated: read its size once.
-                if let Some(m) = state.memory.as_mut().filter(|m| m.optimizer_state.is_none()) {
-                    let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| crate::memory::optimizer_bytes(&state.optim)));
-                    match read.unwrap_or_else(|_| Err("reading it panicked".into())) {
-                        Ok(bytes) => m.optimizer_state = Some(bytes),
-                        Err(why) => tracing::warn!(target: TARGET, "--memory: optimizer state not observed: {why}"),
-                    }
-                }
                 if read_loss { read_scalar(loss).map_err(exec)? } else { None }
             }
             Mode::Infer => {
@@ -199,6 +291,15 @@ impl<'a> Job<'a> {
         };
         if cfg.sync != SyncPolicy::None {
             step::sync(&state.device).map_err(exec)?;
+        }
+        // The optimizer's state exists once it has updated: its size is read once, after the
+        // step's work has run (reading it from a step that failed would fail too).
+        if let Some(m) = state.memory.as_mut().filter(|m| m.optimizer_state.is_none() && cfg.mode == Mode::Train) {
+            match crate::backend::catch_silently(|| crate::memory::optimizer_bytes(&state.optim)) {
+                Ok(Ok(bytes)) => m.optimizer_state = Some(bytes),
+                Ok(Err(why)) => tracing::warn!(target: TARGET, "--memory: optimizer state not observed: {why}"),
+                Err(panic) => tracing::warn!(target: TARGET, "--memory: optimizer state not observed: reading it panicked: {panic}"),
+            }
         }
         if let Some(memory) = &mut state.memory {
             memory.sample(crate::memory::STEP_END, step);

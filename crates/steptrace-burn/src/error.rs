@@ -34,6 +34,27 @@ pub enum Error {
         #[source]
         source: crate::step::StepError,
     },
+    /// A step failed inside the training loop: the cycle in progress was saved as cut short,
+    /// and, where the device ran out of memory, what it held and asked for is explained.
+    #[error("{0}")]
+    StepFailed(Box<StepFailure>),
+}
+
+/// A step that failed inside the loop, and what was saved ([`Error::StepFailed`]).
+#[derive(Debug, thiserror::Error)]
+#[error("step {step} failed: {error}")]
+pub struct StepFailure {
+    /// The step that failed.
+    pub step: u64,
+    /// What went wrong (without the step number).
+    pub error: String,
+    /// The traces the profiler saved when the run stopped (the cycle in progress is cut
+    /// short, with this failure as its reason).
+    pub traces: Vec<steptrace::SavedTrace>,
+    /// Traces the profiler could not save, and why.
+    pub trace_errors: Vec<String>,
+    /// Where the step ran out of device memory: the explanation.
+    pub out_of_memory: Option<crate::oom::OutOfMemory>,
 }
 
 /// A `Result` with this crate's [`Error`].

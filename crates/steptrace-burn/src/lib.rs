@@ -29,6 +29,7 @@ mod loader;
 mod memory;
 #[cfg(feature = "nvtx")]
 mod nvtx;
+pub mod oom;
 mod ops;
 mod private;
 mod run;
@@ -38,7 +39,7 @@ pub mod sync;
 
 pub use config::{BackendSetting, ConfigError, Mode, RunConfig, SyncPolicy};
 pub use drive::signal_name;
-pub use error::{Error, Result};
+pub use error::{Error, Result, StepFailure};
 pub use learner::{LearnerProfiler, Profiled, ProfiledBatcher};
 pub use limits::{CONVNET_MIN_SIDE, MAX_SEQ_LEN};
 pub use loader::Loader;

@@ -43,19 +43,42 @@ pub(crate) const METHOD: &str = "parameters: elements x element size of every fl
 /// The sample taken at the step boundary, after the step's sync.
 pub(crate) const STEP_END: &str = counters::STEP_END;
 
-/// Bytes of every float parameter of `model`: elements times element size.
-pub(crate) fn parameter_bytes<M: Module>(model: &M) -> u64 {
-    struct Bytes(u64);
-    impl ModuleVisitor for Bytes {
+/// The model's float parameters: their bytes (elements times element size), and the largest
+/// one with its path in the module (`hidden1.weight`) and shape.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Parameters {
+    pub(crate) bytes: u64,
+    pub(crate) largest: Option<(String, u64, Vec<usize>)>,
+}
+
+/// The float parameters of `model` ([`Parameters`]).
+pub(crate) fn parameters<M: Module>(model: &M) -> Parameters {
+    struct Visit {
+        path: Vec<String>,
+        found: Parameters,
+    }
+    impl ModuleVisitor for Visit {
+        fn enter_module(&mut self, name: &str, _container_type: &str) {
+            self.path.push(name.to_owned());
+        }
+        fn exit_module(&mut self, _name: &str, _container_type: &str) {
+            self.path.pop();
+        }
         fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
             let value = param.val();
-            let elements = value.shape().num_elements() as u64;
-            self.0 = self.0.saturating_add(elements.saturating_mul(value.dtype().size() as u64));
+            let shape = value.shape().to_vec();
+            let elements = shape.iter().fold(1u64, |n, &d| n.saturating_mul(d as u64));
+            let bytes = elements.saturating_mul(value.dtype().size() as u64);
+            self.found.bytes = self.found.bytes.saturating_add(bytes);
+            if self.found.largest.as_ref().is_none_or(|(_, b, _)| bytes > *b) {
+                let path = self.path.iter().filter(|p| !p.is_empty()).cloned().collect::<Vec<_>>().join(".");
+                self.found.largest = Some((path, bytes, shape));
+            }
         }
     }
-    let mut bytes = Bytes(0);
-    model.visit(&mut bytes);
-    bytes.0
+    let mut visit = Visit { path: Vec::new(), found: Parameters::default() };
+    model.visit(&mut visit);
+    visit.found
 }
 
 /// Bytes of every tensor of the optimizer's record (elements times element size), or why they
@@ -104,6 +127,11 @@ impl MemorySampler {
             highest: None,
             unanswered: 0,
         }
+    }
+
+    /// Whether samples are taken after each phase too (`--memory-phases`).
+    pub(crate) fn samples_phases(&self) -> bool {
+        self.phases
     }
 
     /// Samples the allocator after the phase `after` (or at [`STEP_END`]) of step `step`, when

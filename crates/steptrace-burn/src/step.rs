@@ -56,6 +56,12 @@ pub enum StepError {
         /// The backend's explanation.
         reason: String,
     },
+    /// The step panicked (burn and cubecl panic on some device errors): the panic's message.
+    #[error("the step panicked: {message}")]
+    Panicked {
+        /// The panic's message.
+        message: String,
+    },
     /// The loop lost its model (a bug).
     #[error("the model is missing: {what}")]
     Missing {

@@ -191,6 +191,12 @@ pub fn command_line(a: &TrainArgs) -> String {
     if a.device_activity == DeviceActivityArg::Off {
         cmd.push_str(" --device-activity off");
     }
+    if a.memory {
+        cmd.push_str(" --memory");
+    }
+    if a.memory_phases {
+        cmd.push_str(" --memory-phases");
+    }
     cmd
 }
 

@@ -71,6 +71,75 @@ pub fn memory_usage(device: &Device) -> Option<MemorySnapshot> {
     }
 }
 
+/// What a device allows, as its cubecl runtime states it (see [`memory_limits`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub struct MemoryLimits {
+    /// How many bytes the device may be asked to hold, or `None` where the runtime states no
+    /// figure (CUDA: `cuDeviceTotalMem`; wgpu: the memory heap, where Vulkan reports one).
+    pub capacity: Option<u64>,
+    /// The largest single allocation cubecl's memory pools accept (CUDA: a quarter of the
+    /// capacity; wgpu: the adapter's largest buffer).
+    pub max_allocation: u64,
+}
+
+/// The device's capacity and largest allocation (CUDA and wgpu; `None` otherwise, or where
+/// the device was never opened in this process: the same guard as [`memory_usage`]).
+pub fn memory_limits(device: &Device) -> Option<MemoryLimits> {
+    #[cfg(any(feature = "cuda", feature = "wgpu"))]
+    {
+        use burn::backend::DispatchDevice;
+        let gpu_known = known_usable(BackendKind::Cuda) || known_usable(BackendKind::Wgpu);
+        if !gpu_known || !is_cubecl(device) {
+            return None;
+        }
+        let plain = device.clone().without_autodiff();
+        catch_silently(|| match plain.as_dispatch() {
+            DispatchDevice::Cube(cube) => {
+                let client = cube.client();
+                let memory = &client.properties().memory;
+                Some(MemoryLimits { capacity: memory.max_memory(), max_allocation: memory.max_page_size })
+            }
+            _ => None,
+        })
+        .ok()
+        .flatten()
+    }
+    #[cfg(not(any(feature = "cuda", feature = "wgpu")))]
+    {
+        let _ = device;
+        None
+    }
+}
+
+/// For each of the device's memory pools, the largest allocation it has served since the
+/// process started (requested bytes) and its page size, largest first; empty where the
+/// backend does not report its pools. cubecl lists no individual live allocations: this is
+/// the closest it comes.
+pub fn pool_largest_allocations(device: &Device) -> Vec<(u64, u64)> {
+    #[cfg(any(feature = "cuda", feature = "wgpu"))]
+    {
+        let gpu_known = known_usable(BackendKind::Cuda) || known_usable(BackendKind::Wgpu);
+        if !gpu_known || !is_cubecl(device) {
+            return Vec::new();
+        }
+        let mut pools: Vec<(u64, u64)> = catch_silently(|| device.memory_pool_report())
+            .ok()
+            .flatten()
+            .unwrap_or_default()
+            .iter()
+            .filter(|p| p.largest_alloc > 0)
+            .map(|p| (p.largest_alloc, p.page_size))
+            .collect();
+        pools.sort_unstable_by(|a, b| b.cmp(a));
+        pools
+    }
+    #[cfg(not(any(feature = "cuda", feature = "wgpu")))]
+    {
+        let _ = device;
+        Vec::new()
+    }
+}
+
 /// Whether `device` (autodiff or not) runs on a cubecl runtime.
 #[cfg(any(feature = "cuda", feature = "wgpu"))]
 fn is_cubecl(device: &Device) -> bool {

@@ -3,6 +3,7 @@
 pub mod backends;
 pub mod bench;
 pub mod compare;
+mod failure;
 pub mod inspect;
 pub mod plot;
 pub mod report;

@@ -128,7 +128,18 @@ pub fn run(a: TrainArgs, signals: Option<std::io::Result<signals::Signals>>) -> 
     startup.stop();
     bar.finish_and_clear();
     signals.announce();
-    let summary = summary?;
+    let summary = match summary {
+        Ok(summary) => summary,
+        Err(steptrace_burn::Error::StepFailed(failure)) => {
+            // What was saved and, for an out-of-memory, why: before the error line.
+            super::failure::print(&failure);
+            if let Some(json) = json {
+                json.write(&super::failure::FailedRun::of(&failure), "the failure report")?;
+            }
+            return Err(anyhow::Error::new(*failure));
+        }
+        Err(err) => return Err(err.into()),
+    };
     for warning in &summary.warnings {
         console::warn(&format!("steptrace: warning: {warning}"));
     }
@@ -137,7 +148,7 @@ pub fn run(a: TrainArgs, signals: Option<std::io::Result<signals::Signals>>) -> 
     }
     print_summary(&summary, selection.fallback_reason.as_deref());
     if let Some(json) = json {
-        json.write(&summary)?;
+        json.write(&summary, "summary")?;
     }
     if let Some(why) = &summary.interrupted {
         say(&format!("run {why}: {} of {} steps ran", summary.steps.len(), cfg.steps));
@@ -233,18 +244,18 @@ impl JsonOut {
         Ok(JsonOut { path: path.to_owned() })
     }
 
-    fn write(self, summary: &RunSummary) -> anyhow::Result<()> {
+    fn write(self, value: &impl serde::Serialize, what: &str) -> anyhow::Result<()> {
         let mut file = open_new(&self.path)?;
-        let written = serde_json::to_writer_pretty(&mut file, summary)
+        let written = serde_json::to_writer_pretty(&mut file, value)
             .map_err(anyhow::Error::from)
             .and_then(|()| writeln!(file).map_err(anyhow::Error::from))
             .and_then(|()| file.sync_all().map_err(anyhow::Error::from));
         if let Err(err) = written {
             drop(file);
             let _ = std::fs::remove_file(&self.path);
-            return Err(err.context(format!("cannot write the summary to {} (nothing was kept)", self.path.display())));
+            return Err(err.context(format!("cannot write the {what} to {} (nothing was kept)", self.path.display())));
         }
-        say(&format!("summary written to {}", self.path.display()));
+        say(&format!("{what} written to {}", self.path.display()));
         Ok(())
     }
 }

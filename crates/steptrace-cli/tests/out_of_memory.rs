@@ -1,0 +1,96 @@
+//! A planted out-of-memory on wgpu (lavapipe here and in CI): the MLP with one hidden layer
+//! 131,072 wide at batch 8,192 needs a 4 GiB activation, more than lavapipe's largest buffer.
+//! The run fails with exit 1, explains itself on the console and in `--json`, and saves the
+//! cycle in progress as a partial trace whose manifest carries the same report.
+
+mod common;
+
+use common::{flat, steptrace, text};
+use serde_json::Value;
+
+const WIDTH: u64 = 131_072;
+const BATCH: u64 = 8_192;
+/// The digits' 64 features in, 10 classes out.
+const PARAMETERS: u64 = 64 * WIDTH + WIDTH + WIDTH * 10 + 10;
+
+#[test]
+fn a_planted_out_of_memory_explains_itself_and_keeps_the_partial_cycle() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = steptrace(
+        &[
+            "train", "--backend", "wgpu", "--hidden", &WIDTH.to_string(), "--batch", &BATCH.to_string(), "--steps", "4",
+            "--schedule", "wait=0,warmup=0,active=2", "--memory", "--json", "run.json", "--out", "traces",
+        ],
+        dir.path(),
+    );
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "a failed step exits 1, without a panic:\n{stdout}\n{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(flat(&stdout).contains("OUT OF DEVICE MEMORY at step 0"), "{stdout}");
+    assert!(stderr.contains("steptrace: error: step 0 failed"), "{stderr}");
+
+    let run: Value = serde_json::from_slice(&std::fs::read(dir.path().join("run.json")).unwrap()).unwrap();
+    assert_eq!(run["outcome"], "failed");
+    assert_eq!(run["step"], 0);
+    let o = &run["out_of_memory"];
+    // The hidden layer's output: batch x width f32, in one allocation.
+    let requested = BATCH * WIDTH * 4;
+    assert_eq!(o["requested_bytes"], requested, "{o}");
+    assert_eq!(o["shortage"], "too_large_for_one_allocation", "{o}");
+    assert_eq!(o["batch_size"], BATCH);
+    let category = |name: &str| o["categories"].as_array().unwrap().iter().find(|c| c["name"] == name).map(|c| c["bytes"].clone());
+    assert_eq!(category("parameters"), Some(Value::from(PARAMETERS * 4)), "parameters exact: {o}");
+    // The largest parameter is the hidden layer's weight, by its path in the model.
+    let largest: Vec<&str> = o["largest"].as_array().unwrap().iter().map(|a| a["what"].as_str().unwrap()).collect();
+    assert!(largest[0].starts_with("the failed request"), "{largest:?}");
+    assert!(largest.iter().any(|w| w.contains("hidden.0.weight [64, 131072]")), "{largest:?}");
+    // The batch that fits keeps that tensor within the largest allocation, and is the largest
+    // such batch: floor(batch x largest allocation / request), or less where the capacity says so.
+    let max_allocation = o["limits"]["max_allocation"].as_u64().expect("lavapipe states its largest buffer");
+    assert!(max_allocation < requested, "{o}");
+    let fits = o["fitting_batch"]["value"].as_u64().unwrap_or_else(|| panic!("a fitting batch: {o}"));
+    assert_eq!(o["fitting_batch"]["bound"], "at most");
+    assert!(fits >= 1 && fits < BATCH, "{o}");
+    assert!(fits * WIDTH * 4 <= max_allocation, "{fits} samples must fit one allocation: {o}");
+    assert!(fits <= BATCH * max_allocation / requested, "{o}");
+    assert!(o["per_sample"]["value"].as_u64().unwrap() >= requested / BATCH, "at least the failed tensor's share: {o}");
+
+    // The cycle in progress is saved, cut short by the failure, with the report in its manifest.
+    let traces = run["traces"].as_array().unwrap();
+    assert_eq!(traces.len(), 1, "{run}");
+    assert_eq!(traces[0]["partial"], true);
+    let path = dir.path().join(traces[0]["path"].as_str().unwrap());
+    let trace: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let manifest = &trace["metadata"]["manifest"];
+    assert_eq!(manifest["out_of_memory"]["requested_bytes"], requested, "{manifest}");
+    assert!(trace["metadata"].to_string().contains("step 0 failed: out of device memory"), "{}", trace["metadata"]);
+
+    // The saved trace reads like any other partial one, and its labels stay clean.
+    let out = steptrace(&["inspect", traces[0]["path"].as_str().unwrap()], dir.path());
+    assert!(out.status.success(), "{:?}", text(&out));
+    let out = steptrace(&["report", "traces"], dir.path());
+    assert!(out.status.success(), "{:?}", text(&out));
+}
+
+/// A run that fails before any cycle records says so, and writes nothing over what exists.
+#[test]
+fn a_failure_before_any_window_says_no_trace_was_saved() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("run.json"), b"kept").unwrap();
+    let out = steptrace(
+        &["train", "--backend", "wgpu", "--hidden", &WIDTH.to_string(), "--batch", &BATCH.to_string(), "--steps", "4", "--json", "run.json"],
+        dir.path(),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(std::fs::read(dir.path().join("run.json")).unwrap(), b"kept", "never overwritten");
+    let out = steptrace(
+        &["train", "--backend", "wgpu", "--hidden", &WIDTH.to_string(), "--batch", &BATCH.to_string(), "--steps", "4", "--json", "fail.json"],
+        dir.path(),
+    );
+    let (stdout, _) = text(&out);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(flat(&stdout).contains("no trace saved: no cycle of the schedule was recording at step 0"), "{stdout}");
+    let run: Value = serde_json::from_slice(&std::fs::read(dir.path().join("fail.json")).unwrap()).unwrap();
+    assert_eq!(run["traces"], Value::Array(Vec::new()));
+    assert_eq!(run["out_of_memory"]["step"], 0);
+}
