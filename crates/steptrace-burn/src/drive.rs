@@ -60,7 +60,10 @@ struct Loop<M: Module> {
 
 impl<'a> Job<'a> {
     /// Trains (or serves) `model` for the configured steps.
-    pub(crate) fn drive<M: StepModel>(mut self, model: M, device: Device) -> Result<RunSummary> {
+    ///
+    /// `rebuild` makes a fresh model of the same configuration: after an out-of-memory, with
+    /// `--memory`, what a sample needs is measured on one ([`crate::oom_probe`]).
+    pub(crate) fn drive<M: StepModel>(mut self, model: M, device: Device, rebuild: &dyn Fn() -> M) -> Result<RunSummary> {
         if let Some(profiler) = &self.profiler {
             let manifest = self.manifest(&model);
             profiler.update_manifest(|m| m.absorb(manifest));
@@ -98,7 +101,7 @@ impl<'a> Job<'a> {
                 .unwrap_or_else(|message| Err(Error::Execution { step, source: StepError::Panicked { message } }));
             let record = match outcome {
                 Ok(record) => record,
-                Err(err) => return Err(self.fail(step, err, &state)),
+                Err(err) => return Err(self.fail(step, err, &mut state, rebuild)),
             };
             (self.on_step)(&record);
             state.records.push(record);
@@ -142,7 +145,7 @@ impl<'a> Job<'a> {
     /// A step failed: the cycle in progress is saved, cut short with the failure as its
     /// reason, and a failure for lack of device memory is explained (console, `--json`, and
     /// the saved trace's manifest).
-    fn fail<M: Module>(&mut self, step: u64, err: Error, state: &Loop<M>) -> Error {
+    fn fail<M: StepModel>(&mut self, step: u64, err: Error, state: &mut Loop<M>, rebuild: &dyn Fn() -> M) -> Error {
         let (error, out_of_memory) = match &err {
             Error::Execution { source, .. } => {
                 let text = source.to_string();
@@ -170,6 +173,18 @@ impl<'a> Job<'a> {
             profiler.cut_short(reason);
         }
         let (traces, trace_errors) = self.finish_profiler();
+        // With --memory, what a sample needs is measured now, once the cycle is saved (the
+        // device's collector would take the measurement's kernels for the failed step's).
+        let out_of_memory = match out_of_memory {
+            Some(o) if self.cfg.memory && self.cfg.mode == Mode::Train => {
+                state.model = None;
+                state.eval_model = None;
+                state.optim = AdamConfig::new().init();
+                let probe = crate::oom_probe::measure(rebuild, self.source.as_ref(), &state.device, self.cfg.learning_rate, &o);
+                Some(o.with_probe(probe))
+            }
+            other => other,
+        };
         Error::StepFailed(Box::new(crate::error::StepFailure { step, error, traces, trace_errors, out_of_memory }))
     }
 

@@ -30,6 +30,7 @@ mod memory;
 #[cfg(feature = "nvtx")]
 mod nvtx;
 pub mod oom;
+mod oom_probe;
 mod ops;
 mod private;
 mod run;

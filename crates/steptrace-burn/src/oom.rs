@@ -163,6 +163,41 @@ impl From<Result<Bounded, String>> for Estimate {
     }
 }
 
+/// One measured point of the probe ([`Probe`]): what the pools held after two training steps
+/// of a fresh model at `batch` samples.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ProbePoint {
+    /// Samples per batch.
+    pub batch: u64,
+    /// Bytes the pools reserved from the device after the two steps.
+    pub reserved: u64,
+    /// Bytes in use then.
+    pub in_use: u64,
+}
+
+/// With `--memory`, after the failure: a fresh model trained for two steps at two smaller
+/// batches, the pools emptied before each, to measure what one sample costs.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Probe {
+    /// The two points, when both ran.
+    pub points: Vec<ProbePoint>,
+    /// Bytes per sample, from the points.
+    pub per_sample: Option<Bounded>,
+    /// The largest batch that fits, from them.
+    pub fitting_batch: Option<Bounded>,
+    /// Batches that could not be measured, and what else kept a figure out of reach.
+    pub failed: Vec<String>,
+}
+
+/// The bounds the failure alone gives, kept beside a probe's measurement.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FailureBounds {
+    /// Bytes per sample, at least.
+    pub per_sample: Estimate,
+    /// The batch that fits, at most.
+    pub fitting_batch: Estimate,
+}
+
 /// What a step that ran out of device memory held and asked for.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct OutOfMemory {
@@ -194,6 +229,33 @@ pub struct OutOfMemory {
     pub fitting_batch: Estimate,
     /// What steptrace could not observe, and why.
     pub not_observed: Vec<String>,
+    /// The measurement after the failure (`--memory`), when one was tried. Where it gave its
+    /// figures, `per_sample` and `fitting_batch` are its figures, and `failure_bounds` keeps
+    /// what the failure alone said.
+    pub probe: Option<Probe>,
+    /// What the failure alone said, where a probe's figures replaced it.
+    pub failure_bounds: Option<FailureBounds>,
+}
+
+impl OutOfMemory {
+    /// Takes `probe`'s figures as the report's, keeping the failure's bounds beside them.
+    pub(crate) fn with_probe(mut self, probe: Option<Probe>) -> OutOfMemory {
+        let measured = probe.as_ref().map(|p| (p.per_sample.clone(), p.fitting_batch.clone()));
+        if let Some((per_sample, fits)) = measured.filter(|(p, f)| p.is_some() || f.is_some()) {
+            let mut bounds = FailureBounds { per_sample: self.per_sample.clone(), fitting_batch: self.fitting_batch.clone() };
+            if let Some(p) = per_sample {
+                self.per_sample = Estimate::Known(p);
+            }
+            match fits {
+                Some(f) => self.fitting_batch = Estimate::Known(f),
+                // The failure's bound stays the report's figure: nothing measured replaces it.
+                None => {}
+            }
+            self.failure_bounds = Some(bounds);
+        }
+        self.probe = probe;
+        self
+    }
 }
 
 /// What [`explain`] is given: the run's state at the failure.
@@ -272,6 +334,8 @@ pub(crate) fn explain(f: &Facts<'_>) -> OutOfMemory {
         per_sample: per_sample.into(),
         fitting_batch: fitting_batch.into(),
         not_observed,
+        probe: None,
+        failure_bounds: None,
     }
 }
 

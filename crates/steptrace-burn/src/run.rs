@@ -147,7 +147,8 @@ impl Job<'_> {
                 }
                 let model = start.apply(kind, &config, config.init(&device))?;
                 self.started_from(start);
-                self.drive(model, device)
+                let fresh = device.clone();
+                self.drive(model, device, &|| config.init(&fresh))
             }
             ModelKind::ConvNet => {
                 let [c, h, w] = <[usize; 3]>::try_from(info.sample_shape.as_slice())
@@ -155,14 +156,16 @@ impl Job<'_> {
                 let config = ConvNetConfig::new(c, h, w, info.num_classes);
                 let model = start.apply(kind, &config, config.init(&device))?;
                 self.started_from(start);
-                self.drive(model, device)
+                let fresh = device.clone();
+                self.drive(model, device, &|| config.init(&fresh))
             }
             ModelKind::Transformer => {
                 let vocab = self.vocab.ok_or_else(|| Error::Config("the transformer needs a text dataset".into()))?;
                 let config = CharTransformerConfig::new(vocab).with_max_seq_len(self.cfg.seq_len);
                 let model = start.apply(kind, &config, config.init(&device))?;
                 self.started_from(start);
-                self.drive(model, device)
+                let fresh = device.clone();
+                self.drive(model, device, &|| config.init(&fresh))
             }
         }
     }

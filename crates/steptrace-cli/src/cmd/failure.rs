@@ -84,6 +84,21 @@ fn print_out_of_memory(o: &OutOfMemory) {
         Estimate::NotKnown { not_known } => format!("not known: {not_known}"),
     };
     t.add_row(["largest batch that fits".to_owned(), fits]);
+    if let Some(b) = &o.failure_bounds {
+        let said = |e: &Estimate, unit: &dyn Fn(u64) -> String| match e {
+            Estimate::Known(b) => format!("{} {}", b.bound, unit(b.value)),
+            Estimate::NotKnown { not_known } => format!("not known ({not_known})"),
+        };
+        t.add_row([
+            "the failure alone said".to_owned(),
+            format!("per sample {}; batch that fits {}", said(&b.per_sample, &size), said(&b.fitting_batch, &|v| format!("{v} samples"))),
+        ]);
+    }
+    if let Some(p) = &o.probe {
+        for f in &p.failed {
+            t.add_row(["not measured".to_owned(), f.clone()]);
+        }
+    }
     for n in &o.not_observed {
         t.add_row(["not observed".to_owned(), n.clone()]);
     }
