@@ -33,7 +33,7 @@ report() { (cd "$R" && "$B" report "traces/$1" > "report-$1.txt" 2>&1; "$B" repo
 
 CONVNET=(--model convnet --dataset synthetic --synthetic-shape 1,512,512 --synthetic-samples 8192 --loss-every 0)
 
-CAP=150 train oom-too-large "${CONVNET[@]}" --batch 8192 --steps 4 --schedule skip_first=0,wait=0,warmup=1,active=3 --memory
+CAP=330 train oom-too-large "${CONVNET[@]}" --batch 8192 --steps 4 --schedule skip_first=0,wait=0,warmup=1,active=3 --memory
 report oom-too-large
 fits=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["out_of_memory"]["fitting_batch"]["value"])' \
   "$R/oom-too-large.json" 2>/dev/null || echo "")
@@ -45,11 +45,11 @@ if [ -n "$fits" ]; then
   CAP=150 train fits-plus-10 "${CONVNET[@]}" --batch $((fits * 11 / 10)) --steps 4 \
     --schedule skip_first=0,wait=0,warmup=1,active=3 --memory
 fi
-CAP=150 train oom-4096 "${CONVNET[@]}" --batch 4096 --steps 4 --schedule skip_first=0,wait=0,warmup=1,active=3 \
-  --memory --memory-phases
-report oom-4096
 CAP=120 train transformer --model transformer --dataset shakespeare --steps 30 --loss-every 0 --memory --memory-phases
 report transformer
+CAP=200 train oom-4096 "${CONVNET[@]}" --batch 4096 --steps 4 --schedule skip_first=0,wait=0,warmup=1,active=3 \
+  --memory --memory-phases
+report oom-4096
 nvidia-smi --query-gpu=memory.total,memory.used --format=csv > "$R/memory-total.txt" 2>&1 || true
 echo "== done [${SECONDS}s]"
 cat "$R/rc.txt" 2>/dev/null || true

@@ -63,7 +63,7 @@ impl<'a> Job<'a> {
     ///
     /// `rebuild` makes a fresh model of the same configuration: after an out-of-memory, with
     /// `--memory`, what a sample needs is measured on one ([`crate::oom_probe`]).
-    pub(crate) fn drive<M: StepModel>(mut self, model: M, device: Device, rebuild: &dyn Fn() -> M) -> Result<RunSummary> {
+    pub(crate) fn drive<M: StepModel + 'static>(mut self, model: M, device: Device, rebuild: crate::oom_probe::Rebuild<M>) -> Result<RunSummary> {
         if let Some(profiler) = &self.profiler {
             let manifest = self.manifest(&model);
             profiler.update_manifest(|m| m.absorb(manifest));
@@ -101,7 +101,7 @@ impl<'a> Job<'a> {
                 .unwrap_or_else(|message| Err(Error::Execution { step, source: StepError::Panicked { message } }));
             let record = match outcome {
                 Ok(record) => record,
-                Err(err) => return Err(self.fail(step, err, &mut state, rebuild)),
+                Err(err) => return Err(self.fail(step, err, &mut state, &rebuild)),
             };
             (self.on_step)(&record);
             state.records.push(record);
@@ -145,7 +145,7 @@ impl<'a> Job<'a> {
     /// A step failed: the cycle in progress is saved, cut short with the failure as its
     /// reason, and a failure for lack of device memory is explained (console, `--json`, and
     /// the saved trace's manifest).
-    fn fail<M: StepModel>(&mut self, step: u64, err: Error, state: &mut Loop<M>, rebuild: &dyn Fn() -> M) -> Error {
+    fn fail<M: StepModel + 'static>(&mut self, step: u64, err: Error, state: &mut Loop<M>, rebuild: &crate::oom_probe::Rebuild<M>) -> Error {
         let (error, out_of_memory) = match &err {
             Error::Execution { source, .. } => {
                 let text = source.to_string();
@@ -180,7 +180,14 @@ impl<'a> Job<'a> {
                 state.model = None;
                 state.eval_model = None;
                 state.optim = AdamConfig::new().init();
-                let probe = crate::oom_probe::measure(rebuild, self.source.as_ref(), &state.device, self.cfg.learning_rate, &o);
+                let probe = crate::oom_probe::measure_in_time(
+                    rebuild.clone(),
+                    self.source.clone(),
+                    state.device.clone(),
+                    self.cfg.learning_rate,
+                    &o,
+                    self.cfg.stop.clone(),
+                );
                 Some(o.with_probe(probe))
             }
             other => other,

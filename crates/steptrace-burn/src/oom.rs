@@ -242,14 +242,13 @@ impl OutOfMemory {
     pub(crate) fn with_probe(mut self, probe: Option<Probe>) -> OutOfMemory {
         let measured = probe.as_ref().map(|p| (p.per_sample.clone(), p.fitting_batch.clone()));
         if let Some((per_sample, fits)) = measured.filter(|(p, f)| p.is_some() || f.is_some()) {
-            let mut bounds = FailureBounds { per_sample: self.per_sample.clone(), fitting_batch: self.fitting_batch.clone() };
+            let bounds = FailureBounds { per_sample: self.per_sample.clone(), fitting_batch: self.fitting_batch.clone() };
             if let Some(p) = per_sample {
                 self.per_sample = Estimate::Known(p);
             }
-            match fits {
-                Some(f) => self.fitting_batch = Estimate::Known(f),
-                // The failure's bound stays the report's figure: nothing measured replaces it.
-                None => {}
+            // Where nothing measured replaces it, the failure's bound stays the report's figure.
+            if let Some(f) = fits {
+                self.fitting_batch = Estimate::Known(f);
             }
             self.failure_bounds = Some(bounds);
         }

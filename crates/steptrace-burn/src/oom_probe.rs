@@ -6,7 +6,14 @@
 //! overhead: the device must hold exactly that. Parameters, gradients and optimizer state are
 //! the same at both batches, so the difference of the two reservations over the difference of
 //! the batches is what one more sample costs. The runs happen after the failed step's cycle
-//! was saved, under a subscriber of their own: nothing of them reaches a trace.
+//! was saved, under a subscriber of their own: nothing of them reaches a trace. They run on a
+//! thread of their own that the run waits for at most [`LIMIT`], and no longer than until a
+//! signal asks the run to stop: a measurement that hangs (a device thread that died) is left
+//! behind, and the run ends with what the failure alone says.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
 
 use burn::optim::AdamConfig;
 use burn::prelude::{Device, TensorData};
@@ -15,6 +22,52 @@ use crate::config::SyncPolicy;
 use crate::data::{BatchSource, HostBatch};
 use crate::oom::{Bounded, Probe, ProbePoint, Shortage};
 use crate::step::{self, StepModel};
+
+/// How long the run waits for the measurement: each batch size is new to cubecl's autotune,
+/// which takes a minute or two on a cold CUDA cache.
+pub(crate) const LIMIT: Duration = Duration::from_secs(300);
+
+/// Makes a fresh model of the run's configuration, on any thread.
+pub(crate) type Rebuild<M> = Arc<dyn Fn() -> M + Send + Sync>;
+
+/// [`measure`] on a thread of its own, waited for at most [`LIMIT`] and until `stop` (the run's
+/// signal flag) is set; `Some` with the reason when it was given up.
+pub(crate) fn measure_in_time<M: StepModel + 'static>(
+    rebuild: Rebuild<M>,
+    source: Arc<dyn BatchSource>,
+    device: Device,
+    learning_rate: f64,
+    report: &crate::oom::OutOfMemory,
+    stop: Option<Arc<AtomicUsize>>,
+) -> Option<Probe> {
+    let (tx, rx) = mpsc::channel();
+    let report_copy = report.clone();
+    let spawned = std::thread::Builder::new().name("steptrace-oom-probe".into()).spawn(move || {
+        let _ = tx.send(measure(rebuild.as_ref(), source.as_ref(), &device, learning_rate, &report_copy));
+    });
+    if let Err(e) = spawned {
+        return Some(Probe { failed: vec![format!("the measurement could not start: {e}")], ..Probe::default() });
+    }
+    let started = Instant::now();
+    loop {
+        match rx.recv_timeout(Duration::from_millis(200)) {
+            Ok(probe) => return probe,
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                return Some(Probe { failed: vec!["the measurement stopped without an answer".into()], ..Probe::default() })
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+        }
+        let signal = stop.as_ref().map_or(0, |s| s.load(Ordering::SeqCst));
+        let why = if signal != 0 {
+            format!("given up: {} asked the run to stop", crate::drive::signal_name(signal))
+        } else if started.elapsed() >= LIMIT {
+            format!("given up after {} s (a device that stopped answering, or a long autotune)", LIMIT.as_secs())
+        } else {
+            continue;
+        };
+        return Some(Probe { failed: vec![why], ..Probe::default() });
+    }
+}
 
 /// Trains a fresh model from `rebuild` for two steps at `batch` samples (the first `batch` of
 /// the source's first batch), and reads what the pools then hold.

@@ -148,7 +148,7 @@ impl Job<'_> {
                 let model = start.apply(kind, &config, config.init(&device))?;
                 self.started_from(start);
                 let fresh = device.clone();
-                self.drive(model, device, &|| config.init(&fresh))
+                self.drive(model, device, std::sync::Arc::new(move || config.init(&fresh)))
             }
             ModelKind::ConvNet => {
                 let [c, h, w] = <[usize; 3]>::try_from(info.sample_shape.as_slice())
@@ -157,7 +157,7 @@ impl Job<'_> {
                 let model = start.apply(kind, &config, config.init(&device))?;
                 self.started_from(start);
                 let fresh = device.clone();
-                self.drive(model, device, &|| config.init(&fresh))
+                self.drive(model, device, std::sync::Arc::new(move || config.init(&fresh)))
             }
             ModelKind::Transformer => {
                 let vocab = self.vocab.ok_or_else(|| Error::Config("the transformer needs a text dataset".into()))?;
@@ -165,7 +165,7 @@ impl Job<'_> {
                 let model = start.apply(kind, &config, config.init(&device))?;
                 self.started_from(start);
                 let fresh = device.clone();
-                self.drive(model, device, &|| config.init(&fresh))
+                self.drive(model, device, std::sync::Arc::new(move || config.init(&fresh)))
             }
         }
     }
