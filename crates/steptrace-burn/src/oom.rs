@@ -98,7 +98,7 @@ pub fn brief(error: &str) -> String {
 pub struct Allocation {
     /// What it is: `the failed request`, `the largest allocation pool 2 has served`,
     /// `parameter hidden1.weight [128, 4096]`, `the input batch`.
-    pub what: String,
+    pub description: String,
     /// Its bytes.
     pub bytes: u64,
 }
@@ -186,7 +186,7 @@ pub struct Probe {
     /// The largest batch that fits, from them.
     pub fitting_batch: Option<Bounded>,
     /// Batches that could not be measured, and what else kept a figure out of reach.
-    pub failed: Vec<String>,
+    pub problems: Vec<String>,
 }
 
 /// The bounds the failure alone gives, kept beside a probe's measurement.
@@ -342,20 +342,20 @@ pub(crate) fn explain(f: &Facts<'_>) -> OutOfMemory {
 fn largest(f: &Facts<'_>) -> Vec<Allocation> {
     let mut seen = Vec::new();
     if let Some(bytes) = f.requested {
-        seen.push(Allocation { what: "the failed request (not allocated)".to_owned(), bytes });
+        seen.push(Allocation { description: "the failed request (not allocated)".to_owned(), bytes });
     }
     for (i, &(bytes, page)) in f.pools.iter().take(3).enumerate() {
         let rank = ["", "second ", "third "][i];
         seen.push(Allocation {
-            what: format!("the {rank}largest allocation a memory pool has served since the start (pages of {page} B)"),
+            description: format!("the {rank}largest allocation a memory pool has served since the start (pages of {page} B)"),
             bytes,
         });
     }
     if let Some((path, bytes, shape)) = &f.parameters.largest {
-        seen.push(Allocation { what: format!("the largest parameter, {path} {shape:?}"), bytes: *bytes });
+        seen.push(Allocation { description: format!("the largest parameter, {path} {shape:?}"), bytes: *bytes });
     }
     if f.batch_bytes > 0 {
-        seen.push(Allocation { what: format!("the input batch ({} samples, input and target)", f.batch_size), bytes: f.batch_bytes });
+        seen.push(Allocation { description: format!("the input batch ({} samples, input and target)", f.batch_size), bytes: f.batch_bytes });
     }
     seen.sort_by(|a, b| b.bytes.cmp(&a.bytes));
     seen.truncate(6);

@@ -46,14 +46,14 @@ pub(crate) fn measure_in_time<M: StepModel + 'static>(
         let _ = tx.send(measure(rebuild.as_ref(), source.as_ref(), &device, learning_rate, &report_copy));
     });
     if let Err(e) = spawned {
-        return Some(Probe { failed: vec![format!("the measurement could not start: {e}")], ..Probe::default() });
+        return Some(Probe { problems: vec![format!("the measurement could not start: {e}")], ..Probe::default() });
     }
     let started = Instant::now();
     loop {
         match rx.recv_timeout(Duration::from_millis(200)) {
             Ok(probe) => return probe,
             Err(mpsc::RecvTimeoutError::Disconnected) => {
-                return Some(Probe { failed: vec!["the measurement stopped without an answer".into()], ..Probe::default() })
+                return Some(Probe { problems: vec!["the measurement stopped without an answer".into()], ..Probe::default() })
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {}
         }
@@ -65,7 +65,7 @@ pub(crate) fn measure_in_time<M: StepModel + 'static>(
         } else {
             continue;
         };
-        return Some(Probe { failed: vec![why], ..Probe::default() });
+        return Some(Probe { problems: vec![why], ..Probe::default() });
     }
 }
 
@@ -148,7 +148,7 @@ pub(crate) fn measure<M: StepModel>(
             Err(why) => tried.push(format!("batches {} and {}: {}", batches[0], batches[1], crate::oom::brief(&why))),
         }
     }
-    (!tried.is_empty()).then(|| Probe { failed: tried, ..Probe::default() })
+    (!tried.is_empty()).then(|| Probe { problems: tried, ..Probe::default() })
 }
 
 /// The bytes per sample from two points, and the batch that fits the memory the pools could
@@ -156,7 +156,7 @@ pub(crate) fn measure<M: StepModel>(
 /// `reserved` when a request of `requested` could not be added).
 pub(crate) fn conclude(points: [ProbePoint; 2], report: &crate::oom::OutOfMemory, failed: Vec<String>) -> Probe {
     let [low, high] = points;
-    let mut probe = Probe { points: points.to_vec(), failed, ..Probe::default() };
+    let mut probe = Probe { points: points.to_vec(), problems: failed, ..Probe::default() };
     let grew = high.reserved.saturating_sub(low.reserved);
     if grew == 0 {
         report_unknown(&mut probe, "the pools reserved no more at the larger batch: the step's memory did not grow with it");
@@ -200,7 +200,7 @@ fn note(probe: &Probe) -> String {
 }
 
 fn report_unknown(probe: &mut Probe, why: &str) {
-    probe.failed.push(why.to_owned());
+    probe.problems.push(why.to_owned());
 }
 
 #[cfg(test)]
@@ -253,6 +253,6 @@ mod tests {
         assert_eq!(p.fitting_batch.as_ref().unwrap().value, 90, "(10,000 − 1,800) / 50 + 32 = 196, bounded by 90");
         let flat = [points[0], ProbePoint { batch: 32, reserved: 1_000, in_use: 0 }];
         let p = conclude(flat, &r, Vec::new());
-        assert!(p.fitting_batch.is_none() && p.failed[0].contains("did not grow"));
+        assert!(p.fitting_batch.is_none() && p.problems[0].contains("did not grow"));
     }
 }

@@ -53,7 +53,7 @@ struct CubeclCache {
 }
 
 /// What the manifest says of the run's cache state until step 0 has ended.
-pub(crate) const CACHE_STATE_PENDING: &str = "not yet known: told at the end of step 0 from what cubecl compiled and tuned";
+pub(crate) const CACHE_STATE_PENDING: &str = "not known until step 0 ends";
 
 /// Runs `cfg` on the selected backend, advancing `profiler` once per step,
 /// and finishes it at the end. `on_step` sees each step as it ends (for

@@ -42,7 +42,7 @@ fn a_planted_out_of_memory_explains_itself_and_keeps_the_partial_cycle() {
     let category = |name: &str| o["categories"].as_array().unwrap().iter().find(|c| c["name"] == name).map(|c| c["bytes"].clone());
     assert_eq!(category("parameters"), Some(Value::from(PARAMETERS * 4)), "parameters exact: {o}");
     // The largest parameter is the hidden layer's weight, by its path in the model.
-    let largest: Vec<&str> = o["largest"].as_array().unwrap().iter().map(|a| a["what"].as_str().unwrap()).collect();
+    let largest: Vec<&str> = o["largest"].as_array().unwrap().iter().map(|a| a["description"].as_str().unwrap()).collect();
     assert!(largest[0].starts_with("the failed request"), "{largest:?}");
     assert!(largest.iter().any(|w| w.contains("hidden.0.weight [64, 4096]")), "{largest:?}");
     // The batch that fits keeps that tensor within the largest allocation, and is the largest

@@ -95,7 +95,7 @@ fn print_out_of_memory(o: &OutOfMemory) {
         ]);
     }
     if let Some(p) = &o.probe {
-        for f in &p.failed {
+        for f in &p.problems {
             t.add_row(["not measured".to_owned(), f.clone()]);
         }
     }
@@ -106,7 +106,7 @@ fn print_out_of_memory(o: &OutOfMemory) {
     let mut t = console::table();
     t.set_header(["bytes", "largest allocations steptrace can see (cubecl lists no live ones one by one)"]);
     for a in &o.largest {
-        t.add_row([size(a.bytes), a.what.clone()]);
+        t.add_row([size(a.bytes), a.description.clone()]);
     }
     println!("{t}");
 }

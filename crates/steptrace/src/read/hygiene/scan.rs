@@ -34,6 +34,8 @@ const DIAGNOSTIC_KEYS: &[&str] = &[
     "message",
     "description",
     "meaning",
+    "not_observed",
+    "not_known",
 ];
 
 /// Whether a metadata key names a diagnostic: one of [`DIAGNOSTIC_KEYS`],

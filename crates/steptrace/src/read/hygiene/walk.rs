@@ -280,6 +280,26 @@ mod tests {
     }
 
     #[test]
+    fn a_reports_lists_of_what_was_not_observed_are_prose_too() {
+        let prose = "what the allocator held after the failure: the backend does not report memory in use";
+        let other = "the same words under a key of no meaning are still read as what they look like";
+        let json = format!(
+            r#"{{"traceEvents":[{{"ph":"i","name":"n","ts":1,"args":{{"not_observed":["{prose}"]}}}}],
+               "metadata":{{"manifest":{{"out_of_memory":{{"not_observed":["{prose}"],"per_sample":{{"not_known":"{prose}"}},
+               "largest":[{{"description":"{prose}","bytes":8}}],"kept":"{other}"}}}}}}}}"#
+        );
+        // Under the report's diagnostic keys, in the metadata, prose is the tool's;
+        // elsewhere it is still read as input content.
+        assert_eq!(
+            located(&json),
+            [
+                ("event 0 args.not_observed[0]".to_owned(), FindingKind::InputContent),
+                ("metadata.manifest.out_of_memory.kept".to_owned(), FindingKind::InputContent),
+            ]
+        );
+    }
+
+    #[test]
     fn card_numbers_written_as_json_numbers_are_flagged_and_redacted() {
         let json = r#"{"traceEvents":[
             {"ph":"X","name":"pay","ts":1714567890123451,"dur":123456789012347,"pid":1,"tid":1,
