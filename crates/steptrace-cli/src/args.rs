@@ -299,7 +299,7 @@ pub struct TrainArgs {
     /// Run without the profiler (no traces).
     #[arg(long)]
     pub no_profile: bool,
-    /// Also write the run summary as JSON to this new file.
+    /// Also write the run summary as JSON to this new file (a failed step: its failure report).
     #[arg(long)]
     pub json: Option<PathBuf>,
     /// A note copied into the manifest (repeatable).
