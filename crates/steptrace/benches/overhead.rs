@@ -147,6 +147,14 @@ fn span_cost(c: &mut Criterion) {
     });
     drop(profiler);
 
+    // On demand, between captures (issue 26): a span costs what it costs in the wait phase.
+    let (dispatch, mut profiler) = dispatch_for("on-demand", dir.path(), 1 << 20);
+    tracing::dispatcher::with_default(&dispatch, || {
+        profiler.start();
+        group.bench_function("on_demand_idle", |b| b.iter(span));
+    });
+    drop(profiler);
+
     let (dispatch, mut profiler) = per_layer_dispatch_for("skip_first=1000000000,active=1", dir.path());
     tracing::dispatcher::with_default(&dispatch, || {
         profiler.start();
@@ -250,5 +258,22 @@ fn writer_throughput(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, span_cost, writer_throughput);
+/// One step boundary (`Profiler::step`) outside any window: a wait step's,
+/// and an on-demand run's between captures (one atomic load more).
+fn step_cost(c: &mut Criterion) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut group = c.benchmark_group("step_boundary");
+    group.measurement_time(Duration::from_secs(4));
+    for (name, schedule) in [("wait", "skip_first=1000000000,active=1"), ("on_demand_idle", "on-demand")] {
+        let (dispatch, mut profiler) = dispatch_for(schedule, dir.path(), 1 << 20);
+        tracing::dispatcher::with_default(&dispatch, || {
+            profiler.start();
+            group.bench_function(name, |b| b.iter(|| profiler.step()));
+        });
+        drop(profiler);
+    }
+    group.finish();
+}
+
+criterion_group!(benches, span_cost, step_cost, writer_throughput);
 criterion_main!(benches);

@@ -58,7 +58,7 @@ mod error;
 pub mod format;
 pub mod read;
 
-pub use collect::{gate, ranks, schedule, sink};
+pub use collect::{capture, gate, ranks, schedule, sink};
 pub use collect::{layer, Action, Profiler, ProfilerBuilder, ProfilerLayer, RankLayer, RankProfilers, Schedule, ScheduleError};
 pub use error::{Error, Kept, Result};
 pub use read::{analysis, bench, hygiene, reader};

@@ -3,6 +3,8 @@
 //! spans are kept. The [sink](crate::sink) writes what the gate keeps.
 
 pub(crate) mod backlog;
+mod builder;
+pub mod capture;
 pub mod device;
 pub mod gate;
 mod spans;
@@ -14,6 +16,7 @@ mod threads;
 
 pub use device::{DeviceCollector, DeviceError, DeviceWindow};
 pub use spans::layer;
-pub use profiler::{Profiler, ProfilerBuilder, ProfilerLayer};
+pub use builder::{ProfilerBuilder, ProfilerLayer};
+pub use profiler::Profiler;
 pub use ranks::{RankLayer, RankProfilers};
 pub use schedule::{Action, Schedule, ScheduleError};

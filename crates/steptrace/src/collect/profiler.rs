@@ -1,343 +1,23 @@
-//! The step-driven profiler handle and its builder.
+//! The step-driven profiler handle.
 
 use std::fs;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use serde_json::Value;
 use tracing::span::EnteredSpan;
 use tracing_chrome::FlushGuard;
-use tracing_core::Subscriber;
-use tracing_subscriber::filter::{Filtered, Targets};
-use tracing_subscriber::layer::{Layer, SubscriberExt};
-use tracing_subscriber::registry::LookupSpan;
-use tracing_subscriber::util::SubscriberInitExt;
 
-use super::device::DeviceCollector;
+use super::builder::{ProfilerBuilder, SharedCollector};
+use super::capture::{CaptureHandle, OnDemand};
 use crate::error::{Error, Result};
 use crate::format::names::{STEP_SPAN, TARGET};
 use crate::format::{Manifest, ManifestError};
-use crate::gate::{GateFilter, GateLayer, Shared};
+use crate::gate::Shared;
 use crate::schedule::{Action, Schedule};
-use super::ranks::RankSpec;
-use crate::sink::{
-    chrome_layer, DeviceOutcome, FileNames, Linger, RankContext, SavedTrace, SegmentInfo, SegmentWriter, SinkContext,
-    DEFAULT_FILE_NAME, LINGER,
-};
-
-/// A device collector shared by the builder's clones.
-type SharedCollector = Arc<Mutex<Box<dyn DeviceCollector>>>;
-
-/// The layer to add to a `tracing_subscriber::registry()`: the Chrome sink
-/// behind the schedule gate.
-pub type ProfilerLayer<S> = Filtered<GateLayer<S>, GateFilter, S>;
-
-/// Configures a [`Profiler`].
-///
-/// # Examples
-///
-/// ```
-/// use steptrace::{Profiler, Schedule};
-/// use tracing_subscriber::prelude::*;
-///
-/// # fn docs() -> Result<(), steptrace::Error> {
-/// let schedule: Schedule = "wait=1,warmup=1,active=2,repeat=1".parse()?;
-/// let (layer, mut profiler) = Profiler::builder(schedule).out_dir("traces").build()?;
-/// tracing_subscriber::registry().with(layer).init();
-/// profiler.start();
-/// for _ in 0..4 {
-///     let _load = tracing::info_span!(target: "steptrace", "data.load").entered();
-///     profiler.step();
-/// }
-/// let saved = profiler.finish()?;
-/// assert_eq!(saved[0].steps, vec![2, 3]);
-/// # Ok(()) }
-/// ```
-#[derive(Clone)]
-pub struct ProfilerBuilder {
-    schedule: Schedule,
-    out_dir: PathBuf,
-    worker: String,
-    file_name: String,
-    targets: Vec<String>,
-    include_args: bool,
-    manifest: Manifest,
-    manifest_error: Option<ManifestError>,
-    limit: Option<u64>,
-    pub(crate) device: Option<SharedCollector>,
-    pub(crate) device_reason: Option<String>,
-    /// One collector per rank, for [`build_ranks`](Self::build_ranks).
-    pub(crate) rank_devices: Vec<SharedCollector>,
-    /// `distributedInfo.backend` of a run of several ranks.
-    pub(crate) rank_backend: Option<String>,
-    own_spans: bool,
-}
-
-impl std::fmt::Debug for ProfilerBuilder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ProfilerBuilder")
-            .field("schedule", &self.schedule)
-            .field("out_dir", &self.out_dir)
-            .field("worker", &self.worker)
-            .field("device_collector", &self.device.is_some())
-            .field("device_reason", &self.device_reason)
-            .finish_non_exhaustive()
-    }
-}
-
-impl ProfilerBuilder {
-    /// Writes trace files into `dir` (created if missing). Default: `traces`.
-    pub fn out_dir(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.out_dir = dir.into();
-        self
-    }
-
-    /// Names this process in file names and traces. Default: `steptrace-{pid}`.
-    pub fn worker(mut self, worker: impl Into<String>) -> Self {
-        self.worker = worker.into();
-        self
-    }
-
-    /// Sets the file-name template (see [`DEFAULT_FILE_NAME`]).
-    pub fn file_name(mut self, template: impl Into<String>) -> Self {
-        self.file_name = template.into();
-        self
-    }
-
-    /// Opts in to other crates' spans, as `tracing_subscriber::filter::Targets`
-    /// directives such as `"my_crate=info"` or `"cubecl_runtime=trace"`.
-    ///
-    /// steptrace's own spans are always kept; see the
-    /// [target policy](crate::gate#target-policy).
-    pub fn targets<I, T>(mut self, directives: I) -> Self
-    where
-        I: IntoIterator<Item = T>,
-        T: Into<String>,
-    {
-        self.targets.extend(directives.into_iter().map(Into::into));
-        self
-    }
-
-    /// Whether span fields are written as event arguments. Default: true.
-    pub fn include_args(mut self, include: bool) -> Self {
-        self.include_args = include;
-        self
-    }
-
-    /// Adds a field to the run manifest written into every trace's
-    /// metadata: a known [`Manifest`] field by its name, or a field of
-    /// your own. A value of the wrong type for a known field makes
-    /// [`build`](Self::build) fail.
-    pub fn manifest(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
-        if let Err(err) = self.manifest.set(&key.into(), value.into()) {
-            self.manifest_error.get_or_insert(err);
-        }
-        self
-    }
-
-    /// Records device activity with `collector` in every cycle (see
-    /// [`collect::device`](crate::collect::device)).
-    pub fn device_collector(mut self, collector: Box<dyn DeviceCollector>) -> Self {
-        self.device = Some(Arc::new(Mutex::new(collector)));
-        self
-    }
-
-    /// Records device activity for a run of several ranks
-    /// ([`build_ranks`](Self::build_ranks)): one collector per rank, in
-    /// rank order, each recording its rank's device. [`build`](Self::build)
-    /// and [`build_global`](Self::build_global) do not use them.
-    pub fn rank_device_collectors(mut self, collectors: Vec<Box<dyn DeviceCollector>>) -> Self {
-        self.rank_devices = collectors.into_iter().map(|c| Arc::new(Mutex::new(c))).collect();
-        self
-    }
-
-    /// Names what connects the ranks of a run of several
-    /// ([`build_ranks`](Self::build_ranks)), as written in each file's
-    /// `distributedInfo.backend`. Default:
-    /// [`DEFAULT_RANK_BACKEND`](crate::collect::ranks::DEFAULT_RANK_BACKEND).
-    pub fn rank_backend(mut self, backend: impl Into<String>) -> Self {
-        self.rank_backend = Some(backend.into());
-        self
-    }
-
-    /// Says why no device activity is recorded: every file reports the
-    /// device as "not observed" with this reason.
-    pub fn device_not_observed(mut self, reason: impl Into<String>) -> Self {
-        self.device_reason = Some(reason.into());
-        self
-    }
-
-    /// Sets the whole run manifest.
-    pub fn with_manifest(mut self, manifest: Manifest) -> Self {
-        self.manifest = manifest;
-        self
-    }
-
-    /// Caps each trace file at `bytes`; beyond it, writing stops and the
-    /// cycle is reported as a write error, like a full disk.
-    pub fn max_file_bytes(mut self, bytes: u64) -> Self {
-        self.limit = Some(bytes);
-        self
-    }
-
-    /// Builds the layer and the profiler for any subscriber `S`, with a
-    /// per-layer filter so the layer composes with others (a log formatter,
-    /// say).
-    ///
-    /// Add the layer to a subscriber, make it the default, then call
-    /// [`Profiler::start`] right before the first step. Fails if the output
-    /// directory cannot be created or written, the file-name template is
-    /// unusable, or a target directive does not parse. See the
-    /// [gate docs](crate::gate) for what per-layer filtering costs.
-    pub fn build<S>(self) -> Result<(ProfilerLayer<S>, Profiler)>
-    where
-        S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
-    {
-        let (chrome, targets, core) = self.parts::<S>(None)?;
-        let shared = core.shared.clone();
-        let layer = GateLayer::new(chrome, shared.clone(), None).with_filter(GateFilter::new(shared, targets));
-        Ok((layer, core.into_profiler()))
-    }
-
-    /// Like [`build`](Self::build), but the gate filters globally: spans it
-    /// rejects (wait and skip phases, other crates' targets) are never
-    /// created. Use it when the layer is the subscriber's only layer.
-    pub fn build_global<S>(self) -> Result<(GateLayer<S>, Profiler)>
-    where
-        S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
-    {
-        let self_own = self.own_spans;
-        let (chrome, targets, core) = self.parts::<S>(None)?;
-        let layer = GateLayer::new(chrome, core.shared.clone(), Some(targets)).keeping_own_spans(self_own);
-        Ok((layer, core.into_profiler()))
-    }
-
-    /// Has [`build_global`](Self::build_global)'s gate create steptrace's own spans in every
-    /// step, not only in recorded ones, for another layer that mirrors them (NVTX ranges for
-    /// Nsight, say); they are still written only in the schedule's windows. Outside windows
-    /// each of steptrace's spans then costs its creation in the registry. [`build`](Self::build)'s
-    /// per-layer filter leaves every span to the other layers already.
-    pub fn own_spans_in_every_step(mut self) -> Self {
-        self.own_spans = true;
-        self
-    }
-
-    /// The layer, its targets and the profiler's core; `rank` places the
-    /// files as one rank's of a group (see [`RankProfilers`]).
-    ///
-    /// [`RankProfilers`]: crate::collect::RankProfilers
-    pub(crate) fn parts<S>(self, rank: Option<&RankSpec>) -> Result<(tracing_chrome::ChromeLayer<S>, Targets, Core)>
-    where
-        S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
-    {
-        let mut names = FileNames::new(self.out_dir.clone(), &self.file_name, &self.worker, self.schedule.repeat())?;
-        if let Some(spec) = rank {
-            names = names.for_rank(&spec.info, &spec.run_stamp)?;
-        }
-        prepare_dir(&self.out_dir)?;
-        if let Some(path) = names.fixed_path(0).filter(|p| p.exists()) {
-            return Err(Error::Exists { path });
-        }
-        let mut targets = Targets::new().with_target(TARGET, tracing::Level::TRACE);
-        let mut described = vec![format!("{TARGET}=trace")];
-        for directive in &self.targets {
-            let parsed: Targets = directive.parse().map_err(|e: tracing_subscriber::filter::ParseError| {
-                Error::Targets { directive: directive.clone(), reason: e.to_string() }
-            })?;
-            targets = targets.with_targets(parsed);
-            described.push(directive.clone());
-        }
-
-        if let Some(err) = self.manifest_error {
-            return Err(Error::Manifest(err));
-        }
-        let shared = Arc::new(Shared::new());
-        let epoch_unix_ms = match rank {
-            Some(spec) => spec.epoch_unix_ms,
-            None => SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0),
-        };
-        let (chrome, guard) = chrome_layer::<S>(self.include_args);
-        // tracing-chrome's clock starts inside `build`: this is trace time 0
-        // to within the few nanoseconds the call takes to return.
-        let origin = Instant::now();
-        shared.bind_current_thread();
-        let rank = rank.map(|spec| RankContext {
-            info: spec.info.clone(),
-            offset_us: origin.saturating_duration_since(spec.origin).as_secs_f64() * 1e6,
-        });
-        let context = Arc::new(SinkContext {
-            rank,
-            worker: crate::sink::sanitize_worker(&self.worker),
-            schedule: self.schedule,
-            targets: described.join(","),
-            epoch_unix_ms,
-            manifest: Mutex::new(self.manifest),
-            device_reason: self.device_reason,
-            results: Mutex::new(Vec::new()),
-            shared: shared.clone(),
-            linger: Linger::new(),
-        });
-        let core = Core {
-            schedule: self.schedule,
-            step: 0,
-            action: Action::None,
-            started: false,
-            finished: false,
-            shared,
-            guard: Some(guard),
-            names,
-            context,
-            limit: self.limit,
-            segment: None,
-            next_segment: 1,
-            device: self.device,
-            device_error: None,
-            origin,
-            failed_cycle: None,
-        };
-        Ok((chrome, targets, core))
-    }
-
-    /// Builds with [`build_global`](Self::build_global) and installs a
-    /// registry with the layer as the process's global default subscriber.
-    ///
-    /// Call [`Profiler::start`] right before the first step, so that set-up
-    /// work is not counted in `ProfilerStep#0`.
-    pub fn try_install(self) -> Result<Profiler> {
-        let (layer, profiler) = self.build_global()?;
-        tracing_subscriber::registry()
-            .with(layer)
-            .try_init()
-            .map_err(|e| Error::Install(e.to_string()))?;
-        Ok(profiler)
-    }
-
-    /// Like [`try_install`](Self::try_install), but panics on failure.
-    pub fn install(self) -> Profiler {
-        self.try_install().expect("failed to install the steptrace profiler")
-    }
-}
-
-fn prepare_dir(dir: &Path) -> Result<()> {
-    let err = |what| move |source| Error::OutDir { path: dir.to_path_buf(), what, source };
-    if dir.exists() && !dir.is_dir() {
-        return Err(err("it is not a directory")(io::Error::from(io::ErrorKind::NotADirectory)));
-    }
-    fs::create_dir_all(dir).map_err(err("cannot create it"))?;
-    // A probe file of our own, created exclusively (a name someone else
-    // holds is skipped, never touched), then removed.
-    for n in 0..16 {
-        let probe = dir.join(format!(".steptrace-probe-{}-{n}", std::process::id()));
-        match fs::OpenOptions::new().write(true).create_new(true).open(&probe) {
-            Ok(_) => return fs::remove_file(&probe).map_err(err("cannot remove a file created in it")),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(err("cannot create a file in it")(e)),
-        }
-    }
-    Err(err("cannot create a file in it")(io::Error::from(io::ErrorKind::AlreadyExists)))
-}
+use crate::sink::{DeviceOutcome, FileNames, SavedTrace, SegmentInfo, SegmentWriter, SinkContext, LINGER};
 
 /// Other names tried for a cycle whose first name is taken (see
 /// `FileNames::variant`).
@@ -368,25 +48,27 @@ pub struct Profiler {
 /// a rank's profiler can be prepared on one thread and taken on the
 /// rank's own (see [`RankProfilers`](crate::collect::RankProfilers)).
 pub(crate) struct Core {
-    schedule: Schedule,
-    step: u64,
-    action: Action,
-    started: bool,
-    finished: bool,
-    shared: Arc<Shared>,
-    guard: Option<FlushGuard>,
-    names: FileNames,
-    context: Arc<SinkContext>,
-    limit: Option<u64>,
-    segment: Option<Arc<Mutex<SegmentInfo>>>,
-    next_segment: u64,
-    device: Option<SharedCollector>,
+    pub(super) schedule: Schedule,
+    pub(super) step: u64,
+    pub(super) action: Action,
+    pub(super) started: bool,
+    pub(super) finished: bool,
+    pub(super) shared: Arc<Shared>,
+    pub(super) guard: Option<FlushGuard>,
+    pub(super) names: FileNames,
+    pub(super) context: Arc<SinkContext>,
+    pub(super) limit: Option<u64>,
+    pub(super) segment: Option<Arc<Mutex<SegmentInfo>>>,
+    pub(super) next_segment: u64,
+    pub(super) device: Option<SharedCollector>,
     /// Why the device collector did not open for the current cycle.
-    device_error: Option<String>,
+    pub(super) device_error: Option<String>,
     /// Trace time 0.
-    origin: Instant,
+    pub(super) origin: Instant,
     /// The cycle whose file could not be created.
-    failed_cycle: Option<u64>,
+    pub(super) failed_cycle: Option<u64>,
+    /// Captures asked for while running, with an on-demand schedule.
+    pub(super) on_demand: Option<OnDemand>,
 }
 
 impl std::fmt::Debug for Core {
@@ -412,6 +94,24 @@ impl Core {
     pub(crate) fn into_profiler(self) -> Profiler {
         Profiler { core: self, current: None }
     }
+
+    /// What the profiler does in `step`: the schedule's word, or, on
+    /// demand, the capture's.
+    fn action_at(&self, step: u64) -> Action {
+        match &self.on_demand {
+            Some(on_demand) => on_demand.action(step),
+            None => self.schedule.action(step),
+        }
+    }
+
+    /// The cycle `step` belongs to, with what a captured cycle's trace says
+    /// of its capture, and the cycle's active steps.
+    fn cycle_at(&self, step: u64) -> (u64, Option<Value>, u64) {
+        match self.on_demand.as_ref().and_then(|o| o.plan_at(step)) {
+            Some(plan) => (plan.cycle, Some(plan.record()), plan.active),
+            None => (self.schedule.cycle_of(step).unwrap_or(0), None, self.schedule.active()),
+        }
+    }
 }
 
 impl std::fmt::Debug for Profiler {
@@ -427,22 +127,7 @@ impl std::fmt::Debug for Profiler {
 impl Profiler {
     /// Starts configuring a profiler with a schedule.
     pub fn builder(schedule: Schedule) -> ProfilerBuilder {
-        ProfilerBuilder {
-            schedule,
-            out_dir: PathBuf::from("traces"),
-            worker: format!("steptrace-{}", std::process::id()),
-            file_name: DEFAULT_FILE_NAME.to_owned(),
-            targets: Vec::new(),
-            include_args: true,
-            manifest: Manifest::default(),
-            manifest_error: None,
-            limit: None,
-            device: None,
-            device_reason: None,
-            rank_devices: Vec::new(),
-            rank_backend: None,
-            own_spans: false,
-        }
+        ProfilerBuilder::new(schedule)
     }
 
     /// Opens step 0. Call it once the layer is installed, right before the
@@ -455,7 +140,7 @@ impl Profiler {
             return;
         }
         self.core.started = true;
-        self.enter_step(self.core.schedule.action(0));
+        self.enter_step(self.core.action_at(0));
     }
 
     /// Ends the current step and begins the next one.
@@ -469,7 +154,15 @@ impl Profiler {
         self.current.take();
         let prev = self.core.action;
         self.core.step += 1;
-        let next = self.core.schedule.action(self.core.step);
+        if let Some(on_demand) = &mut self.core.on_demand {
+            on_demand.at_boundary(self.core.step);
+            if on_demand.awaits_save() {
+                if let Ok(results) = self.core.context.results.lock() {
+                    on_demand.note_results(&results);
+                }
+            }
+        }
+        let next = self.core.action_at(self.core.step);
         if prev.collects() && (prev == Action::RecordAndSave || !next.collects()) {
             self.close_segment(false);
         }
@@ -489,6 +182,13 @@ impl Profiler {
     /// The schedule.
     pub fn schedule(&self) -> Schedule {
         self.core.schedule
+    }
+
+    /// A handle that asks this profiler for a capture from any thread (see
+    /// [`capture`](crate::capture)); `None` unless the schedule is
+    /// [on demand](Schedule::on_demand).
+    pub fn capture_handle(&self) -> Option<CaptureHandle> {
+        self.core.on_demand.as_ref().map(OnDemand::handle)
     }
 
     /// Adds or replaces a manifest field by name (a known [`Manifest`]
@@ -527,13 +227,18 @@ impl Profiler {
             .unwrap_or_default()
     }
 
-    /// Errors so far, as messages.
+    /// Errors so far, as messages (with an on-demand schedule, a ready file
+    /// that could not be kept up to date too).
     pub fn errors(&self) -> Vec<String> {
-        self.core.context
+        let mut errors: Vec<String> = self
+            .core
+            .context
             .results
             .lock()
             .map(|r| r.iter().filter_map(|(_, r)| r.as_ref().err().map(|e| e.to_string())).collect())
-            .unwrap_or_default()
+            .unwrap_or_default();
+        errors.extend(self.core.on_demand.as_ref().and_then(|o| o.problem.clone()));
+        errors
     }
 
     /// Events dropped because their thread was bound to another profiler's
@@ -599,6 +304,11 @@ impl Profiler {
         // Dropping the guard stops tracing-chrome's writer thread after it
         // has finalised every file.
         self.core.guard.take();
+        if let Some(on_demand) = &mut self.core.on_demand {
+            if let Ok(results) = self.core.context.results.lock() {
+                on_demand.end(&results);
+            }
+        }
     }
 
     fn enter_step(&mut self, action: Action) {
@@ -625,7 +335,7 @@ impl Profiler {
     }
 
     fn open_segment(&mut self) {
-        let cycle = self.core.schedule.cycle_of(self.core.step).unwrap_or(0);
+        let (cycle, capture, active) = self.core.cycle_at(self.core.step);
         if self.core.failed_cycle == Some(cycle) {
             // Its file could not be created: said once, not at every step.
             return;
@@ -637,13 +347,13 @@ impl Profiler {
                 .map_err(|source| Error::OutDir { path: dir.to_path_buf(), what: "cannot create the cycle's folder", source }),
             None => Ok(()),
         }
-        .and_then(|()| self.create_segment(cycle, first.clone()));
+        .and_then(|()| self.create_segment(cycle, first.clone(), &capture, active));
         // A name taken by a concurrent run of the same worker in the same
         // millisecond: try a few others rather than lose the cycle.
         for n in 1..=NAME_VARIANTS {
             let Err(Error::Exists { .. }) = &created else { break };
             let Some(path) = self.core.names.variant(&first, n) else { break };
-            created = self.create_segment(cycle, path);
+            created = self.create_segment(cycle, path, &capture, active);
         }
         match created {
             Ok((writer, info)) => {
@@ -663,10 +373,18 @@ impl Profiler {
     }
 
     /// A segment writer for `cycle` at `final_path`, created exclusively.
-    fn create_segment(&self, cycle: u64, final_path: PathBuf) -> Result<(SegmentWriter, Arc<Mutex<SegmentInfo>>)> {
+    fn create_segment(
+        &self,
+        cycle: u64,
+        final_path: PathBuf,
+        capture: &Option<Value>,
+        active: u64,
+    ) -> Result<(SegmentWriter, Arc<Mutex<SegmentInfo>>)> {
         let info = Arc::new(Mutex::new(SegmentInfo {
             cycle,
             final_path,
+            active,
+            capture: capture.clone(),
             steps: Vec::new(),
             ended_by_finish: false,
             cut_reason: None,

@@ -14,6 +14,11 @@
 //!
 //! Steps are numbered from 0, like torch's `ProfilerStep#N`.
 //!
+//! [`Schedule::on_demand`] (`"on-demand"`) records nothing by itself: every
+//! step is [`Action::None`] until someone asks the running process for a
+//! capture (see [`capture`](crate::capture)); each capture is then a cycle
+//! of `warmup` and `active` steps.
+//!
 //! # Examples
 //!
 //! ```
@@ -97,6 +102,7 @@ pub struct Schedule {
     active: u64,
     repeat: u64,
     skip_first_wait: bool,
+    on_demand: bool,
 }
 
 /// An invalid schedule, or a schedule string that could not be parsed.
@@ -132,6 +138,12 @@ pub enum ScheduleError {
     #[error("invalid schedule: `{key}` is given more than once")]
     Duplicate {
         /// The repeated key.
+        key: String,
+    },
+    /// An on-demand schedule named a key other than `warmup` and `active`.
+    #[error("invalid schedule: `{key}` does not apply to an on-demand schedule (it takes warmup and active only: \"on-demand,warmup=1,active=3\")")]
+    OnDemandKey {
+        /// The key as written.
         key: String,
     },
     /// `active` was not given.
@@ -185,7 +197,35 @@ impl Schedule {
             active,
             repeat: 0,
             skip_first_wait: false,
+            on_demand: false,
         })
+    }
+
+    /// A schedule that records only when asked: every step is
+    /// [`Action::None`] until a capture is requested (see
+    /// [`capture`](crate::capture)); a capture is then `warmup` steps and
+    /// `active` steps (a request may ask for another number of active
+    /// steps). `active` must be at least 1.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let schedule = steptrace::Schedule::on_demand(1, 3)?;
+    /// assert!(schedule.is_on_demand());
+    /// assert_eq!(schedule.action(0), steptrace::Action::None);
+    /// assert_eq!(schedule.to_string(), "on-demand,warmup=1,active=3");
+    /// assert_eq!(schedule, "on-demand".parse()?);
+    /// # Ok::<(), steptrace::ScheduleError>(())
+    /// ```
+    pub fn on_demand(warmup: u64, active: u64) -> Result<Schedule, ScheduleError> {
+        let mut schedule = Schedule::new(0, warmup, active)?;
+        schedule.on_demand = true;
+        Ok(schedule)
+    }
+
+    /// Whether the schedule records only when asked ([`Schedule::on_demand`]).
+    pub fn is_on_demand(&self) -> bool {
+        self.on_demand
     }
 
     /// Sets how many cycles run (`0`: no bound).
@@ -243,6 +283,9 @@ impl Schedule {
     /// warning: the collector's own start-up then lands in the first
     /// recorded step.
     pub fn warning(&self) -> Option<&'static str> {
+        if self.on_demand && self.warmup == 0 {
+            return Some("on-demand schedule has warmup=0: the collector's start-up cost will land in each capture's first recorded step");
+        }
         (self.warmup == 0).then_some(
             "schedule has warmup=0: the collector's start-up cost will land in the first recorded step and skew it",
         )
@@ -286,7 +329,7 @@ impl Schedule {
     }
 
     fn position(&self, step: u64) -> Option<Position> {
-        if step < self.skip_first {
+        if self.on_demand || step < self.skip_first {
             return None;
         }
         // u128: `step + wait` and the phase bounds cannot overflow, however
@@ -323,6 +366,9 @@ struct Position {
 impl fmt::Display for Schedule {
     /// Writes the schedule in the form that [`FromStr`] parses.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.on_demand {
+            return write!(f, "{ON_DEMAND},warmup={},active={}", self.warmup, self.active);
+        }
         write!(
             f,
             "skip_first={},wait={},warmup={},active={},repeat={}",
@@ -343,6 +389,9 @@ impl FromStr for Schedule {
     /// Keys: `skip_first`, `wait`, `warmup`, `active` (required), `repeat`,
     /// `skip_first_wait` (`0`/`1`/`true`/`false`). Missing keys default to 0.
     fn from_str(s: &str) -> Result<Schedule, ScheduleError> {
+        if let Some(rest) = s.trim().strip_prefix(ON_DEMAND) {
+            return on_demand_from_str(rest);
+        }
         let mut values: [Option<u64>; 6] = [None; 6];
         const KEYS: [&str; 6] = ["skip_first", "wait", "warmup", "active", "repeat", "skip_first_wait"];
         for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
@@ -372,6 +421,38 @@ impl FromStr for Schedule {
             .with_skip_first_wait(get(5) != 0))
     }
 }
+
+/// The schedule string of [`Schedule::on_demand`].
+const ON_DEMAND: &str = "on-demand";
+
+/// `on-demand` followed by nothing or by `,warmup=W,active=A` (either, any
+/// order): by default one warmup step and 3 active steps a capture.
+fn on_demand_from_str(rest: &str) -> Result<Schedule, ScheduleError> {
+    let rest = rest.trim();
+    let rest = match rest.strip_prefix(',') {
+        Some(rest) => rest,
+        None if rest.is_empty() => rest,
+        None => return Err(ScheduleError::NotKeyValue { part: format!("{ON_DEMAND}{rest}") }),
+    };
+    let (mut warmup, mut active) = (None, None);
+    for part in rest.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (key, value) = part.split_once('=').ok_or_else(|| ScheduleError::NotKeyValue { part: part.to_owned() })?;
+        let (key, value) = (key.trim(), value.trim());
+        let slot = match key {
+            "warmup" => &mut warmup,
+            "active" => &mut active,
+            _ => return Err(ScheduleError::OnDemandKey { key: key.to_owned() }),
+        };
+        let parsed = value.parse::<u64>().map_err(|_| ScheduleError::BadValue { key: key.to_owned(), value: value.to_owned() })?;
+        if slot.replace(parsed).is_some() {
+            return Err(ScheduleError::Duplicate { key: key.to_owned() });
+        }
+    }
+    Schedule::on_demand(warmup.unwrap_or(1), active.unwrap_or(DEFAULT_CAPTURE_STEPS))
+}
+
+/// Active steps of a capture when neither the schedule nor the request says.
+pub const DEFAULT_CAPTURE_STEPS: u64 = 3;
 
 #[cfg(test)]
 mod tests {
@@ -486,6 +567,26 @@ mod tests {
         assert_eq!(s.to_string().parse::<Schedule>().unwrap(), s);
         assert!(s.warning().is_some());
         assert!("warmup=1,active=1".parse::<Schedule>().unwrap().warning().is_none());
+    }
+
+    #[test]
+    fn on_demand_records_nothing_by_itself_and_parses_its_two_keys() {
+        let s: Schedule = "on-demand".parse().unwrap();
+        assert!(s.is_on_demand());
+        assert_eq!((s.warmup(), s.active()), (1, DEFAULT_CAPTURE_STEPS));
+        assert!((0..100).all(|step| s.action(step) == N && s.cycle_of(step).is_none()));
+        assert!(s.recorded_cycles(100).is_empty());
+        let s: Schedule = " on-demand , active=5,warmup=0".parse().unwrap();
+        assert_eq!((s.warmup(), s.active()), (0, 5));
+        assert_eq!(s.to_string().parse::<Schedule>().unwrap(), s);
+        assert!(s.warning().unwrap().contains("capture"));
+        assert!(!"warmup=1,active=3".parse::<Schedule>().unwrap().is_on_demand());
+        let err = |t: &str| t.parse::<Schedule>().unwrap_err();
+        assert_eq!(err("on-demand,wait=2"), ScheduleError::OnDemandKey { key: "wait".into() });
+        assert_eq!(err("on-demand,active=0"), ScheduleError::ZeroActive);
+        assert_eq!(err("on-demand,active=2,active=3"), ScheduleError::Duplicate { key: "active".into() });
+        assert!(matches!(err("on-demandx"), ScheduleError::NotKeyValue { .. }));
+        assert!(matches!(err("on-demand,active=x"), ScheduleError::BadValue { .. }));
     }
 
     #[test]

@@ -15,6 +15,9 @@ use crate::format::names::meta;
 use crate::format::{FormatVersion, Manifest, SegmentHeader};
 use crate::schedule::Schedule;
 
+/// The manifest key of an on-demand capture's record.
+pub(crate) const CAPTURE_KEY: &str = "capture";
+
 /// What the sink knows about the whole run, shared with every segment.
 #[derive(Debug)]
 pub(crate) struct SinkContext {
@@ -49,6 +52,16 @@ impl SinkContext {
     pub(crate) fn manifest(&self) -> Manifest {
         self.manifest.lock().map(|m| m.clone()).unwrap_or_default()
     }
+
+    /// The manifest of one cycle's file: the run's, with `capture` when the
+    /// cycle was captured on demand.
+    pub(crate) fn manifest_of(&self, capture: Option<Value>) -> Manifest {
+        let mut manifest = self.manifest();
+        if let Some(capture) = capture {
+            manifest.extra.insert(CAPTURE_KEY.to_owned(), capture);
+        }
+        manifest
+    }
 }
 
 /// Where a rank's files sit in its run.
@@ -76,6 +89,11 @@ impl SinkContext {
 pub(crate) struct SegmentInfo {
     pub(crate) cycle: u64,
     pub(crate) final_path: PathBuf,
+    /// The active steps the cycle should hold (the schedule's, or a
+    /// capture's).
+    pub(crate) active: u64,
+    /// What an on-demand capture's manifest says of it (`capture`).
+    pub(crate) capture: Option<Value>,
     /// Steps whose `ProfilerStep` span was opened while recording.
     pub(crate) steps: Vec<u64>,
     /// Whether the profiler finished (or was dropped) inside this cycle.
@@ -124,9 +142,9 @@ impl SegmentWriter {
         context: Arc<SinkContext>,
         limit: Option<u64>,
     ) -> Result<SegmentWriter, Error> {
-        let (final_path, cycle) = {
+        let (final_path, cycle, capture) = {
             let info = info.lock().map_err(|_| poisoned())?;
-            (info.final_path.clone(), info.cycle)
+            (info.final_path.clone(), info.cycle, info.capture.clone())
         };
         if final_path.exists() {
             return Err(Error::Exists { path: final_path });
@@ -139,7 +157,7 @@ impl SegmentWriter {
                 Error::Write { path: final_path.clone(), kept: None, source }
             }
         })?;
-        let header = header_lines(&context, cycle);
+        let header = header_lines(&context, cycle, capture);
         let waits_at_start = context.shared.backlog.waits();
         Ok(SegmentWriter {
             file: Some(file),
@@ -175,7 +193,7 @@ impl SegmentWriter {
 /// Two metadata events written right after the opening `[`: the process name,
 /// and the run's description, so that a file cut short by a crash still says
 /// what it is.
-fn header_lines(context: &SinkContext, cycle: u64) -> Vec<u8> {
+fn header_lines(context: &SinkContext, cycle: u64, capture: Option<Value>) -> Vec<u8> {
     let process = json!({
         "ph": "M", "pid": 1, "tid": 0, "name": meta::PROCESS_NAME,
         "args": { "name": context.process_name() },
@@ -188,7 +206,7 @@ fn header_lines(context: &SinkContext, cycle: u64) -> Vec<u8> {
         epoch_unix_ms: context.epoch_unix_ms as u64,
         distributed: context.rank.as_ref().map(|r| r.info.clone()),
         steptrace_version: env!("CARGO_PKG_VERSION").to_owned(),
-        manifest: context.manifest(),
+        manifest: context.manifest_of(capture),
     };
     let segment = json!({
         "ph": "M", "pid": 1, "tid": 0, "name": meta::SEGMENT,

@@ -39,6 +39,9 @@ pub struct Source {
     pub cycle: Option<u64>,
     /// Whether steptrace marked the cycle as partial, and why.
     pub partial_reason: Option<String>,
+    /// How an on-demand capture came about (`steptrace capture`): who
+    /// asked, when, and at which step the request was read.
+    pub captured: Option<String>,
 }
 
 /// The whole report.
@@ -269,7 +272,21 @@ fn source(path: &str, trace: &Trace, loaded: &Loaded, st: Option<&Steptrace>) ->
         unfinished: st.is_some_and(|s| s.header.is_some() && s.metadata.is_none()),
         cycle: st.and_then(Steptrace::cycle),
         partial_reason: meta.and_then(|m| m.partial_reason.clone()),
+        captured: st.and_then(captured),
     }
+}
+
+/// `captured on demand: asked by WHO at TIME, read at the end of step N`,
+/// from the manifest's `capture` record.
+fn captured(st: &Steptrace) -> Option<String> {
+    let manifest = st.metadata.as_ref().map(|m| &m.manifest).or(st.header.as_ref().map(|h| &h.manifest))?;
+    let capture = manifest.extra.get("capture")?;
+    let text = |key: &str| capture.get(key).and_then(serde_json::Value::as_str).unwrap_or("someone unnamed").to_owned();
+    let mut line = format!("captured on demand: asked by {} at {}", text("requested_by"), text("requested_at"));
+    if let Some(step) = capture.get("read_at_step").and_then(serde_json::Value::as_u64) {
+        line.push_str(&format!(", read at the end of step {step}"));
+    }
+    Some(line)
 }
 
 /// The step whose span holds time `ts` in file `l`.

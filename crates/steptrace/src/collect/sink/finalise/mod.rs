@@ -120,10 +120,10 @@ fn metadata(
     dropped_lines: usize,
     mut labels: LabelScanner,
 ) -> TraceMetadata {
-    let manifest = context.manifest();
+    let manifest = context.manifest_of(info.capture.clone());
     labels.tool_value("manifest", &serde_json::to_value(&manifest).unwrap_or_default());
     let s = &context.schedule;
-    let active = s.active();
+    let active = info.active;
     let steps = window.steps.clone();
     let partial = (steps.len() as u64) < active;
     let schedule = ScheduleInfo {
