@@ -36,6 +36,30 @@ pub enum Command {
     /// and device busy; one run each, no verdict), or run one workload on
     /// several backends side by side.
     Compare(CompareArgs),
+    /// Ask a running `train --schedule on-demand` (or a program whose
+    /// profiler has an on-demand schedule) to record now: a warmup step,
+    /// then N active steps, saved as one trace; waits until it is saved.
+    Capture(CaptureArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CaptureArgs {
+    /// The process to capture (its pid: `train` prints it when it starts).
+    #[arg(value_parser = clap::value_parser!(u32).range(1..))]
+    pub pid: u32,
+    /// Active steps to record [default: the run's schedule's].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub steps: Option<u64>,
+    /// The trace directory the process writes to (its --out).
+    #[arg(long, default_value = "traces")]
+    pub out: PathBuf,
+    /// Seconds to wait for the trace; a request not yet read by then is
+    /// taken back.
+    #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub timeout: u64,
+    /// Print the outcome as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -271,6 +295,8 @@ pub struct TrainArgs {
     pub steps: u64,
     /// Profiling schedule, torch.profiler style. The default skips the
     /// first 10 steps (startup: compilation, autotune) before recording.
+    /// `on-demand` records nothing until `steptrace capture PID` asks
+    /// (`on-demand,warmup=1,active=3` by default).
     #[arg(long, default_value = "skip_first=10,wait=1,warmup=1,active=3,repeat=2")]
     pub schedule: String,
     /// What to record.

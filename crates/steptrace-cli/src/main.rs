@@ -30,6 +30,7 @@ fn main() -> ExitCode {
         args::Command::Inspect(a) => cmd::inspect::run(a),
         args::Command::Bench(a) => cmd::bench::run(a),
         args::Command::Compare(a) => cmd::compare::run(a),
+        args::Command::Capture(a) => cmd::capture::run(a),
     };
     match result {
         Ok(code) => code,

@@ -2,6 +2,7 @@
 
 pub mod backends;
 pub mod bench;
+pub mod capture;
 pub mod compare;
 mod failure;
 pub mod inspect;

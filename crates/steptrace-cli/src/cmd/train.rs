@@ -45,7 +45,8 @@ pub fn run(a: TrainArgs, signals: Option<std::io::Result<signals::Signals>>) -> 
     let selection = cfg.select()?.clone();
     // A run whose schedule records none of its steps is said up front, not discovered after
     // (once the backend is known: a run that cannot start says that first).
-    let records_nothing = !a.no_profile && first_recorded(&schedule).is_none_or(|first| first >= cfg.steps);
+    let records_nothing =
+        !a.no_profile && !schedule.is_on_demand() && first_recorded(&schedule).is_none_or(|first| first >= cfg.steps);
     if records_nothing {
         console::warn(&format!(
             "steptrace: warning: the schedule {} records none of this run's {} steps (its first recorded step \
@@ -98,6 +99,15 @@ pub fn run(a: TrainArgs, signals: Option<std::io::Result<signals::Signals>>) -> 
         for warning in profiler.warnings() {
             console::warn(&format!("steptrace: warning: {warning}"));
         }
+        if schedule.is_on_demand() {
+            say(&format!(
+                "on demand: recording nothing until asked; from another terminal: steptrace capture {} --out {} [--steps N] \
+                 (a warmup step, then {} active steps by default)",
+                std::process::id(),
+                a.out.display(),
+                schedule.active()
+            ));
+        }
         // What a report needs to propose the exact next experiment.
         let command = command_line(&a);
         profiler.update_manifest(|m| {
@@ -142,6 +152,9 @@ pub fn run(a: TrainArgs, signals: Option<std::io::Result<signals::Signals>>) -> 
     };
     for warning in &summary.warnings {
         console::warn(&format!("steptrace: warning: {warning}"));
+    }
+    if schedule.is_on_demand() && !a.no_profile && summary.traces.is_empty() {
+        say("no trace written: no capture was asked for (steptrace capture PID)");
     }
     if records_nothing && summary.traces.is_empty() {
         say(&format!("no trace written: the schedule {} recorded none of the {} steps that ran", a.schedule, summary.steps.len()));

@@ -131,6 +131,9 @@ pub(super) fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
 /// refusal suggests what would pass (checked here, not guessed).
 fn interleaved(text: &str, warmup: u64, steps: u64) -> anyhow::Result<Schedule> {
     let parsed: Schedule = text.parse().with_context(|| format!("--schedule {text}"))?;
+    if parsed.is_on_demand() {
+        bail!("--schedule {text}: --profile interleaved needs a fixed cycle of wait and active steps, not captures on demand (e.g. --schedule wait=7,warmup=1,active=2)");
+    }
     let end = warmup.checked_add(steps).context("--warmup + --steps overflows")?;
     let fits = |s: &Schedule| {
         let c = PhaseCounts::of(&s.with_skip_first(warmup), warmup..end);

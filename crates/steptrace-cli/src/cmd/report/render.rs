@@ -103,6 +103,9 @@ pub(crate) fn source_flags(s: &Source) -> Vec<String> {
     if let Some(reason) = &s.partial_reason {
         flags.push(format!("partial cycle: {}", label(reason, PROSE_CHARS)));
     }
+    if let Some(captured) = &s.captured {
+        flags.push(label(captured, PROSE_CHARS).into_owned());
+    }
     flags
 }
 
