@@ -4,7 +4,6 @@ use std::borrow::Cow;
 
 use serde_json::{json, Map, Value};
 
-use super::lines::Line;
 use crate::format::names::meta;
 use crate::format::tag::SEPARATOR_ESCAPED;
 
@@ -107,23 +106,23 @@ fn untag(event: &mut Map<String, Value>, thread: u64) {
 }
 
 /// An instant event of [`COUNTER_TARGET`](crate::format::names::COUNTER_TARGET) as a counter event.
-pub(super) fn counter(line: &Line<'_>, ts: f64, thread: u64) -> Vec<u8> {
+pub(super) fn counter(name: Option<&str>, args: Option<Value>, ts: f64, thread: u64) -> Vec<u8> {
     let mut series = Map::new();
-    if let Some(Value::Object(args)) = &line.args {
-        for (key, value) in args.iter().filter(|(k, _)| k.as_str() != "message") {
+    if let Some(Value::Object(args)) = args {
+        for (key, value) in args.into_iter().filter(|(k, _)| k.as_str() != "message") {
             let number = match value {
                 Value::Number(n) => n.as_f64(),
                 Value::String(s) => s.parse::<f64>().ok(),
                 _ => None,
             };
             if let Some(n) = number {
-                series.insert(key.clone(), json!(n));
+                series.insert(key, json!(n));
             }
         }
     }
     json!({
         "ph": "C", "pid": 1, "tid": thread, "ts": ts,
-        "name": line.name.as_deref().unwrap_or("counter"),
+        "name": name.unwrap_or("counter"),
         "args": series,
     })
     .to_string()

@@ -11,7 +11,6 @@ mod lines;
 mod window;
 mod write;
 
-use std::borrow::Cow;
 use std::fs;
 use std::io;
 use std::path::Path;
@@ -19,7 +18,7 @@ use std::path::Path;
 use serde_json::json;
 
 use self::lines::{Lines, Pairs};
-use self::window::{cut, Out, Window};
+use self::window::{cut, Window};
 use super::segment::{SegmentInfo, SinkContext};
 use super::SavedTrace;
 use crate::error::Error;
@@ -44,31 +43,16 @@ pub(crate) fn finalise(
     let bytes = fs::read(partial).map_err(write_err)?;
     let lines = Lines::parse(&bytes);
     let pairs = Pairs::of(&lines.events);
-    let Some(window) = Window::find(info, &lines.events, &pairs) else {
+    let Some(window) = Window::find(info, &lines, &pairs) else {
         // Nothing was recorded (the run ended during warmup): no file.
         let _ = fs::remove_file(partial);
         return Ok(None);
     };
-    let mut labels = LabelScanner::with_limit(HYGIENE_CAP);
-    let cut = cut(&lines.events, &pairs, &window, &mut labels);
-    let clipped = cut.clipped;
-    let mut out = final_lines(cut, &mut labels);
-    let device = device::device_lines(&info.device, context.device_reason.as_deref(), &window, &mut labels);
-    out.extend(device.lines.into_iter().map(Cow::Owned));
-    let mut metadata = metadata(info, context, &window, clipped, lines.dropped, labels);
-    metadata.writer_waits = Some(waits);
-    if let Some(backend) = &metadata.manifest.backend {
-        // Viewers drop the metadata object: the backend label, with any
-        // FALLBACK and its reason, goes on the host process track too.
-        let m = json!({ "ph": "M", "pid": 1, "tid": 0, "name": meta::PROCESS_LABELS, "args": { "labels": backend } });
-        out.push(Cow::Owned(m.to_string().into_bytes()));
-    }
-    metadata.device_activity = device.activity;
-
+    let labels = LabelScanner::with_limit(HYGIENE_CAP);
     // Only a name this process created is ever removed.
     let (tmp, file) = write::create_exclusive(&info.final_path).map_err(write_err)?;
-    let head = context.rank.as_ref().map(|r| r.info.file_head());
-    let written = write::write_final(file, head.as_deref(), &out, &metadata, &device.properties).map_err(|e| {
+    let written = write_events(file, info, context, &lines, &pairs, &window, labels, waits);
+    let (written, events, metadata) = written.map_err(|e| {
         let _ = fs::remove_file(&tmp);
         write_err(e)
     })?;
@@ -87,28 +71,51 @@ pub(crate) fn finalise(
         cycle: info.cycle,
         partial: metadata.partial,
         steps: metadata.steps,
-        events: out.len(),
+        events,
         bytes: written,
         label_warnings: metadata.label_warnings,
     }))
 }
 
-/// The kept lines with steptrace's thread names, every line re-tagged.
-fn final_lines<'a>(mut cut: window::Cut<'a>, labels: &mut LabelScanner) -> Vec<Cow<'a, [u8]>> {
+/// Writes the file's events as they are cut to the window (no copy of the
+/// window is held), then steptrace's thread names, the device's lines and
+/// the metadata: the file's size, its events and its metadata.
+#[allow(clippy::too_many_arguments)]
+fn write_events(
+    file: fs::File,
+    info: &SegmentInfo,
+    context: &SinkContext,
+    lines: &Lines<'_>,
+    pairs: &Pairs,
+    window: &Window,
+    mut labels: LabelScanner,
+    waits: crate::format::WriterWaits,
+) -> io::Result<(u64, usize, TraceMetadata)> {
+    let head = context.rank.as_ref().map(|r| r.info.file_head());
+    let mut out = write::EventWriter::new(file, head.as_deref())?;
+    let cut = cut(lines, pairs, window, &mut labels, &mut |line| out.event(line))?;
     for &thread in &cut.threads {
         let name = crate::gate::thread_name(thread).unwrap_or_else(|| format!("thread {thread}"));
         labels.label("thread name", &name);
         let m = json!({ "ph": "M", "pid": 1, "tid": thread, "name": meta::THREAD_NAME, "args": { "name": name } });
-        cut.out.push(Out::Done(m.to_string().into_bytes()));
+        out.event(m.to_string().as_bytes())?;
     }
-    cut.out
-        .into_iter()
-        .map(|line| match line {
-            Out::Raw(text, tid, thread) => edit::retag(text, tid, thread),
-            Out::Complete(text, tid, thread, dur) => edit::complete(text, tid, thread, dur),
-            Out::Done(bytes) => Cow::Owned(bytes),
-        })
-        .collect()
+    let device = device::device_lines(&info.device, context.device_reason.as_deref(), window, &mut labels);
+    for line in &device.lines {
+        out.event(line)?;
+    }
+    let mut metadata = metadata(info, context, window, cut.clipped, lines.dropped, labels);
+    metadata.writer_waits = Some(waits);
+    if let Some(backend) = &metadata.manifest.backend {
+        // Viewers drop the metadata object: the backend label, with any
+        // FALLBACK and its reason, goes on the host process track too.
+        let m = json!({ "ph": "M", "pid": 1, "tid": 0, "name": meta::PROCESS_LABELS, "args": { "labels": backend } });
+        out.event(m.to_string().as_bytes())?;
+    }
+    metadata.device_activity = device.activity;
+    let events = out.events();
+    let written = out.finish(&metadata, &device.properties)?;
+    Ok((written, events, metadata))
 }
 
 /// What the file holds and how it was made.

@@ -6,13 +6,15 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use crate::format::names::STEP_SPAN;
 
 use serde_json::json;
 
-use super::edit::{clip, counter};
-use super::lines::{Pairs, Parsed};
-use crate::format::names::{meta, step_name, COUNTER_TARGET};
+use std::borrow::Cow;
+use std::io;
+
+use super::edit::{clip, complete, counter, retag};
+use super::lines::{Lines, Pairs, Parsed, Ph};
+use crate::format::names::{meta, step_name, step_number};
 use crate::hygiene::LabelScanner;
 use crate::sink::segment::SegmentInfo;
 
@@ -26,13 +28,14 @@ pub(super) struct Window {
 impl Window {
     /// The window of the steps the profiler recorded, or `None` when none
     /// of them is in the file (the run ended during warmup).
-    pub(super) fn find(info: &SegmentInfo, events: &[Parsed<'_>], pairs: &Pairs) -> Option<Window> {
-        // One pass: the first begin of each name (a step's span is unique).
-        let mut begins: HashMap<&str, usize> = HashMap::new();
+    pub(super) fn find(info: &SegmentInfo, lines: &Lines<'_>, pairs: &Pairs) -> Option<Window> {
+        let events = &lines.events[..];
+        // One pass: the first begin of each step's span (its name is unique).
+        let mut begins: HashMap<u64, usize> = HashMap::new();
         for (i, e) in events.iter().enumerate() {
-            if e.line.ph == "B" {
-                if let Some(name) = e.line.name.as_deref().filter(|n| n.starts_with(STEP_SPAN)) {
-                    begins.entry(name).or_insert(i);
+            if e.ph == Ph::Begin {
+                if let Some(step) = lines.name(e).as_deref().and_then(step_of) {
+                    begins.entry(step).or_insert(i);
                 }
             }
         }
@@ -40,7 +43,7 @@ impl Window {
             .steps
             .iter()
             .filter_map(|&step| {
-                let b = *begins.get(step_name(step).as_str())?;
+                let b = *begins.get(&step)?;
                 Some((step, b, pairs.end_of(b, events)))
             })
             .collect();
@@ -49,66 +52,72 @@ impl Window {
         if info.ended_by_finish {
             if let Some(&(_, b, Some(e))) = present.last() {
                 let tid = events[b].thread;
-                if !events[b + 1..e].iter().any(|ev| ev.thread == tid && ev.line.ph != "M") {
+                if !events[b + 1..e].iter().any(|ev| ev.thread == tid && ev.ph != Ph::Meta) {
                     present.pop();
                 }
             }
         }
         let (first, last) = (present.first()?, present.last()?);
-        let start = events[first.1].line.ts.unwrap_or(0.0);
+        let start = events[first.1].ts().unwrap_or(0.0);
         let end = match last.2 {
-            Some(e) => events[e].line.ts.unwrap_or(start),
-            None => events.iter().filter_map(|e| e.line.ts).fold(start, f64::max),
+            Some(e) => events[e].ts().unwrap_or(start),
+            None => events.iter().filter_map(Parsed::ts).fold(start, f64::max),
         };
         Some(Window { steps: present.iter().map(|p| p.0).collect(), start, end })
     }
 }
 
-/// An output line: raw from the partial file (still to be re-tagged), or
-/// already final.
-pub(super) enum Out<'a> {
-    Raw(&'a [u8], Option<u64>, u64),
-    /// A begin whose end is in the window: written as one complete event
-    /// of this duration.
-    Complete(&'a [u8], Option<u64>, u64, f64),
-    Done(Vec<u8>),
+/// `N` of a `ProfilerStep#N` name exactly as [`step_name`] writes it.
+fn step_of(name: &str) -> Option<u64> {
+    step_number(name).filter(|&n| step_name(n) == name)
 }
 
-/// The events cut to the window.
-pub(super) struct Cut<'a> {
-    pub(super) out: Vec<Out<'a>>,
+/// What cutting the events to the window found.
+pub(super) struct Cut {
+    /// steptrace's thread ids of the kept events.
     pub(super) threads: BTreeSet<u64>,
+    /// Spans moved to or closed at the window's edges.
     pub(super) clipped: usize,
 }
 
 /// Keeps what lies in the window, clips what crosses its edges, closes
-/// what is still open at its end, and scans every kept label.
-pub(super) fn cut<'a>(events: &'a [Parsed<'a>], pairs: &Pairs, w: &Window, labels: &mut LabelScanner) -> Cut<'a> {
-    let mut cut = Cut { out: Vec::with_capacity(events.len()), threads: BTreeSet::new(), clipped: 0 };
+/// what is still open at its end, and scans every kept label. Each kept
+/// line goes to `write` as soon as it is final, in the file's order, so
+/// that no copy of the window is held.
+pub(super) fn cut(
+    lines: &Lines<'_>,
+    pairs: &Pairs,
+    w: &Window,
+    labels: &mut LabelScanner,
+    write: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+) -> io::Result<Cut> {
+    let events = &lines.events[..];
+    let mut cut = Cut { threads: BTreeSet::new(), clipped: 0 };
     let mut dropped_end = vec![false; events.len()];
     let mut open: Vec<usize> = Vec::new();
     let mut last_thread = None;
     for (i, ev) in events.iter().enumerate() {
-        let ts = ev.line.ts.unwrap_or(w.start);
+        let ts = ev.ts().unwrap_or(w.start);
         let inside = ts >= w.start && ts <= w.end;
-        let raw = Out::Raw(ev.text, ev.line.tid, ev.thread);
-        let is_counter = || ev.line.cat.as_deref().and_then(crate::format::tag::split).map(|(t, _)| t) == Some(COUNTER_TARGET);
-        let keep: Option<Out<'_>> = match ev.line.ph.as_ref() {
+        let (text, thread) = (lines.text(ev), u64::from(ev.thread));
+        let raw = || retag(text, ev.tid(), thread);
+        let name = lines.name(ev);
+        let keep: Option<Cow<'_, [u8]>> = match ev.ph {
             // Thread names are written from steptrace's own registry.
-            "M" if ev.line.name.as_deref() == Some(meta::PROCESS_NAME) => Some(Out::Done(ev.text.to_vec())),
-            "M" => None,
-            "B" => begin(events, pairs, w, i, &mut dropped_end, &mut open, &mut cut.clipped),
-            "E" => (pairs.is_paired_end(i) && !dropped_end[i]).then_some(raw),
-            "i" if is_counter() => inside.then(|| Out::Done(counter(&ev.line, ts, ev.thread))),
-            _ => inside.then_some(raw),
+            Ph::Meta if name.as_deref() == Some(meta::PROCESS_NAME) => Some(Cow::Borrowed(text)),
+            Ph::Meta => None,
+            Ph::Begin => begin(lines, pairs, w, i, &mut dropped_end, &mut open, &mut cut.clipped),
+            Ph::End => (pairs.is_paired_end(i) && !dropped_end[i]).then(raw),
+            Ph::Instant if ev.counter => inside.then(|| Cow::Owned(counter(name.as_deref(), lines.args(ev), ts, thread))),
+            _ => inside.then(raw),
         };
         if let Some(line) = keep {
-            labels.event(ev.line.name.as_deref(), ev.line.args.as_ref());
-            if ev.line.ph != "M" && last_thread != Some(ev.thread) {
-                cut.threads.insert(ev.thread);
-                last_thread = Some(ev.thread);
+            labels.event(name.as_deref(), lines.args(ev).as_ref());
+            if ev.ph != Ph::Meta && last_thread != Some(thread) {
+                cut.threads.insert(thread);
+                last_thread = Some(thread);
             }
-            cut.out.push(line);
+            write(&line)?;
         }
     }
     // Close spans still open at the window's end, innermost first.
@@ -116,29 +125,32 @@ pub(super) fn cut<'a>(events: &'a [Parsed<'a>], pairs: &Pairs, w: &Window, label
         cut.clipped += 1;
         let close = json!({
             "ph": "E", "pid": 1, "tid": events[i].thread, "ts": w.end,
-            "name": events[i].line.name.as_deref().unwrap_or(""),
+            "name": lines.name(&events[i]).as_deref().unwrap_or(""),
             "args": { meta::CLIPPED_ARG: "end" },
         });
-        cut.out.push(Out::Done(close.to_string().into_bytes()));
+        write(close.to_string().as_bytes())?;
     }
-    cut
+    Ok(cut)
 }
 
 /// A begin: dropped outside the window (with its end), moved to the start
-/// when it began before, noted as open when it ends after.
+/// when it began before, noted as open when it ends after; else the line to
+/// write.
 fn begin<'a>(
-    events: &'a [Parsed<'a>],
+    lines: &Lines<'a>,
     pairs: &Pairs,
     w: &Window,
     i: usize,
     dropped_end: &mut [bool],
     open: &mut Vec<usize>,
     clipped: &mut usize,
-) -> Option<Out<'a>> {
+) -> Option<Cow<'a, [u8]>> {
+    let events = &lines.events[..];
     let ev = &events[i];
-    let ts = ev.line.ts.unwrap_or(w.start);
+    let (text, thread) = (lines.text(ev), u64::from(ev.thread));
+    let ts = ev.ts().unwrap_or(w.start);
     let end_idx = pairs.end_of(i, events);
-    let end_ts = end_idx.and_then(|e| events[e].line.ts);
+    let end_ts = end_idx.and_then(|e| events[e].ts());
     if ts > w.end || end_ts.is_some_and(|t| t < w.start) {
         if let Some(e) = end_idx {
             dropped_end[e] = true;
@@ -153,15 +165,15 @@ fn begin<'a>(
     }
     if ts < w.start {
         *clipped += 1;
-        return Some(Out::Done(clip(ev.text, w.start, "begin", ev.thread)));
+        return Some(Cow::Owned(clip(text, w.start, "begin", thread)));
     }
     match (end_idx, end_ts) {
         // Wholly inside: one complete event (HTA reads only those), and its
         // end is not written.
         (Some(e), Some(t)) if t <= w.end => {
             dropped_end[e] = true;
-            Some(Out::Complete(ev.text, ev.line.tid, ev.thread, t - ts))
+            Some(complete(text, ev.tid(), thread, t - ts))
         }
-        _ => Some(Out::Raw(ev.text, ev.line.tid, ev.thread)),
+        _ => Some(retag(text, ev.tid(), thread)),
     }
 }

@@ -1,7 +1,6 @@
 //! Writing the final file, and linking it into place without replacing
 //! anything.
 
-use std::borrow::Cow;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -33,41 +32,60 @@ pub(super) fn create_exclusive(final_path: &Path) -> io::Result<(PathBuf, File)>
     Err(last.unwrap_or_else(|| io::Error::new(io::ErrorKind::AlreadyExists, "no free temporary name")))
 }
 
-/// Writes the final file into `file` (created by [`create_exclusive`]),
-/// opened by `head` (a rank's `distributedInfo`) when given.
-pub(super) fn write_final(
-    file: File,
-    head: Option<&str>,
-    events: &[Cow<'_, [u8]>],
-    metadata: &TraceMetadata,
-    devices: &[DeviceProperties],
-) -> io::Result<u64> {
-    let mut out = io::BufWriter::with_capacity(1 << 16, file);
-    match head {
-        Some(head) => {
-            out.write_all(head.as_bytes())?;
-            out.write_all(b"\"traceEvents\":[\n")?;
+/// Writes the final file into `file` (created by [`create_exclusive`]) as
+/// its events come: opened by `head` (a rank's `distributedInfo`) when
+/// given, then each event, then [`finish`](EventWriter::finish) writes the
+/// metadata.
+pub(super) struct EventWriter {
+    out: io::BufWriter<File>,
+    events: usize,
+}
+
+impl EventWriter {
+    pub(super) fn new(file: File, head: Option<&str>) -> io::Result<EventWriter> {
+        let mut out = io::BufWriter::with_capacity(1 << 16, file);
+        match head {
+            Some(head) => {
+                out.write_all(head.as_bytes())?;
+                out.write_all(b"\"traceEvents\":[\n")?;
+            }
+            None => out.write_all(b"{\"traceEvents\":[\n")?,
         }
-        None => out.write_all(b"{\"traceEvents\":[\n")?,
+        Ok(EventWriter { out, events: 0 })
     }
-    for (i, event) in events.iter().enumerate() {
-        if i > 0 {
+
+    /// Writes one event line.
+    pub(super) fn event(&mut self, line: &[u8]) -> io::Result<()> {
+        if self.events > 0 {
+            self.out.write_all(b",\n")?;
+        }
+        self.out.write_all(line)?;
+        self.events += 1;
+        Ok(())
+    }
+
+    /// Events written so far.
+    pub(super) fn events(&self) -> usize {
+        self.events
+    }
+
+    /// Closes the event array, writes the devices and the metadata, and
+    /// syncs the file; its size.
+    pub(super) fn finish(mut self, metadata: &TraceMetadata, devices: &[DeviceProperties]) -> io::Result<u64> {
+        let out = &mut self.out;
+        out.write_all(b"\n],\n\"displayTimeUnit\":\"ms\",\n")?;
+        if !devices.is_empty() {
+            out.write_all(b"\"deviceProperties\":")?;
+            serde_json::to_writer(&mut *out, devices)?;
             out.write_all(b",\n")?;
         }
-        out.write_all(event)?;
+        out.write_all(b"\"metadata\":")?;
+        serde_json::to_writer_pretty(&mut *out, metadata)?;
+        out.write_all(b"}\n")?;
+        let file = self.out.into_inner().map_err(|e| e.into_error())?;
+        file.sync_all()?;
+        Ok(file.metadata()?.len())
     }
-    out.write_all(b"\n],\n\"displayTimeUnit\":\"ms\",\n")?;
-    if !devices.is_empty() {
-        out.write_all(b"\"deviceProperties\":")?;
-        serde_json::to_writer(&mut out, devices)?;
-        out.write_all(b",\n")?;
-    }
-    out.write_all(b"\"metadata\":")?;
-    serde_json::to_writer_pretty(&mut out, metadata)?;
-    out.write_all(b"}\n")?;
-    let file = out.into_inner().map_err(|e| e.into_error())?;
-    file.sync_all()?;
-    Ok(file.metadata()?.len())
 }
 
 /// Links `from` to `to` only if `to` does not exist.
