@@ -1,7 +1,5 @@
 //! Edits of single event lines: clipping, re-tagging, counters.
 
-use std::borrow::Cow;
-
 use serde_json::{json, Map, Value};
 
 use crate::format::names::meta;
@@ -21,49 +19,71 @@ pub(super) fn clip(text: &[u8], ts: f64, edge: &str, thread: u64) -> Vec<u8> {
     Value::Object(event).to_string().into_bytes()
 }
 
-/// Writes a raw tracing-chrome line with steptrace's thread id as its
-/// `tid` and the thread tag removed from its `cat`.
+/// Writes into `out` a raw tracing-chrome line with steptrace's thread id
+/// as its `tid` and the thread tag removed from its `cat` (`out` is reused
+/// from line to line: no allocation per line).
 ///
 /// Fast path: byte edits when each pattern occurs exactly once. Otherwise
 /// (for example a span field also named `tid`), the event is re-serialised.
-pub(super) fn retag(text: &[u8], tid: Option<u64>, thread: u64) -> Cow<'_, [u8]> {
-    if let Some(out) = retag_bytes(text, &[], tid, thread) {
-        return Cow::Owned(out);
+pub(super) fn retag(out: &mut Vec<u8>, text: &[u8], tid: Option<u64>, thread: u64) {
+    out.clear();
+    if retag_bytes(out, text, &[], tid, thread) {
+        return;
     }
+    out.clear();
     match serde_json::from_slice::<Value>(text) {
         Ok(Value::Object(mut event)) => {
             untag(&mut event, thread);
-            Cow::Owned(Value::Object(event).to_string().into_bytes())
+            write_value(out, &Value::Object(event), text);
         }
-        _ => Cow::Borrowed(text),
+        _ => out.extend_from_slice(text),
     }
 }
 
 /// The byte-edit fast path of [`retag`], with extra edits (`(at, len,
-/// replacement)`, not overlapping the tag or the `tid`): `None` unless the
-/// tag and the `tid` each occur exactly once.
-fn retag_bytes(text: &[u8], extra: &[(usize, usize, &[u8])], tid: Option<u64>, thread: u64) -> Option<Vec<u8>> {
-    let tag = only(text, SEPARATOR_ESCAPED.as_bytes(), |_| true)?;
-    let tid_pattern = format!("\"tid\":{}", tid?);
-    let p = tid_pattern.as_bytes();
-    let at = only(text, p, |i| matches!(text.get(i + p.len()), Some(b',' | b'}')))?;
+/// replacement)`, not overlapping the tag or the `tid`), into `out`: false
+/// (and `out` unusable) unless the tag and the `tid` each occur exactly once.
+fn retag_bytes(out: &mut Vec<u8>, text: &[u8], extra: &[(usize, usize, &[u8])], tid: Option<u64>, thread: u64) -> bool {
+    let Some(tag) = only(text, SEPARATOR_ESCAPED.as_bytes(), |_| true) else { return false };
+    let Some(tid) = tid else { return false };
+    let mut tid_pattern = [0u8; 32];
+    let p = pattern(&mut tid_pattern, tid);
+    let Some(at) = only(text, p, |i| matches!(text.get(i + p.len()), Some(b',' | b'}'))) else { return false };
     let tag_end = crate::format::tag::escaped_tag_end(text, tag);
-    let new_tid = format!("\"tid\":{thread}");
-    let mut edits: Vec<(usize, usize, &[u8])> = vec![(tag, tag_end, b""), (at, at + p.len(), new_tid.as_bytes())];
-    edits.extend(extra.iter().map(|&(from, len, with)| (from, from + len, with)));
+    let mut new_tid = [0u8; 32];
+    let new_tid = pattern(&mut new_tid, thread);
+    let mut edits: [(usize, usize, &[u8]); 3] = [(tag, tag_end, b""), (at, at + p.len(), new_tid), (usize::MAX, usize::MAX, b"")];
+    let n = match extra {
+        [] => 2,
+        [(from, len, with)] => {
+            edits[2] = (*from, from + len, with);
+            3
+        }
+        _ => return false,
+    };
+    let edits = &mut edits[..n];
     edits.sort_by_key(|e| e.0);
     if edits.windows(2).any(|w| w[0].1 > w[1].0) {
-        return None;
+        return false;
     }
-    let mut out = Vec::with_capacity(text.len() + 32);
+    out.reserve(text.len() + 32);
     let mut cursor = 0;
-    for (from, to, with) in edits {
+    for &(from, to, with) in edits.iter() {
         out.extend_from_slice(&text[cursor..from]);
         out.extend_from_slice(with);
         cursor = to;
     }
     out.extend_from_slice(&text[cursor..]);
-    Some(out)
+    true
+}
+
+/// `"tid":N` in `buf`.
+fn pattern(buf: &mut [u8; 32], n: u64) -> &[u8] {
+    use std::io::Write;
+    let mut cursor = std::io::Cursor::new(&mut buf[..]);
+    let _ = write!(cursor, "\"tid\":{n}");
+    let len = cursor.position() as usize;
+    &buf[..len]
 }
 
 /// The one position of `needle` in `text` that passes `keep`, or `None`
@@ -74,23 +94,34 @@ fn only(text: &[u8], needle: &[u8], keep: impl Fn(usize) -> bool) -> Option<usiz
     found.next().is_none().then_some(first)
 }
 
-/// A begin line as a complete event of `dur` µs, re-tagged.
-pub(super) fn complete(text: &[u8], tid: Option<u64>, thread: u64, dur: f64) -> Cow<'_, [u8]> {
+/// Writes into `out` a begin line as a complete event of `dur` µs,
+/// re-tagged.
+pub(super) fn complete(out: &mut Vec<u8>, text: &[u8], tid: Option<u64>, thread: u64, dur: f64) {
     const BEGIN: &[u8] = br#""ph":"B""#;
+    out.clear();
     if let Some(at) = only(text, BEGIN, |_| true) {
         let with = format!(r#""ph":"X","dur":{}"#, json!(dur));
-        if let Some(out) = retag_bytes(text, &[(at, BEGIN.len(), with.as_bytes())], tid, thread) {
-            return Cow::Owned(out);
+        if retag_bytes(out, text, &[(at, BEGIN.len(), with.as_bytes())], tid, thread) {
+            return;
         }
     }
+    out.clear();
     match serde_json::from_slice::<Value>(text) {
         Ok(Value::Object(mut event)) => {
             untag(&mut event, thread);
             event.insert("ph".into(), json!("X"));
             event.insert("dur".into(), json!(dur));
-            Cow::Owned(Value::Object(event).to_string().into_bytes())
+            write_value(out, &Value::Object(event), text);
         }
-        _ => Cow::Borrowed(text),
+        _ => out.extend_from_slice(text),
+    }
+}
+
+/// `value` as JSON into `out`, or `fallback` as it was if that fails.
+fn write_value(out: &mut Vec<u8>, value: &Value, fallback: &[u8]) {
+    if serde_json::to_writer(&mut *out, value).is_err() {
+        out.clear();
+        out.extend_from_slice(fallback);
     }
 }
 

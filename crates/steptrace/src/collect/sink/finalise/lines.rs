@@ -1,27 +1,36 @@
-//! The partial file's lines, parsed as far as finalising needs, and its
-//! begins and ends paired per thread.
+//! The partial file's lines, read twice and never held whole: a first pass
+//! keeps 16 bytes per event (its phase, time and thread) and where each
+//! recorded step begins; the begins and ends are paired per thread; a
+//! second pass reads the lines again, in the same order, to cut and write
+//! them.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Seek, SeekFrom};
+use std::path::Path;
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
+use crate::format::names::{step_name, step_number};
+
 /// The fields of one event line that finalisation reads.
 #[derive(Deserialize)]
-struct Line<'a> {
+struct Fields<'a> {
     #[serde(borrow)]
     ph: Cow<'a, str>,
     #[serde(default)]
     tid: Option<u64>,
     #[serde(default)]
     ts: Option<f64>,
-    /// Kept as written: [`Lines::name`] unescapes it when asked.
+    /// Kept as written: [`Line::name`] unescapes it when asked.
     #[serde(default, borrow)]
     name: Option<&'a RawValue>,
+    /// Kept as written: [`tag_of`] reads the thread tag from it.
     #[serde(default, borrow)]
-    cat: Option<Cow<'a, str>>,
+    cat: Option<&'a RawValue>,
     #[serde(default, borrow)]
     args: Option<&'a RawValue>,
 }
@@ -34,25 +43,16 @@ pub(super) enum Ph {
     Meta,
     Instant,
     Other,
-    /// Not an event (only while parsing).
-    Hole,
+    /// A line that did not parse: kept in place so that both passes count
+    /// lines alike, and skipped.
+    Unread,
 }
 
-/// One parsed line, kept small (a window holds millions, each a few dozen
-/// bytes long): where its bytes, its name and its arguments lie in the
-/// file, and the few fields finalising reads. [`Lines`] resolves them.
-pub(super) struct Parsed {
-    /// The line's first byte in the file.
-    start: u64,
-    len: u32,
-    /// The name's JSON string in the line, quotes included (length 0: none).
-    name: (u32, u32),
-    /// The `args` object's JSON in the line (length 0: none).
-    args: (u32, u32),
+/// What the first pass keeps of one event: 16 bytes.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Rec {
     /// `ts` (NaN: none).
     ts: f64,
-    /// tracing-chrome's `tid` (`u32::MAX`: none).
-    tid: u32,
     /// steptrace's own thread id, from the category tag (see
     /// [`format::tag`](crate::format::tag)); tracing-chrome's tid + 1 for
     /// untagged lines.
@@ -62,166 +62,209 @@ pub(super) struct Parsed {
     pub(super) counter: bool,
 }
 
-impl Parsed {
-    /// An empty slot: a line that is not an event.
-    fn hole() -> Parsed {
-        Parsed { start: 0, len: 0, name: (0, 0), args: (0, 0), ts: f64::NAN, tid: u32::MAX, thread: 0, ph: Ph::Hole, counter: false }
-    }
-
+impl Rec {
     pub(super) fn ts(&self) -> Option<f64> {
         (!self.ts.is_nan()).then_some(self.ts)
     }
+}
 
+/// One event line of the second pass: its bytes and its fields.
+pub(super) struct Line<'a> {
+    pub(super) text: &'a [u8],
+    fields: Fields<'a>,
+}
+
+impl<'a> Line<'a> {
+    /// The event line `text`, parsed (`None`: it does not parse).
+    pub(super) fn parse(text: &'a [u8]) -> Option<Line<'a>> {
+        parse(text).map(|fields| Line { text, fields })
+    }
+
+    /// tracing-chrome's `tid`.
     pub(super) fn tid(&self) -> Option<u64> {
-        (self.tid != u32::MAX).then_some(u64::from(self.tid))
-    }
-}
-
-/// Where `part` lies in `whole` (a slice of it): `(offset, length)`.
-fn place(whole: &[u8], part: &[u8]) -> (usize, usize) {
-    (part.as_ptr() as usize - whole.as_ptr() as usize, part.len())
-}
-
-/// Every line of a partial file that parses, and how many did not.
-pub(super) struct Lines<'a> {
-    bytes: &'a [u8],
-    pub(super) events: Vec<Parsed>,
-    pub(super) dropped: usize,
-}
-
-/// Files larger than this are parsed on several threads.
-const PARALLEL_BYTES: usize = 1 << 20;
-/// Most threads a parse uses.
-const MAX_THREADS: usize = 4;
-
-impl<'a> Lines<'a> {
-    /// Parses every line, on up to [`MAX_THREADS`] threads for large files
-    /// (the lines are independent; their order is kept). Each thread fills
-    /// its own part of one list, so the parse holds no second copy.
-    pub(super) fn parse(bytes: &'a [u8]) -> Lines<'a> {
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(MAX_THREADS);
-        let chunks = if bytes.len() < PARALLEL_BYTES || threads < 2 { vec![bytes] } else { split_lines(bytes, threads) };
-        // Each chunk's lines, counted first: one slot per line.
-        let counts: Vec<usize> = chunks.iter().map(|c| memchr::memchr_iter(b'\n', c).count() + 1).collect();
-        let mut events: Vec<Parsed> = Vec::new();
-        events.resize_with(counts.iter().sum(), Parsed::hole);
-        let mut slots: Vec<&mut [Parsed]> = Vec::with_capacity(chunks.len());
-        let mut rest = &mut events[..];
-        for &n in &counts {
-            let (part, tail) = rest.split_at_mut(n);
-            slots.push(part);
-            rest = tail;
-        }
-        let dropped: usize = if chunks.len() == 1 {
-            slots.into_iter().zip(&chunks).map(|(slot, &chunk)| parse_chunk(bytes, chunk, slot)).sum()
-        } else {
-            std::thread::scope(|scope| {
-                let handles: Vec<_> = slots
-                    .into_iter()
-                    .zip(&chunks)
-                    .map(|(slot, &chunk)| scope.spawn(move || parse_chunk(bytes, chunk, slot)))
-                    .collect();
-                handles.into_iter().map(|h| h.join().unwrap_or(0)).sum()
-            })
-        };
-        // Blank lines, the array's brackets and lines that did not parse go, in place.
-        events.retain(|e| e.ph != Ph::Hole);
-        Lines { bytes, events, dropped }
-    }
-
-    /// The line's bytes.
-    pub(super) fn text(&self, e: &Parsed) -> &'a [u8] {
-        let start = e.start as usize;
-        &self.bytes[start..start + e.len as usize]
+        self.fields.tid
     }
 
     /// The event's name, unescaped.
-    pub(super) fn name(&self, e: &Parsed) -> Option<Cow<'a, str>> {
-        let raw = self.field(e, e.name)?;
-        match raw.strip_prefix(b"\"").and_then(|r| r.strip_suffix(b"\"")) {
-            Some(inner) if !inner.contains(&b'\\') => std::str::from_utf8(inner).ok().map(Cow::Borrowed),
-            _ => serde_json::from_slice::<String>(raw).ok().map(Cow::Owned),
+    pub(super) fn name(&self) -> Option<Cow<'a, str>> {
+        let raw = self.fields.name?.get();
+        match raw.strip_prefix('"').and_then(|r| r.strip_suffix('"')) {
+            Some(inner) if !inner.contains('\\') => Some(Cow::Borrowed(inner)),
+            _ => serde_json::from_str::<String>(raw).ok().map(Cow::Owned),
         }
+    }
+
+    /// The event's arguments as written (`None`: none, or empty).
+    pub(super) fn raw_args(&self) -> Option<&'a str> {
+        self.fields.args.map(RawValue::get).filter(|raw| *raw != "{}")
     }
 
     /// The event's arguments as a JSON value, parsed now (`None`: none, or empty).
-    pub(super) fn args(&self, e: &Parsed) -> Option<Value> {
-        self.field(e, e.args).filter(|raw| *raw != b"{}").and_then(|raw| serde_json::from_slice(raw).ok())
-    }
-
-    fn field(&self, e: &Parsed, (at, len): (u32, u32)) -> Option<&'a [u8]> {
-        let text = self.text(e);
-        (len > 0).then(|| text.get(at as usize..(at as usize + len as usize))).flatten()
+    pub(super) fn args(&self) -> Option<Value> {
+        self.fields.args.map(RawValue::get).filter(|raw| *raw != "{}").and_then(|raw| serde_json::from_str(raw).ok())
     }
 }
 
-/// Parses the lines of `chunk`, a piece of `bytes` that ends at a line
-/// break, into `slots` (one per line; a line that is blank or does not
-/// parse stays a hole): how many lines did not parse.
-fn parse_chunk(bytes: &[u8], chunk: &[u8], slots: &mut [Parsed]) -> usize {
-    let mut dropped = 0usize;
-    for (raw, slot) in chunk.split(|b| *b == b'\n').zip(slots.iter_mut()) {
-        let text = trim(raw);
-        if text.is_empty() || text == b"[" || text == b"]" {
-            continue;
-        }
-        match serde_json::from_slice::<Line<'_>>(text).ok().and_then(|line| compact(bytes, text, &line)) {
-            Some(parsed) => *slot = parsed,
-            None => dropped += 1,
-        }
-    }
-    dropped
+/// The first pass: every event's record, where each step's span begins,
+/// and how many lines did not parse.
+pub(super) struct Index {
+    pub(super) events: Vec<Rec>,
+    /// The first begin of each `ProfilerStep#N` span, by `N`.
+    pub(super) steps: HashMap<u64, usize>,
+    pub(super) dropped: usize,
 }
 
-/// The compact form of `line`, parsed from `text` (a slice of `bytes`);
-/// `None` for a line too long to place (over 4 GiB).
-fn compact(bytes: &[u8], text: &[u8], line: &Line<'_>) -> Option<Parsed> {
-    let tag = line.cat.as_deref().and_then(crate::format::tag::split);
-    let thread = tag.map(|(_, id)| id).unwrap_or(line.tid.unwrap_or(0).saturating_add(1));
-    let ph = match line.ph.as_ref() {
-        "B" => Ph::Begin,
-        "E" => Ph::End,
-        "M" => Ph::Meta,
-        "i" => Ph::Instant,
-        _ => Ph::Other,
-    };
-    let within = |raw: Option<&RawValue>| -> Option<(u32, u32)> {
-        let Some(raw) = raw else { return Some((0, 0)) };
-        let (at, len) = place(text, raw.get().as_bytes());
-        Some((u32::try_from(at).ok()?, u32::try_from(len).ok()?))
-    };
-    let (start, len) = place(bytes, text);
-    Some(Parsed {
-        start: start as u64,
-        len: u32::try_from(len).ok()?,
-        name: within(line.name)?,
-        args: within(line.args)?,
-        ts: line.ts.unwrap_or(f64::NAN),
-        tid: line.tid.and_then(|t| u32::try_from(t).ok()).filter(|&t| t != u32::MAX).unwrap_or(u32::MAX),
-        thread: u32::try_from(thread).unwrap_or(u32::MAX),
-        ph,
-        counter: tag.is_some_and(|(target, _)| target == crate::format::names::COUNTER_TARGET),
+/// Files larger than this are indexed on several threads.
+const PARALLEL_BYTES: u64 = 1 << 20;
+/// Most threads an index uses.
+const MAX_THREADS: u64 = 4;
+
+impl Index {
+    /// Reads the partial file at `path` once, in up to [`MAX_THREADS`]
+    /// byte ranges read side by side (a line belongs to the range it starts
+    /// in); the records keep the file's order.
+    pub(super) fn read(path: &Path) -> io::Result<Index> {
+        let size = std::fs::metadata(path)?.len();
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get() as u64).min(MAX_THREADS);
+        let parts = if size < PARALLEL_BYTES { 1 } else { threads.max(1) };
+        let ranges: Vec<(u64, u64)> = (0..parts).map(|k| (size * k / parts, size * (k + 1) / parts)).collect();
+        let indexed: Vec<io::Result<Index>> = if parts == 1 {
+            vec![Index::read_range(path, 0, u64::MAX)]
+        } else {
+            std::thread::scope(|scope| {
+                let handles: Vec<_> =
+                    ranges.iter().map(|&(from, to)| scope.spawn(move || Index::read_range(path, from, to))).collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().unwrap_or_else(|_| Err(io::Error::other("a thread indexing the trace panicked"))))
+                    .collect()
+            })
+        };
+        let mut all = Index { events: Vec::new(), steps: HashMap::new(), dropped: 0 };
+        for part in indexed {
+            let part = part?;
+            let offset = all.events.len();
+            for (step, at) in part.steps {
+                all.steps.entry(step).or_insert(at + offset);
+            }
+            if all.events.is_empty() {
+                all.events = part.events;
+            } else {
+                all.events.extend_from_slice(&part.events);
+            }
+            all.dropped += part.dropped;
+        }
+        Ok(all)
+    }
+
+    /// Indexes the lines that start in `from..to`.
+    fn read_range(path: &Path, from: u64, to: u64) -> io::Result<Index> {
+        let mut index = Index { events: Vec::new(), steps: HashMap::new(), dropped: 0 };
+        each_line_in(path, from, to, |text| {
+            let Some(fields) = parse(text) else {
+                index.dropped += 1;
+                index.events.push(Rec { ts: f64::NAN, thread: 0, ph: Ph::Unread, counter: false });
+                return Ok(());
+            };
+            let tag = fields.cat.and_then(|cat| tag_of(cat.get()));
+            let thread = tag.map(|(_, id)| id).unwrap_or(fields.tid.unwrap_or(0).saturating_add(1));
+            let ph = match fields.ph.as_ref() {
+                "B" => Ph::Begin,
+                "E" => Ph::End,
+                "M" => Ph::Meta,
+                "i" => Ph::Instant,
+                _ => Ph::Other,
+            };
+            let counter = tag.is_some_and(|(counter, _)| counter);
+            let ts = fields.ts.unwrap_or(f64::NAN);
+            if ph == Ph::Begin {
+                if let Some(step) = (Line { text, fields }).name().as_deref().and_then(step_of) {
+                    index.steps.entry(step).or_insert(index.events.len());
+                }
+            }
+            index.events.push(Rec { ts, thread: small(thread), ph, counter });
+            Ok(())
+        })?;
+        Ok(index)
+    }
+}
+
+/// The second pass: calls `f` with each line's position (as in the
+/// [`Index`] of the same file, which says what it is) and its bytes, to be
+/// parsed only if it is kept.
+pub(super) fn each_event(path: &Path, mut f: impl FnMut(usize, &[u8]) -> io::Result<()>) -> io::Result<()> {
+    let mut i = 0;
+    each_line(path, |text| {
+        f(i, text)?;
+        i += 1;
+        Ok(())
     })
 }
 
-/// `bytes` cut into about `n` pieces, each ending at a line break (or at
-/// the end).
-fn split_lines(bytes: &[u8], n: usize) -> Vec<&[u8]> {
-    let mut pieces = Vec::with_capacity(n);
-    let mut rest = bytes;
-    for i in (1..n).rev() {
-        let target = rest.len() / (i + 1);
-        match memchr::memchr(b'\n', &rest[target..]) {
-            Some(at) => {
-                let (piece, tail) = rest.split_at(target + at + 1);
-                pieces.push(piece);
-                rest = tail;
-            }
-            None => break,
-        }
+/// Calls `f` with each line of the file that may be an event (trimmed; not
+/// blank, not the array's brackets), reading it a buffer at a time.
+fn each_line(path: &Path, f: impl FnMut(&[u8]) -> io::Result<()>) -> io::Result<()> {
+    each_line_in(path, 0, u64::MAX, f)
+}
+
+/// [`each_line`] for the lines that start at a byte in `from..to`.
+fn each_line_in(path: &Path, from: u64, to: u64, mut f: impl FnMut(&[u8]) -> io::Result<()>) -> io::Result<()> {
+    let mut file = File::open(path)?;
+    let mut at = from;
+    if from > 0 {
+        // The line under way at `from` belongs to the range before: start after it.
+        file.seek(SeekFrom::Start(from - 1))?;
     }
-    pieces.push(rest);
-    pieces
+    let mut reader = BufReader::with_capacity(1 << 16, file);
+    let mut buf = Vec::with_capacity(1 << 10);
+    if from > 0 {
+        let skipped = reader.read_until(b'\n', &mut buf)? as u64;
+        at = from - 1 + skipped;
+    }
+    while at < to {
+        buf.clear();
+        let read = reader.read_until(b'\n', &mut buf)? as u64;
+        if read == 0 {
+            return Ok(());
+        }
+        at += read;
+        let text = trim(&buf);
+        if text.is_empty() || text == b"[" || text == b"]" {
+            continue;
+        }
+        f(text)?;
+    }
+    Ok(())
+}
+
+/// Whether a category, as written in JSON (`"steptrace\u001f7"`), is
+/// tagged with a thread id, and then whether its target is the counter
+/// target, and the id. Read from the escaped text without decoding it,
+/// unless the target holds other escapes.
+fn tag_of(raw: &str) -> Option<(bool, u64)> {
+    use crate::format::{names::COUNTER_TARGET, tag};
+    let inner = raw.strip_prefix('"')?.strip_suffix('"')?;
+    let (target, id) = inner.rsplit_once(tag::SEPARATOR_ESCAPED)?;
+    if target.contains('\\') {
+        let cat: String = serde_json::from_str(raw).ok()?;
+        let (target, id) = tag::split(&cat)?;
+        return Some((target == COUNTER_TARGET, id));
+    }
+    Some((target == COUNTER_TARGET, id.parse().ok()?))
+}
+
+fn parse(text: &[u8]) -> Option<Fields<'_>> {
+    serde_json::from_slice::<Fields<'_>>(text).ok()
+}
+
+/// A thread id as the records keep it (ids past `u32::MAX` share the last).
+fn small(thread: u64) -> u32 {
+    u32::try_from(thread).unwrap_or(u32::MAX)
+}
+
+/// `N` of a `ProfilerStep#N` name exactly as [`step_name`] writes it.
+fn step_of(name: &str) -> Option<u64> {
+    step_number(name).filter(|&n| step_name(n) == name)
 }
 
 /// Begins and ends paired per thread: an end closes the innermost open
@@ -235,7 +278,7 @@ pub(super) struct Pairs {
 const NONE: u32 = u32::MAX;
 
 impl Pairs {
-    pub(super) fn of(events: &[Parsed]) -> Pairs {
+    pub(super) fn of(events: &[Rec]) -> Pairs {
         let mut other = vec![NONE; events.len()];
         let mut stacks: HashMap<u32, Vec<usize>> = HashMap::new();
         // Consecutive events mostly share a thread: keep its stack at hand.
@@ -263,7 +306,7 @@ impl Pairs {
     }
 
     /// The end paired with the begin at `begin`.
-    pub(super) fn end_of(&self, begin: usize, events: &[Parsed]) -> Option<usize> {
+    pub(super) fn end_of(&self, begin: usize, events: &[Rec]) -> Option<usize> {
         match self.other.get(begin) {
             Some(&o) if o != NONE && o as usize > begin && events[begin].ph == Ph::Begin => Some(o as usize),
             _ => None,
@@ -295,43 +338,62 @@ pub(super) fn trim(raw: &[u8]) -> &[u8] {
     text
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn pieces_end_at_line_breaks_and_cover_everything() {
-        let text = b"[\n{\"ph\":\"B\"},\n{\"ph\":\"E\"},\n{\"ph\":\"i\"}\nnot json\n";
-        for n in 1..8 {
-            let pieces = split_lines(text, n);
-            assert_eq!(pieces.concat(), text.to_vec(), "n = {n}");
-            for piece in &pieces[..pieces.len() - 1] {
-                assert_eq!(piece.last(), Some(&b'\n'), "n = {n}");
-            }
-            let mut slots: Vec<Parsed> = Vec::new();
-            for piece in &pieces {
-                let mut part: Vec<Parsed> = std::iter::repeat_with(Parsed::hole).take(piece.split(|b| *b == b'\n').count()).collect();
-                parse_chunk(text, piece, &mut part);
-                slots.extend(part);
-            }
-            let lines: Vec<_> = slots.iter().map(|e| e.ph).filter(|&p| p != Ph::Hole).collect();
-            assert_eq!(lines, [Ph::Begin, Ph::End, Ph::Instant], "n = {n}");
+    fn both_passes_see_the_same_events_in_the_same_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p");
+        let mut text = b"[\n".to_vec();
+        let n = 50_000;
+        for i in 0..n {
+            text.extend_from_slice(format!("{{\"ph\":\"B\",\"tid\":1,\"ts\":{i},\"name\":\"ProfilerStep#{i}\"}},\n").as_bytes());
+            text.extend_from_slice(b"garbage\n\n");
         }
+        // A last line cut short, with no line break.
+        text.extend_from_slice(b"{\"ph\":\"E\",\"ti");
+        std::fs::write(&path, &text).unwrap();
+        let index = Index::read(&path).unwrap();
+        assert_eq!((index.events.len(), index.dropped), (2 * n + 1, n + 1));
+        let read: Vec<&Rec> = index.events.iter().filter(|e| e.ph != Ph::Unread).collect();
+        assert!(read.iter().enumerate().all(|(i, e)| e.ts() == Some(i as f64) && e.ph == Ph::Begin));
+        assert_eq!(index.steps.get(&49_999), Some(&(2 * 49_999)));
+        let mut seen = 0;
+        each_event(&path, |i, text| {
+            let line = Line::parse(text);
+            assert_eq!(line.is_none(), index.events[i].ph == Ph::Unread, "line {i}");
+            if let Some(line) = line {
+                assert_eq!(line.name().as_deref(), Some(step_name(i as u64 / 2).as_str()));
+            }
+            seen += 1;
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(seen, 2 * n + 1);
     }
 
     #[test]
-    fn a_large_file_parses_to_the_same_lines_in_order() {
-        let mut text = b"[\n".to_vec();
-        let mut n = 0;
-        while text.len() < 3 * PARALLEL_BYTES {
-            text.extend_from_slice(format!("{{\"ph\":\"B\",\"tid\":1,\"ts\":{n}}},\n").as_bytes());
-            text.extend_from_slice(b"garbage\n");
-            n += 1;
-        }
-        let lines = Lines::parse(&text);
-        assert_eq!(lines.events.len(), n);
-        assert_eq!(lines.dropped, n);
-        assert!(lines.events.iter().enumerate().all(|(i, e)| e.ts() == Some(i as f64)));
+    fn tags_are_read_from_the_escaped_category() {
+        use crate::format::names::COUNTER_TARGET;
+        let written = |cat: &str| serde_json::to_string(cat).unwrap();
+        assert_eq!(tag_of(&written(&crate::format::tag::encode("steptrace", 42))), Some((false, 42)));
+        assert_eq!(tag_of(&written(&crate::format::tag::encode(COUNTER_TARGET, 3))), Some((true, 3)));
+        assert_eq!(tag_of(&written("steptrace")), None);
+        assert_eq!(tag_of(&written("a\\u001f7")), None, "an escaped backslash is not a separator");
+        assert_eq!(tag_of(&written("b\"q\u{1f}9")), Some((false, 9)));
+        assert_eq!(tag_of(&written("x\u{1f}y")), None);
+    }
+
+    #[test]
+    fn names_are_unescaped_and_args_parsed_when_asked() {
+        let text = br#"{"ph":"i","name":"a \"quoted\" name","args":{"k":1},"cat":"c"}"#;
+        let line = Line { text, fields: parse(text).unwrap() };
+        assert_eq!(line.name().as_deref(), Some("a \"quoted\" name"));
+        assert_eq!(line.args().unwrap()["k"], 1);
+        let text = br#"{"ph":"E","args":{}}"#;
+        let line = Line { text, fields: parse(text).unwrap() };
+        assert!(line.name().is_none() && line.args().is_none());
     }
 }

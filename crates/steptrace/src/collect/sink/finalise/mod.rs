@@ -17,7 +17,7 @@ use std::path::Path;
 
 use serde_json::json;
 
-use self::lines::{Lines, Pairs};
+use self::lines::{Index, Pairs};
 use self::window::{cut, Window};
 use super::segment::{SegmentInfo, SinkContext};
 use super::SavedTrace;
@@ -40,10 +40,9 @@ pub(crate) fn finalise(
         kept: crate::error::Kept::of(partial),
         source,
     };
-    let bytes = fs::read(partial).map_err(write_err)?;
-    let lines = Lines::parse(&bytes);
-    let pairs = Pairs::of(&lines.events);
-    let Some(window) = Window::find(info, &lines, &pairs) else {
+    let index = Index::read(partial).map_err(write_err)?;
+    let pairs = Pairs::of(&index.events);
+    let Some(window) = Window::find(info, &index, &pairs) else {
         // Nothing was recorded (the run ended during warmup): no file.
         let _ = fs::remove_file(partial);
         return Ok(None);
@@ -51,7 +50,7 @@ pub(crate) fn finalise(
     let labels = LabelScanner::with_limit(HYGIENE_CAP);
     // Only a name this process created is ever removed.
     let (tmp, file) = write::create_exclusive(&info.final_path).map_err(write_err)?;
-    let written = write_events(file, info, context, &lines, &pairs, &window, labels, waits);
+    let written = write_events(file, partial, info, context, &index, &pairs, &window, labels, waits);
     let (written, events, metadata) = written.map_err(|e| {
         let _ = fs::remove_file(&tmp);
         write_err(e)
@@ -83,9 +82,10 @@ pub(crate) fn finalise(
 #[allow(clippy::too_many_arguments)]
 fn write_events(
     file: fs::File,
+    partial: &Path,
     info: &SegmentInfo,
     context: &SinkContext,
-    lines: &Lines<'_>,
+    index: &Index,
     pairs: &Pairs,
     window: &Window,
     mut labels: LabelScanner,
@@ -93,7 +93,7 @@ fn write_events(
 ) -> io::Result<(u64, usize, TraceMetadata)> {
     let head = context.rank.as_ref().map(|r| r.info.file_head());
     let mut out = write::EventWriter::new(file, head.as_deref())?;
-    let cut = cut(lines, pairs, window, &mut labels, &mut |line| out.event(line))?;
+    let cut = cut(partial, index, pairs, window, &mut labels, &mut |line| out.event(line))?;
     for &thread in &cut.threads {
         let name = crate::gate::thread_name(thread).unwrap_or_else(|| format!("thread {thread}"));
         labels.label("thread name", &name);
@@ -104,7 +104,7 @@ fn write_events(
     for line in &device.lines {
         out.event(line)?;
     }
-    let mut metadata = metadata(info, context, window, cut.clipped, lines.dropped, labels);
+    let mut metadata = metadata(info, context, window, cut.clipped, index.dropped, labels);
     metadata.writer_waits = Some(waits);
     if let Some(backend) = &metadata.manifest.backend {
         // Viewers drop the metadata object: the backend label, with any

@@ -4,17 +4,17 @@
 //! Which spans are collected is the gate's decision alone; here the
 //! collected stream is only cut to the window.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashSet};
+use std::path::Path;
 
 
 use serde_json::json;
 
-use std::borrow::Cow;
 use std::io;
 
 use super::edit::{clip, complete, counter, retag};
-use super::lines::{Lines, Pairs, Parsed, Ph};
-use crate::format::names::{meta, step_name, step_number};
+use super::lines::{each_event, Index, Line, Pairs, Ph, Rec};
+use crate::format::names::meta;
 use crate::hygiene::LabelScanner;
 use crate::sink::segment::SegmentInfo;
 
@@ -28,17 +28,8 @@ pub(super) struct Window {
 impl Window {
     /// The window of the steps the profiler recorded, or `None` when none
     /// of them is in the file (the run ended during warmup).
-    pub(super) fn find(info: &SegmentInfo, lines: &Lines<'_>, pairs: &Pairs) -> Option<Window> {
-        let events = &lines.events[..];
-        // One pass: the first begin of each step's span (its name is unique).
-        let mut begins: HashMap<u64, usize> = HashMap::new();
-        for (i, e) in events.iter().enumerate() {
-            if e.ph == Ph::Begin {
-                if let Some(step) = lines.name(e).as_deref().and_then(step_of) {
-                    begins.entry(step).or_insert(i);
-                }
-            }
-        }
+    pub(super) fn find(info: &SegmentInfo, index: &Index, pairs: &Pairs) -> Option<Window> {
+        let (events, begins) = (&index.events[..], &index.steps);
         let mut present: Vec<(u64, usize, Option<usize>)> = info
             .steps
             .iter()
@@ -52,7 +43,7 @@ impl Window {
         if info.ended_by_finish {
             if let Some(&(_, b, Some(e))) = present.last() {
                 let tid = events[b].thread;
-                if !events[b + 1..e].iter().any(|ev| ev.thread == tid && ev.ph != Ph::Meta) {
+                if !events[b + 1..e].iter().any(|ev| ev.thread == tid && !matches!(ev.ph, Ph::Meta | Ph::Unread)) {
                     present.pop();
                 }
             }
@@ -61,16 +52,14 @@ impl Window {
         let start = events[first.1].ts().unwrap_or(0.0);
         let end = match last.2 {
             Some(e) => events[e].ts().unwrap_or(start),
-            None => events.iter().filter_map(Parsed::ts).fold(start, f64::max),
+            None => events.iter().filter_map(Rec::ts).fold(start, f64::max),
         };
         Some(Window { steps: present.iter().map(|p| p.0).collect(), start, end })
     }
 }
 
-/// `N` of a `ProfilerStep#N` name exactly as [`step_name`] writes it.
-fn step_of(name: &str) -> Option<u64> {
-    step_number(name).filter(|&n| step_name(n) == name)
-}
+/// Most distinct `args` objects remembered as scanned (past it, each is scanned).
+const SEEN_ARGS: usize = 4096;
 
 /// What cutting the events to the window found.
 pub(super) struct Cut {
@@ -80,52 +69,77 @@ pub(super) struct Cut {
     pub(super) clipped: usize,
 }
 
-/// Keeps what lies in the window, clips what crosses its edges, closes
-/// what is still open at its end, and scans every kept label. Each kept
-/// line goes to `write` as soon as it is final, in the file's order, so
-/// that no copy of the window is held.
+/// Reads the partial file at `path` again and keeps what lies in the
+/// window, clips what crosses its edges, closes what is still open at its
+/// end, and scans every kept label. Each kept line goes to `write` as soon
+/// as it is final, in the file's order, so that no copy of the window is
+/// held.
 pub(super) fn cut(
-    lines: &Lines<'_>,
+    path: &Path,
+    index: &Index,
     pairs: &Pairs,
     w: &Window,
     labels: &mut LabelScanner,
     write: &mut dyn FnMut(&[u8]) -> io::Result<()>,
 ) -> io::Result<Cut> {
-    let events = &lines.events[..];
+    let events = &index.events[..];
     let mut cut = Cut { threads: BTreeSet::new(), clipped: 0 };
     let mut dropped_end = vec![false; events.len()];
-    let mut open: Vec<usize> = Vec::new();
+    // Spans still open at the window's end, with their names.
+    let mut open: Vec<(u32, String)> = Vec::new();
     let mut last_thread = None;
-    for (i, ev) in events.iter().enumerate() {
+    let mut seen_args: HashSet<String> = HashSet::new();
+    // Each kept line, edited: one buffer for all of them.
+    let mut out = Vec::with_capacity(1 << 10);
+    each_event(path, |i, text| {
+        // The second pass reads what the first read; a file changed in between ends here.
+        let Some(ev) = events.get(i) else { return Err(io::Error::other("the partial file changed while it was finalised")) };
         let ts = ev.ts().unwrap_or(w.start);
         let inside = ts >= w.start && ts <= w.end;
-        let (text, thread) = (lines.text(ev), u64::from(ev.thread));
-        let raw = || retag(text, ev.tid(), thread);
-        let name = lines.name(ev);
-        let keep: Option<Cow<'_, [u8]>> = match ev.ph {
-            // Thread names are written from steptrace's own registry.
-            Ph::Meta if name.as_deref() == Some(meta::PROCESS_NAME) => Some(Cow::Borrowed(text)),
-            Ph::Meta => None,
-            Ph::Begin => begin(lines, pairs, w, i, &mut dropped_end, &mut open, &mut cut.clipped),
-            Ph::End => (pairs.is_paired_end(i) && !dropped_end[i]).then(raw),
-            Ph::Instant if ev.counter => inside.then(|| Cow::Owned(counter(name.as_deref(), lines.args(ev), ts, thread))),
-            _ => inside.then(raw),
+        // What is kept is decided from the index; only a kept line is parsed again.
+        let kept = match ev.ph {
+            Ph::Unread => false,
+            Ph::Meta => true,
+            Ph::Begin => begin_kept(events, pairs, w, i, &mut dropped_end),
+            Ph::End => pairs.is_paired_end(i) && !dropped_end[i],
+            Ph::Instant | Ph::Other => inside,
         };
-        if let Some(line) = keep {
-            labels.event(name.as_deref(), lines.args(ev).as_ref());
-            if ev.ph != Ph::Meta && last_thread != Some(thread) {
-                cut.threads.insert(thread);
-                last_thread = Some(thread);
-            }
-            write(&line)?;
+        if !kept {
+            return Ok(());
         }
-    }
+        let Some(line) = Line::parse(text) else { return Err(io::Error::other("the partial file changed while it was finalised")) };
+        let thread = u64::from(ev.thread);
+        let name = line.name();
+        match ev.ph {
+            // Thread names are written from steptrace's own registry.
+            Ph::Meta if name.as_deref() == Some(meta::PROCESS_NAME) => {
+                out.clear();
+                out.extend_from_slice(text);
+            }
+            Ph::Meta => return Ok(()),
+            Ph::Begin => {
+                if begin(&mut out, events, pairs, w, i, &line, &mut cut.clipped) {
+                    open.push((ev.thread, name.as_deref().unwrap_or("").to_owned()));
+                }
+            }
+            Ph::Instant if ev.counter => out = counter(name.as_deref(), line.args(), ts, thread),
+            _ => retag(&mut out, text, line.tid(), thread),
+        }
+        // Arguments written alike (most are) are read for their labels once.
+        let args = line.raw_args().filter(|raw| seen_args.len() >= SEEN_ARGS || seen_args.insert((*raw).to_owned()));
+        labels.event(name.as_deref(), args.and_then(|raw| serde_json::from_str(raw).ok()).as_ref());
+        if ev.ph != Ph::Meta && last_thread != Some(thread) {
+            cut.threads.insert(thread);
+            last_thread = Some(thread);
+        }
+        write(&out)
+    })?;
     // Close spans still open at the window's end, innermost first.
-    for &i in open.iter().rev() {
+    for (thread, name) in open.iter().rev() {
         cut.clipped += 1;
         let close = json!({
-            "ph": "E", "pid": 1, "tid": events[i].thread, "ts": w.end,
-            "name": lines.name(&events[i]).as_deref().unwrap_or(""),
+            "ph": "E", "pid": 1, "tid": thread, "ts": w.end,
+            "name": name,
             "args": { meta::CLIPPED_ARG: "end" },
         });
         write(close.to_string().as_bytes())?;
@@ -133,47 +147,44 @@ pub(super) fn cut(
     Ok(cut)
 }
 
-/// A begin: dropped outside the window (with its end), moved to the start
-/// when it began before, noted as open when it ends after; else the line to
-/// write.
-fn begin<'a>(
-    lines: &Lines<'a>,
-    pairs: &Pairs,
-    w: &Window,
-    i: usize,
-    dropped_end: &mut [bool],
-    open: &mut Vec<usize>,
-    clipped: &mut usize,
-) -> Option<Cow<'a, [u8]>> {
-    let events = &lines.events[..];
-    let ev = &events[i];
-    let (text, thread) = (lines.text(ev), u64::from(ev.thread));
-    let ts = ev.ts().unwrap_or(w.start);
+/// Whether a begin is kept: not when it lies wholly outside the window
+/// (its end then goes too). A begin whose end falls inside the window
+/// becomes one complete event, and its end is not written either; one
+/// still open at the window's end has its end dropped and is closed there.
+fn begin_kept(events: &[Rec], pairs: &Pairs, w: &Window, i: usize, dropped_end: &mut [bool]) -> bool {
+    let ts = events[i].ts().unwrap_or(w.start);
     let end_idx = pairs.end_of(i, events);
     let end_ts = end_idx.and_then(|e| events[e].ts());
-    if ts > w.end || end_ts.is_some_and(|t| t < w.start) {
-        if let Some(e) = end_idx {
-            dropped_end[e] = true;
-        }
-        return None;
+    let outside = ts > w.end || end_ts.is_some_and(|t| t < w.start);
+    let complete = ts >= w.start && end_ts.is_some_and(|t| t <= w.end);
+    if let Some(e) = end_idx.filter(|_| outside || complete || end_ts.is_none_or(|t| t > w.end)) {
+        dropped_end[e] = true;
     }
-    if end_ts.is_none_or(|t| t > w.end) {
-        if let Some(e) = end_idx {
-            dropped_end[e] = true;
-        }
-        open.push(i);
-    }
+    !outside
+}
+
+/// A kept begin's line, into `out`: moved to the window's start when it
+/// began before, one complete event when its end is inside the window,
+/// else as it is; whether it is still open at the window's end.
+fn begin(out: &mut Vec<u8>, events: &[Rec], pairs: &Pairs, w: &Window, i: usize, line: &Line<'_>, clipped: &mut usize) -> bool {
+    let thread = u64::from(events[i].thread);
+    let ts = events[i].ts().unwrap_or(w.start);
+    let end_ts = pairs.end_of(i, events).and_then(|e| events[e].ts());
+    let open = end_ts.is_none_or(|t| t > w.end);
     if ts < w.start {
         *clipped += 1;
-        return Some(Cow::Owned(clip(text, w.start, "begin", thread)));
+        *out = clip(line.text, w.start, "begin", thread);
+        return open;
     }
-    match (end_idx, end_ts) {
-        // Wholly inside: one complete event (HTA reads only those), and its
-        // end is not written.
-        (Some(e), Some(t)) if t <= w.end => {
-            dropped_end[e] = true;
-            Some(complete(text, ev.tid(), thread, t - ts))
+    match end_ts {
+        // Wholly inside: one complete event (HTA reads only those).
+        Some(t) if t <= w.end => {
+            complete(out, line.text, line.tid(), thread, t - ts);
+            false
         }
-        _ => Some(retag(text, ev.tid(), thread)),
+        _ => {
+            retag(out, line.text, line.tid(), thread);
+            open
+        }
     }
 }
