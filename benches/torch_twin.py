@@ -8,17 +8,25 @@ Mirrors the Rust side so that step times can be compared side by side:
   optimizer burn-optim 0.21 AdamConfig defaults (beta1 0.9, beta2 0.999, eps 1e-5), lr 1e-3
   step      crates/steptrace-burn/src/run.rs + step.rs: load, h2d, forward, loss, backward,
             optimizer, one sync at the step end; the profiler's step() is outside the step time.
+
+--profile interleaved mirrors `steptrace bench --profile interleaved`: torch.profiler runs over
+the measured steps under a schedule of short cycles (default wait=7,warmup=1,active=2, repeated
+to the end), each step is labelled with the phase torch.profiler's own schedule gives it, and
+each process reports active/wait and warmup/wait (the ratio of the phases' median step times),
+so that the profiler's cost is read inside one process, as steptrace's is. A cycle's trace is
+exported in prof.step(), outside the step's time (kept with --trace-dir, else written to a
+temporary folder and removed), as steptrace writes its file on another thread.
 """
 import time
 
 PROCESS_START = time.perf_counter()  # before `import torch`, so run 0 can report a cold start
 
-import argparse, contextlib, gzip, json, math, os, pathlib, platform, statistics, struct, sys, warnings
+import argparse, contextlib, gzip, json, math, os, pathlib, platform, statistics, struct, sys, tempfile, warnings
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torch.profiler import ProfilerActivity, profile, schedule
+from torch.profiler import ProfilerAction, ProfilerActivity, profile, schedule
 
 DATA = pathlib.Path(__file__).resolve().parent.parent / "datasets" / "data"
 MASK = (1 << 64) - 1
@@ -133,8 +141,44 @@ def unique_path(path):
     return p
 
 
-def activities(device):
-    return [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+def activities(device, which="cpu+cuda"):
+    cuda = which == "cpu+cuda" and device.type == "cuda"
+    return [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+
+
+# torch.profiler's actions as the phases steptrace names (crates/steptrace/src/collect/schedule.rs).
+PHASES = {ProfilerAction.NONE: "wait", ProfilerAction.WARMUP: "warmup",
+          ProfilerAction.RECORD: "active", ProfilerAction.RECORD_AND_SAVE: "active"}
+
+
+def parse_cycle(text):
+    """`wait=7,warmup=1,active=2` as torch.profiler.schedule's keyword arguments."""
+    cycle = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, _, value = part.partition("=")
+        if key not in ("wait", "warmup", "active") or not value.isdigit() or key in cycle:
+            raise ValueError(f"--schedule {text}: expected wait=W,warmup=U,active=A (each once, integers)")
+        cycle[key] = int(value)
+    if cycle.get("active", 0) < 1 or cycle.get("wait", 0) < 1:
+        raise ValueError(f"--schedule {text}: interleaved needs wait >= 1 and active >= 1")
+    return {"wait": cycle["wait"], "warmup": cycle.get("warmup", 0), "active": cycle["active"]}
+
+
+def interleaved_figures(step_ms, phases):
+    """Per phase: n, median and IQR of the step times; active/wait and warmup/wait of the medians."""
+    by = {}
+    for ms, phase in zip(step_ms, phases):
+        by.setdefault(phase, []).append(ms)
+    out = {}
+    for phase, values in sorted(by.items()):
+        q = statistics.quantiles(values, n=4) if len(values) > 1 else [values[0]] * 3
+        out[phase] = {"n": len(values), "median_ms": statistics.median(values), "iqr_ms": q[2] - q[0]}
+    wait = out.get("wait", {}).get("median_ms")
+    for phase in ("active", "warmup"):
+        if wait and phase in out:
+            out[f"{phase}_over_wait"] = out[phase]["median_ms"] / wait
+    out["phases"] = phases
+    return out
 
 
 def prepare(args):
@@ -183,11 +227,20 @@ def one_run(args, device, data, shape, train_idx, eval_idx, trace_dir):
            "process_start_to_first_step_ms": (t1 - PROCESS_START) * 1000}
     for k in range(1, 1 + args.warmup):
         train_step(model, opt, tx, ty, train_idx[k], device)
-    prof = None
+    prof, phase_of = None, None
     if args.profile == "active":
         # repeat=1: one cycle that ends at the last measured step (repeat=0 would start a new one).
         prof = profile(activities=activities(device),
                        schedule=schedule(wait=0, warmup=0, active=args.steps, repeat=1))
+    elif args.profile == "interleaved":
+        cycle = schedule(**args.cycle, repeat=0)
+        phase_of = lambda k: PHASES[cycle(k)]  # the phase torch.profiler gives measured step k
+        exported = []
+        def ready(p):  # after a cycle's last active step, inside prof.step(): outside step time
+            path = unique_path(pathlib.Path(trace_dir) / f"torch_{args.model}_b{args.batch}_cycle{len(exported)}.json")
+            p.export_chrome_trace(str(path))
+            exported.append(path)
+        prof = profile(activities=activities(device, args.activities), schedule=cycle, on_trace_ready=ready)
     step_ms, prof_ms, losses = [], [], []
     t_window = time.perf_counter()
     with prof if prof is not None else contextlib.nullcontext():
@@ -202,11 +255,17 @@ def one_run(args, device, data, shape, train_idx, eval_idx, trace_dir):
                 prof_ms.append((time.perf_counter() - te) * 1000)
     run["step_ms"] = step_ms
     run["median_ms"] = statistics.median(step_ms)
+    if phase_of is not None:
+        run["interleaved"] = interleaved_figures(step_ms, [phase_of(k) for k in range(len(step_ms))])
+        run["traces_exported"] = len(exported)
+        if not args.trace_dir:
+            for path in exported:
+                path.unlink()
     run["measured_window_ms"] = (time.perf_counter() - t_window) * 1000
     if prof is not None:
         run["profiler_start_ms"] = (t_in - t_window) * 1000
         run["profiler_step_call_ms"] = prof_ms  # the last one stops and processes the trace
-        if trace_dir is not None:
+        if trace_dir is not None and args.profile == "active":
             path = unique_path(pathlib.Path(trace_dir) / f"torch_{args.model}_b{args.batch}_{device.type}.json")
             prof.export_chrome_trace(str(path))
             run["trace"] = {"path": str(path), "bytes": path.stat().st_size}
@@ -269,9 +328,14 @@ def main():
     ap.add_argument("--warmup", type=int, default=20, help="steps after step 0, not measured")
     ap.add_argument("--steps", type=int, default=100, help="measured steps")
     ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--profile", choices=["off", "active"], default="off")
+    ap.add_argument("--profile", choices=["off", "active", "interleaved"], default="off")
+    ap.add_argument("--schedule", default="wait=7,warmup=1,active=2",
+                    help="with --profile interleaved: the cycle, repeated over the measured steps")
+    ap.add_argument("--activities", choices=["cpu+cuda", "cpu"], default="cpu+cuda",
+                    help="with --profile interleaved: torch.profiler's activities")
     ap.add_argument("--out", help="JSON results (never overwritten)")
-    ap.add_argument("--trace-dir", help="with --profile active: Chrome trace of run 0 here")
+    ap.add_argument("--trace-dir", help="with --profile active: Chrome trace of run 0 here; "
+                                        "with interleaved: every cycle's trace of every run")
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--lr", type=float, default=1e-3)
@@ -283,6 +347,11 @@ def main():
         ap.error("--device cuda, but torch.cuda.is_available() is False")
     if args.batch < 1 or args.steps < 1 or args.runs < 1 or args.warmup < 0:
         ap.error("--batch, --steps and --runs must be >= 1, --warmup >= 0")
+    if args.profile == "interleaved":
+        try:
+            args.cycle = parse_cycle(args.schedule)
+        except ValueError as e:
+            ap.error(str(e))
     if args.kineto_fixture is None and not args.out:
         ap.error("--out is required")
     if args.out and os.path.exists(args.out):
@@ -302,8 +371,14 @@ def main():
     data, shape, train_idx, eval_idx, info = prepare(args)
     runs, n_params = [], 0
     for r in range(args.runs):
-        run, n_params = one_run(args, device, data, shape, train_idx, eval_idx,
-                                args.trace_dir if (r == 0 and args.profile == "active") else None)
+        trace_dir = None
+        if args.profile == "active" and r == 0:
+            trace_dir = args.trace_dir
+        elif args.profile == "interleaved":
+            trace_dir = args.trace_dir or tempfile.mkdtemp(prefix="torch-twin-")
+        run, n_params = one_run(args, device, data, shape, train_idx, eval_idx, trace_dir)
+        if args.profile == "interleaved" and not args.trace_dir:
+            os.rmdir(trace_dir)
         runs.append(run)
     meds = [r["median_ms"] for r in runs]
     pooled = [x for r in runs for x in r["step_ms"]]
@@ -336,6 +411,18 @@ def main():
         "loss": "F.cross_entropy(logits, targets), mean (burn CrossEntropyLossConfig::new())",
         "precision": precision(device), "data": info,
     }
+    if args.profile == "interleaved":
+        ratios = [r["interleaved"].get("active_over_wait") for r in runs]
+        warmups = [r["interleaved"].get("warmup_over_wait") for r in runs]
+        result["interleaved"] = {
+            "schedule": args.schedule, "activities": args.activities,
+            "active_over_wait": ratios, "warmup_over_wait": warmups,
+            "median_active_over_wait": statistics.median([x for x in ratios if x is not None] or [math.nan]),
+            "method": "each process its own control: the median active step over the median wait "
+                      "step of the same run, steps labelled by torch.profiler.schedule itself; "
+                      "prof.step() (and each cycle's export) outside the step time",
+        }
+        print("active/wait per process: " + ", ".join(f"{x:.4f}" for x in ratios if x is not None))
     with open(args.out, "x") as f:
         json.dump(result, f, indent=1)
     r0 = runs[0]
