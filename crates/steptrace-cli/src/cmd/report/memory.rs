@@ -6,6 +6,18 @@ use std::fmt::Write as _;
 use comfy_table::CellAlignment;
 use steptrace::analysis::MemoryView;
 
+/// A change in MB with its sign, in KB when under 1 MB (a growth of a few KB must not read as
+/// `89.2 MB to 89.2 MB`).
+fn change(delta_mb: f64) -> String {
+    if delta_mb == 0.0 {
+        "no change".to_owned()
+    } else if delta_mb.abs() < 1.0 {
+        format!("{:+.1} KB", delta_mb * 1024.0)
+    } else {
+        format!("{}{} MB", if delta_mb > 0.0 { "+" } else { "-" }, mb(delta_mb.abs()))
+    }
+}
+
 fn mb(v: f64) -> String {
     if v.abs() >= 100.0 {
         format!("{v:.0}")
@@ -78,9 +90,10 @@ pub(super) fn render_memory(o: &mut String, m: &MemoryView) {
     if let Some(g) = &m.reserved_growth {
         let _ = writeln!(
             o,
-            "reserved at the step's end: {} MB to {} MB, growing in {} of {} steps",
+            "reserved at the step's end: {} MB to {} MB ({}), growing in {} of {} steps",
             mb(g.first_mb),
             mb(g.last_mb),
+            change(g.last_mb - g.first_mb),
             g.rising_steps,
             g.compared
         );
