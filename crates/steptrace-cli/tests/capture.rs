@@ -6,23 +6,16 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 
-use common::{flat, steptrace, text};
+use common::{flat, spawn, steptrace, text};
 use serde_json::Value;
 
 /// A CPU run recording nothing until asked, 20 ms a step, far longer than the test.
 fn on_demand_run(dir: &Path) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_steptrace"))
-        .args(["train", "--backend", "cpu", "--quiet", "--steps", "1000000", "--loader-delay-ms", "20"])
-        .args(["--schedule", "on-demand", "--out", "traces", "--json", "run.json"])
-        .current_dir(dir)
-        .env("NODEVICE_SELECT", "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start steptrace train")
+    let args = ["train", "--backend", "cpu", "--quiet", "--steps", "1000000", "--loader-delay-ms", "20"];
+    spawn(&[&args[..], &["--schedule", "on-demand", "--out", "traces", "--json", "run.json"]].concat(), dir)
 }
 
 fn ready_file(dir: &Path, pid: u32) -> PathBuf {
@@ -41,6 +34,15 @@ fn capture(dir: &Path, args: &[&str]) -> Output {
     let mut all = vec!["capture"];
     all.extend_from_slice(args);
     steptrace(&all, dir)
+}
+
+/// `steptrace capture PID --steps 100000` in the background, once the run says it records.
+fn long_capture(dir: &Path, pid: u32) -> Child {
+    let asker = spawn(&["capture", &pid.to_string(), "--steps", "100000", "--out", "traces"], dir);
+    wait_until("the capture records", || {
+        std::fs::read_to_string(ready_file(dir, pid)).is_ok_and(|t| t.contains("\"recording\""))
+    });
+    asker
 }
 
 fn stop(child: Child, signal: &str) -> Output {
@@ -103,16 +105,7 @@ fn a_running_job_is_captured_on_demand_and_bad_requests_are_told_why() {
     assert!(out.status.success() && flat(&text(&out).0).contains("captured on demand"), "{:?}", text(&out));
 
     // A long capture, and a second request while it records: refused with what is recording.
-    let mut long = Command::new(env!("CARGO_BIN_EXE_steptrace"))
-        .args(["capture", &pid_text, "--steps", "100000", "--out", "traces"])
-        .current_dir(dir.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_until("the long capture records", || {
-        std::fs::read_to_string(ready_file(dir.path(), pid)).is_ok_and(|t| t.contains("\"recording\""))
-    });
+    let mut long = long_capture(dir.path(), pid);
     let out = capture(dir.path(), &[&pid_text]);
     assert_eq!(out.status.code(), Some(1));
     assert!(flat(&text(&out).1).contains("is already recording a capture (cycle 1, steps"), "{:?}", text(&out));
@@ -144,16 +137,7 @@ fn a_run_killed_mid_capture_leaves_its_partial_file_and_the_asker_says_where() {
     let mut child = on_demand_run(dir.path());
     let pid = child.id();
     wait_until("the run is ready", || ready_file(dir.path(), pid).exists());
-    let asker = Command::new(env!("CARGO_BIN_EXE_steptrace"))
-        .args(["capture", &pid.to_string(), "--steps", "100000"])
-        .current_dir(dir.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_until("the capture records", || {
-        std::fs::read_to_string(ready_file(dir.path(), pid)).is_ok_and(|t| t.contains("\"recording\""))
-    });
+    let asker = long_capture(dir.path(), pid);
     std::thread::sleep(Duration::from_millis(300));
     child.kill().unwrap();
     let _ = child.wait();

@@ -4,23 +4,16 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use common::{flat, steptrace, text};
 
 /// A CPU run long enough to be interrupted inside its one long window.
 fn long_run(dir: &Path, extra: &[&str]) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_steptrace"))
-        .args(["train", "--backend", "cpu", "--quiet", "--steps", "1000000", "--json", "run.json"])
-        .args(extra)
-        .args(["--schedule", "wait=0,warmup=1,active=1000000", "--out", "traces"])
-        .current_dir(dir)
-        .env("NODEVICE_SELECT", "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start steptrace train")
+    let args = ["train", "--backend", "cpu", "--quiet", "--steps", "1000000", "--json", "run.json"];
+    let schedule = ["--schedule", "wait=0,warmup=1,active=1000000", "--out", "traces"];
+    common::spawn(&[&args[..], extra, &schedule[..]].concat(), dir)
 }
 
 fn files(dir: &Path, suffix: &str) -> Vec<PathBuf> {

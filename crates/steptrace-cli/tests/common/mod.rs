@@ -12,6 +12,18 @@ pub fn steptrace(args: &[&str], dir: &std::path::Path) -> Output {
         .expect("run steptrace")
 }
 
+/// `steptrace ARGS` started in `dir`, its output piped, not waited for.
+pub fn spawn(args: &[&str], dir: &std::path::Path) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_steptrace"))
+        .args(args)
+        .current_dir(dir)
+        .env("NODEVICE_SELECT", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start steptrace")
+}
+
 pub fn text(out: &Output) -> (String, String) {
     (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
