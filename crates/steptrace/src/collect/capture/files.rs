@@ -213,31 +213,27 @@ impl Ready {
 
 /// Writes `value` to `path` atomically: a new file beside it, renamed over it.
 pub(crate) fn write_atomic(path: &Path, value: &impl Serialize) -> io::Result<()> {
-    let bytes = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
-    let tmp = sibling(path, &format!("tmp-{}", std::process::id()));
-    let result = (|| {
-        let mut file = fs::File::create(&tmp)?;
-        file.write_all(&bytes)?;
-        file.sync_data()?;
-        fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
+    write_beside(path, value, |tmp| fs::rename(tmp, path))
 }
 
 /// Writes `value` to `path` unless a file is there: written beside it, then
-/// linked to its name (which fails if the name is taken), so a reader never
-/// sees half a file and an earlier request is never replaced.
+/// linked to its name without replacing anything (the finaliser's
+/// `link_no_clobber`), so a reader never sees
+/// half a file and an earlier request is never replaced.
 pub(crate) fn write_new(path: &Path, value: &impl Serialize) -> io::Result<()> {
+    write_beside(path, value, |tmp| crate::sink::link_no_clobber(tmp, path))
+}
+
+/// `value` as JSON in a new file beside `path`, synced, then put in place by
+/// `place`; the new file never stays behind.
+fn write_beside(path: &Path, value: &impl Serialize, place: impl FnOnce(&Path) -> io::Result<()>) -> io::Result<()> {
     let bytes = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
     let tmp = sibling(path, &format!("new-{}-{}", std::process::id(), now_unix_ms()));
     let result = (|| {
         let mut file = fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
         file.write_all(&bytes)?;
         file.sync_data()?;
-        fs::hard_link(&tmp, path)
+        place(&tmp)
     })();
     let _ = fs::remove_file(&tmp);
     result

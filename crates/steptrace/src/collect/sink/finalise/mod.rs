@@ -11,6 +11,8 @@ mod lines;
 mod window;
 mod write;
 
+pub(crate) use write::link_no_clobber;
+
 use std::fs;
 use std::io;
 use std::path::Path;

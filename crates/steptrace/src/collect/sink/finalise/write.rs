@@ -89,7 +89,7 @@ impl EventWriter {
 }
 
 /// Links `from` to `to` only if `to` does not exist.
-pub(super) fn link_no_clobber(from: &Path, to: &Path) -> io::Result<()> {
+pub(crate) fn link_no_clobber(from: &Path, to: &Path) -> io::Result<()> {
     match fs::hard_link(from, to) {
         Ok(()) => Ok(()),
         Err(err) if err.kind() == io::ErrorKind::AlreadyExists => Err(err),
