@@ -109,11 +109,14 @@ fn head(batch: HostBatch, samples: usize) -> Result<HostBatch, String> {
     Ok(HostBatch { index: batch.index, input: cut(&batch.input), target: cut(&batch.target), samples })
 }
 
-/// The two batches to measure at: halves of the failed batch (or of the largest that fits one
-/// allocation), then smaller ones if those fail too.
+/// The pairs of batches to measure at, smallest first: a 32nd and a 16th of the failed batch (or
+/// of the largest that fits one allocation), then an 8th and a quarter, then a quarter and a half.
+/// Small batches first, because each new batch size is new to autotune (the larger, the longer it
+/// tunes) and a large one can fail again (on CUDA a grid can grow past its limits); a larger pair
+/// is tried only when a smaller one cannot resolve a sample's bytes (the pools did not grow).
 fn candidates(batch: u64, one_allocation: Option<u64>) -> Vec<[u64; 2]> {
     let top = one_allocation.map_or(batch, |b| b.min(batch));
-    [2u64, 8, 32]
+    [32u64, 8, 2]
         .iter()
         .map(|d| [top / (2 * d), top / d])
         .filter(|[a, b]| *a >= 1 && b > a)
@@ -144,8 +147,16 @@ pub(crate) fn measure<M: StepModel>(
         });
         device.memory_cleanup();
         match points {
+            Ok([low, high]) if high.reserved <= low.reserved => tried.push(format!(
+                "batches {} and {}: the pools reserved {} B at both, too close to resolve a sample's bytes",
+                low.batch, high.batch, high.reserved
+            )),
             Ok(points) => return Some(conclude(points, report, tried)),
-            Err(why) => tried.push(format!("batches {} and {}: {}", batches[0], batches[1], crate::oom::brief(&why))),
+            // A larger pair would fail as well, and take longer to.
+            Err(why) => {
+                tried.push(format!("batches {} and {}: {}", batches[0], batches[1], crate::oom::brief(&why)));
+                break;
+            }
         }
     }
     (!tried.is_empty()).then(|| Probe { problems: tried, ..Probe::default() })
@@ -230,9 +241,10 @@ mod tests {
     }
 
     #[test]
-    fn candidates_halve_the_batch_or_the_one_allocation_bound() {
-        assert_eq!(candidates(8192, None), [[2048, 4096], [512, 1024], [128, 256]]);
-        assert_eq!(candidates(8192, Some(256)), [[64, 128], [16, 32], [4, 8]]);
+    fn candidates_go_from_small_fractions_of_the_batch_or_the_one_allocation_bound_up() {
+        assert_eq!(candidates(8192, None), [[128, 256], [512, 1024], [2048, 4096]]);
+        assert_eq!(candidates(8192, Some(256)), [[4, 8], [16, 32], [64, 128]]);
+        assert_eq!(candidates(40, None), [[2, 5], [10, 20]], "pairs of less than one sample are left out");
         assert_eq!(candidates(3, None), Vec::<[u64; 2]>::new());
     }
 

@@ -54,13 +54,14 @@ fn a_planted_out_of_memory_explains_itself_and_keeps_the_partial_cycle() {
     assert!(fits >= 1 && fits < BATCH, "{o}");
     assert!(fits * WIDTH * 4 <= max_allocation, "{fits} samples must fit one allocation: {o}");
     assert!(fits <= BATCH * max_allocation / requested, "{o}");
-    // With --memory, a fresh model trained at a quarter and a half of that batch measured
+    // With --memory, a fresh model trained at two small fractions of that batch measured
     // what a sample needs: the pools grew between them, and at least by the hidden layer's
     // activation (WIDTH f32 a sample) for each added sample.
     let probe = &o["probe"];
     let points: Vec<(u64, u64)> =
         probe["points"].as_array().unwrap().iter().map(|p| (p["batch"].as_u64().unwrap(), p["reserved"].as_u64().unwrap())).collect();
-    assert_eq!(points.iter().map(|p| p.0).collect::<Vec<_>>(), [fits / 4, fits / 2], "{probe}");
+    let batches: Vec<u64> = points.iter().map(|p| p.0).collect();
+    assert!([[fits / 64, fits / 32], [fits / 16, fits / 8], [fits / 4, fits / 2]].iter().any(|b| b[..] == batches[..]), "{probe}");
     assert!(points[1].1 > points[0].1, "{probe}");
     assert_eq!(o["per_sample"]["bound"], "about", "{o}");
     let per_sample = o["per_sample"]["value"].as_u64().unwrap();
