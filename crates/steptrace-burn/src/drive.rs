@@ -476,9 +476,10 @@ impl<'a> Job<'a> {
             memory: cfg.memory.then(|| match (state.memory_note, state.memory.as_ref().is_some_and(|m| m.last.is_some())) {
                 (Some(note), _) => note,
                 (None, true) => format!(
-                    "observed in recorded steps: counter tracks `{}` and `{}`",
+                    "observed in recorded steps: counter tracks `{}` and `{}`{}",
                     counters::DEVICE_MEMORY,
-                    counters::MEMORY_CATEGORIES
+                    counters::MEMORY_CATEGORIES,
+                    state.memory.as_ref().and_then(|m| m.query_times()).map_or(String::new(), |t| format!("; {t}"))
                 ),
                 (None, false) => "not observed: no recorded step was sampled (memory is sampled in recorded steps only)".to_owned(),
             }),

@@ -112,6 +112,8 @@ pub(crate) struct MemorySampler {
     pub(crate) highest: Option<(MemorySnapshot, &'static str, u64)>,
     /// Samples the allocator did not answer.
     pub(crate) unanswered: u64,
+    /// How long each answered query of the allocator took (the blocking round trip, ns).
+    pub(crate) query_ns: Vec<u64>,
 }
 
 impl MemorySampler {
@@ -126,7 +128,18 @@ impl MemorySampler {
             last: None,
             highest: None,
             unanswered: 0,
+            query_ns: Vec::new(),
         }
+    }
+
+    /// The allocator queries' round trips, for the summary: "N queries, median X µs (max Y µs)".
+    pub(crate) fn query_times(&self) -> Option<String> {
+        let mut ns = self.query_ns.clone();
+        ns.sort_unstable();
+        let median = *ns.get(ns.len() / 2)?;
+        let max = *ns.last()?;
+        let us = |n: u64| n as f64 / 1_000.0;
+        Some(format!("{} allocator queries took {:.1} µs each at the median ({:.1} µs at most)", ns.len(), us(median), us(max)))
     }
 
     /// Whether samples are taken after each phase too (`--memory-phases`).
@@ -144,10 +157,12 @@ impl MemorySampler {
             // What the phase queued is allocated once the fusion queue is flushed.
             let _ = self.device.flush();
         }
+        let asked = std::time::Instant::now();
         let Some(m) = backend::memory_usage(&self.device) else {
             self.unanswered += 1;
             return;
         };
+        self.query_ns.push(u64::try_from(asked.elapsed().as_nanos()).unwrap_or(u64::MAX));
         tracing::info!(target: COUNTER_TARGET, in_use = m.bytes_in_use, reserved = m.bytes_reserved, "{}", counters::DEVICE_MEMORY);
         let gradients = if after == BACKWARD { self.parameters } else { 0 };
         let batch = if after == FORWARD || after == LOSS { self.batch } else { 0 };
@@ -169,5 +184,18 @@ impl MemorySampler {
             self.highest = Some((m, after, step));
         }
         self.last = Some((m, after));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_times_give_the_median_and_the_most_or_nothing_before_a_query() {
+        let mut m = MemorySampler::new(Device::flex(), 0, false);
+        assert_eq!(m.query_times(), None, "no query, no figure");
+        m.query_ns = vec![40_000, 12_000, 15_500];
+        assert_eq!(m.query_times().unwrap(), "3 allocator queries took 15.5 µs each at the median (40.0 µs at most)");
     }
 }
