@@ -13,6 +13,20 @@
 # 3. An on-demand run: `train --schedule on-demand` asked for one capture by `steptrace capture`,
 #    to see how many steps after the request the recording starts on CUDA.
 #
+# 4. With EXPERIMENTS=1 (issue 26 item 1, where a launch-bound step's host-span cost goes), for
+#    the MLP: host spans only at `--detail internals` (burn's and cubecl's spans too: many more
+#    spans a step, so the slope against `--detail steps` is what one span costs inside a real
+#    step), and host spans only with the process held to two cores (`taskset -c 0,1`: does the
+#    writer thread compete with cubecl's launching thread for a core?). Spans per step are
+#    counted from a short recorded `train` at each detail level.
+#
+# 5. With MEMORY_COST=1 (issue 25): the MLP's paired bench with `--memory`, host spans only, and a
+#    short run whose summary times each allocator query.
+#
+# MODELS (default "mlp convnet") and ON_DEMAND (default 1) choose the parts, so that the work can
+# be split over calls of under 10 minutes. The cubecl cache is $CACHE (default
+# /tmp/st-cubecl-cache, outside $W), so that a later call on the same machine starts warm.
+#
 # Needs the release binary in .devbin/steptrace.xz. What comes back: $OUT/h200-cost.tgz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -21,14 +35,34 @@ W=${WORK:-/tmp/st-cost}
 R=$W/results
 FINAL=${OUT:-$W/out}
 BUDGET=${BUDGET:-560}
-CACHE=$W/cache
+CACHE=${CACHE:-/tmp/st-cubecl-cache}
+MODELS=${MODELS:-mlp convnet}
 . "$(dirname "$0")/h200-common.sh"
 
 trap 'st_pack h200-cost' EXIT
 st_start "$W"
 mkdir -p "$FINAL"
 
-for model in mlp convnet; do
+# Events per recorded step in the traces under DIR (complete and begin events, counters aside).
+spans_per_step() {
+  python3 - "$1" << 'PY'
+import glob, json, sys
+files = [f for f in glob.glob(sys.argv[1] + "/**/*.json", recursive=True) if "manifest" not in f]
+steps = spans = 0
+for f in files:
+    try:
+        d = json.load(open(f))
+    except Exception as e:
+        print(f"{f}: unreadable ({e})"); continue
+    ev = d["traceEvents"] if isinstance(d, dict) else d
+    m = d.get("metadata", {}).get("manifest", {}) if isinstance(d, dict) else {}
+    spans += sum(1 for e in ev if e.get("ph") in ("X", "B") and "stream" not in e.get("args", {}))
+    steps += sum(1 for e in ev if e.get("ph") in ("X", "B") and str(e.get("name", "")).startswith("ProfilerStep"))
+print(f"files {len(files)} host spans {spans} steps {steps} spans/step {spans / max(steps, 1):.1f}")
+PY
+}
+
+for model in $MODELS; do
   data=digits; [ "$model" = convnet ] && data=fashion-mnist
   st_run_capped "bench-$model" 150 "$B" bench --profile interleaved --backend cuda --runs 3 --cache-dir "$CACHE" \
     --trace-dir "traces/bench-$model" --json "bench-$model.json" --model "$model" --dataset "$data" --batch 256 \
@@ -42,6 +76,35 @@ for model in mlp convnet; do
   done
   rm -rf "$R/traces/bench-$model"
 done
+
+if [ "${EXPERIMENTS:-0}" = 1 ]; then
+  common=(bench --profile interleaved --backend cuda --runs 3 --cache-dir "$CACHE" --model mlp --dataset digits
+    --batch 256 --device-activity off --schedule wait=7,warmup=1,active=2)
+  st_run_capped exp-steps 90 "$B" "${common[@]}" --json exp-steps.json
+  st_run_capped exp-internals 90 "$B" "${common[@]}" --detail internals --json exp-internals.json
+  st_run_capped exp-two-cores 90 taskset -c 0,1 "$B" "${common[@]}" --json exp-two-cores.json
+  # bench keeps no traces: one short recorded run per detail level, to count its spans.
+  for d in steps internals; do
+    CAP=60 st_train "spans-$d" --model mlp --dataset digits --batch 256 --steps 30 --device-activity off \
+      --detail "$d" --schedule skip_first=20,wait=0,warmup=1,active=3,repeat=1
+    echo "detail $d: $(spans_per_step "$R/traces/spans-$d")" | tee -a "$R/spans.txt"
+  done
+  rm -rf "$R"/traces/spans-*
+fi
+
+if [ "${MEMORY_COST:-0}" = 1 ]; then
+  # Issue 25's cost: host spans plus one allocator query at each recorded step's end, against the
+  # host-spans-only runs of the MLP above; then one run whose summary times each query.
+  st_run_capped bench-mlp-memory 150 "$B" bench --profile interleaved --backend cuda --runs 3 --cache-dir "$CACHE" \
+    --model mlp --dataset digits --batch 256 --device-activity off --memory --json bench-mlp-memory.json \
+    --schedule wait=7,warmup=1,active=2
+  CAP=60 st_train memory-queries --model mlp --dataset digits --batch 256 --steps 80 --device-activity off --memory \
+    --schedule skip_first=20,wait=2,warmup=1,active=3
+  python3 -c 'import json,sys; print("memory:", json.load(open(sys.argv[1]))["memory"])' "$R/memory-queries.json" \
+    | tee -a "$R/rc.txt" || true
+fi
+
+[ "${ON_DEMAND:-1}" = 1 ] || { echo "== done [${SECONDS}s]"; cat "$R/rc.txt"; exit 0; }
 
 # On demand: a long run, one capture of 3 steps asked for after its start.
 (cd "$R" && timeout 120 "$B" train --backend cuda --cache-dir "$CACHE" --model mlp --dataset digits --batch 256 \

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Issue 25 on the H200, session 6: out-of-memory that explains itself, and the Transformer's
-# categories.
+# Issue 25 on the H200: the Transformer's categories, and an out-of-memory that explains itself.
 #
 #   bash scripts/h200-memory.sh
 #
+# 0. The Transformer on Shakespeare with --memory --memory-phases: categories against in use.
 # 1. A request too large for one allocation: the ConvNet on 1 x 512 x 512 synthetic images at
 #    batch 8192 (conv1's output alone is 64 GiB; cubecl's CUDA pools take at most a quarter of
 #    the device in one piece), with --memory, its warmup cycle open at step 0.
@@ -12,7 +12,8 @@
 #    And 10% above it, which should not.
 # 3. A device that fills up: the same ConvNet at batch 4096 (conv1's output, 34 GB, is under the
 #    largest allocation), with --memory --memory-phases: out of memory, or the true peak.
-# 4. The Transformer with --memory --memory-phases: categories against in use.
+# Parts run in that order while the budget lasts (what it cut is in rc.txt). The cubecl cache
+# is $CACHE (default /tmp/st-cubecl-cache, kept between calls on one machine).
 #
 # Needs the release binary in .devbin/steptrace.xz (built with `--features nvtx` or without).
 # What comes back: $OUT/h200-memory.tgz (results/: logs, --json files, reports, rc.txt).
@@ -22,7 +23,7 @@ W=${WORK:-/tmp/st-memory}
 R=$W/results
 FINAL=${OUT:-$W/out}
 BUDGET=${BUDGET:-560}
-CACHE=$W/cache
+CACHE=${CACHE:-/tmp/st-cubecl-cache}
 . "$(dirname "$0")/h200-common.sh"
 
 trap 'st_pack h200-memory' EXIT
@@ -33,7 +34,9 @@ report() { (cd "$R" && "$B" report "traces/$1" > "report-$1.txt" 2>&1; "$B" repo
 
 CONVNET=(--model convnet --dataset synthetic --synthetic-shape 1,512,512 --synthetic-samples 8192 --loss-every 0)
 
-CAP=330 train oom-too-large "${CONVNET[@]}" --batch 8192 --steps 4 --schedule skip_first=0,wait=0,warmup=1,active=3 --memory
+CAP=150 train transformer --model transformer --dataset shakespeare --steps 30 --loss-every 0 --memory --memory-phases
+report transformer
+CAP=390 train oom-too-large "${CONVNET[@]}" --batch 8192 --steps 4 --schedule skip_first=0,wait=0,warmup=1,active=3 --memory
 report oom-too-large
 fits=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["out_of_memory"]["fitting_batch"]["value"])' \
   "$R/oom-too-large.json" 2>/dev/null || echo "")
@@ -45,8 +48,6 @@ if [ -n "$fits" ]; then
   CAP=150 train fits-plus-10 "${CONVNET[@]}" --batch $((fits * 11 / 10)) --steps 4 \
     --schedule skip_first=0,wait=0,warmup=1,active=3 --memory
 fi
-CAP=120 train transformer --model transformer --dataset shakespeare --steps 30 --loss-every 0 --memory --memory-phases
-report transformer
 CAP=200 train oom-4096 "${CONVNET[@]}" --batch 4096 --steps 4 --schedule skip_first=0,wait=0,warmup=1,active=3 \
   --memory --memory-phases
 report oom-4096
