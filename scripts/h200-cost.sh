@@ -64,7 +64,7 @@ PY
 
 for model in $MODELS; do
   data=digits; [ "$model" = convnet ] && data=fashion-mnist
-  st_run_capped "bench-$model" 150 "$B" bench --profile interleaved --backend cuda --runs 3 --cache-dir "$CACHE" \
+  st_run_capped "bench-$model" 240 "$B" bench --profile interleaved --backend cuda --runs 3 --cache-dir "$CACHE" \
     --trace-dir "traces/bench-$model" --json "bench-$model.json" --model "$model" --dataset "$data" --batch 256 \
     --baseline --schedule wait=7,warmup=1,active=2
   for acts in cpu+cuda cpu; do
