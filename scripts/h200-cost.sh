@@ -18,7 +18,9 @@
 #    spans a step, so the slope against `--detail steps` is what one span costs inside a real
 #    step), and host spans only with the process held to two cores (`taskset -c 0,1`: does the
 #    writer thread compete with cubecl's launching thread for a core?). Spans per step are
-#    counted from a short recorded `train` at each detail level.
+#    counted from a short recorded `train` at each detail level. And for item 2, a cycle of four
+#    warmup steps: the first enables CUPTI, the next three show what it costs a step to keep it
+#    enabled outside the window.
 #
 # 5. With MEMORY_COST=1 (issue 25): the MLP's paired bench with `--memory`, host spans only, and a
 #    short run whose summary times each allocator query.
@@ -83,6 +85,12 @@ if [ "${EXPERIMENTS:-0}" = 1 ]; then
   st_run_capped exp-steps 90 "$B" "${common[@]}" --json exp-steps.json
   st_run_capped exp-internals 90 "$B" "${common[@]}" --detail internals --json exp-internals.json
   st_run_capped exp-two-cores 90 taskset -c 0,1 "$B" "${common[@]}" --json exp-two-cores.json
+  # Item 2: what CUPTI costs a step while enabled outside a window. Warmup steps run with the
+  # collector open and nothing kept, so with four of them the first is the enabling and the
+  # other three are what keeping CUPTI enabled across cycles would cost every step (auto, then
+  # off for the same spans without CUPTI). Every step's phase is in the --json.
+  st_run_capped exp-long-warmup 120 "$B" bench --profile interleaved --backend cuda --runs 3 --cache-dir "$CACHE" \
+    --model mlp --dataset digits --batch 256 --schedule wait=4,warmup=4,active=2 --json exp-long-warmup.json
   # bench keeps no traces: one short recorded run per detail level, to count its spans.
   for d in steps internals; do
     CAP=60 st_train "spans-$d" --model mlp --dataset digits --batch 256 --steps 30 --device-activity off \
