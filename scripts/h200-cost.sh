@@ -18,7 +18,9 @@
 #    spans a step, so the slope against `--detail steps` is what one span costs inside a real
 #    step), and host spans only with the process held to two cores (`taskset -c 0,1`: does the
 #    writer thread compete with cubecl's launching thread for a core?). Spans per step are
-#    counted from a short recorded `train` at each detail level. And for item 2, a cycle of four
+#    counted from a short recorded `train` at each detail level. Then host spans with jemalloc
+#    preloaded (does glibc's allocator, with tracing-chrome's writer thread freeing what the
+#    training thread allocated, make spans dearer?). And for item 2, a cycle of four
 #    warmup steps: the first enables CUPTI, the next three show what it costs a step to keep it
 #    enabled outside the window.
 #
@@ -85,6 +87,12 @@ if [ "${EXPERIMENTS:-0}" = 1 ]; then
   st_run_capped exp-steps 90 "$B" "${common[@]}" --json exp-steps.json
   st_run_capped exp-internals 90 "$B" "${common[@]}" --detail internals --json exp-internals.json
   st_run_capped exp-two-cores 90 taskset -c 0,1 "$B" "${common[@]}" --json exp-two-cores.json
+  # Does glibc's allocator make spans dearer inside a real step? tracing-chrome allocates two
+  # Strings a span on the emitting thread, and its writer thread frees them while the next step
+  # runs: the same host spans with jemalloc preloaded (carried in .devbin).
+  if [ -e "$W/bin/libjemalloc.so.2" ]; then
+    st_run_capped exp-jemalloc 90 env LD_PRELOAD="$W/bin/libjemalloc.so.2" "$B" "${common[@]}" --json exp-jemalloc.json
+  fi
   # Item 2: what CUPTI costs a step while enabled outside a window. Warmup steps run with the
   # collector open and nothing kept, so with four of them the first is the enabling and the
   # other three are what keeping CUPTI enabled across cycles would cost every step (auto, then
