@@ -27,7 +27,8 @@
 # 5. With MEMORY_COST=1 (issue 25): the MLP's paired bench with `--memory`, host spans only, and a
 #    short run whose summary times each allocator query.
 #
-# MODELS (default "mlp convnet") and ON_DEMAND (default 1) choose the parts, so that the work can
+# MODELS (default "mlp convnet"), BASELINE (default 1: the no-profiler processes too),
+# TORCH_ACTIVITIES (default "cpu+cuda cpu") and ON_DEMAND (default 1) choose the parts, so that the work can
 # be split over calls of under 10 minutes. The cubecl cache is $CACHE (default
 # /tmp/st-cubecl-cache, outside $W), so that a later call on the same machine starts warm.
 #
@@ -40,7 +41,7 @@ R=$W/results
 FINAL=${OUT:-$W/out}
 BUDGET=${BUDGET:-560}
 CACHE=${CACHE:-/tmp/st-cubecl-cache}
-MODELS=${MODELS:-mlp convnet}
+MODELS=${MODELS-mlp convnet}
 . "$(dirname "$0")/h200-common.sh"
 
 trap 'st_pack h200-cost' EXIT
@@ -70,8 +71,8 @@ for model in $MODELS; do
   data=digits; [ "$model" = convnet ] && data=fashion-mnist
   st_run_capped "bench-$model" 240 "$B" bench --profile interleaved --backend cuda --runs 3 --cache-dir "$CACHE" \
     --trace-dir "traces/bench-$model" --json "bench-$model.json" --model "$model" --dataset "$data" --batch 256 \
-    --baseline --schedule wait=7,warmup=1,active=2
-  for acts in cpu+cuda cpu; do
+    $([ "${BASELINE:-1}" = 1 ] && echo --baseline) --schedule wait=7,warmup=1,active=2
+  for acts in ${TORCH_ACTIVITIES:-cpu+cuda cpu}; do
     for p in 1 2 3; do
       st_run_capped "torch-$model-$acts-$p" 60 env PYTHONUNBUFFERED=1 python3 "$REPO/benches/torch_twin.py" \
         --model "$model" --batch 256 --runs 1 --warmup 20 --steps 100 --profile interleaved \
@@ -84,7 +85,7 @@ done
 if [ "${EXPERIMENTS:-0}" = 1 ]; then
   common=(bench --profile interleaved --backend cuda --runs 3 --cache-dir "$CACHE" --model mlp --dataset digits
     --batch 256 --device-activity off --schedule wait=7,warmup=1,active=2)
-  st_run_capped exp-steps 90 "$B" "${common[@]}" --json exp-steps.json
+  st_run_capped exp-steps 150 "$B" "${common[@]}" --json exp-steps.json
   st_run_capped exp-internals 90 "$B" "${common[@]}" --detail internals --json exp-internals.json
   st_run_capped exp-two-cores 90 taskset -c 0,1 "$B" "${common[@]}" --json exp-two-cores.json
   # Does glibc's allocator make spans dearer inside a real step? tracing-chrome allocates two

@@ -3,13 +3,13 @@
 #
 #   bash scripts/h200-memory.sh
 #
-# 0. The Transformer on Shakespeare with --memory --memory-phases: categories against in use.
 # 1. A request too large for one allocation: the ConvNet on 1 x 512 x 512 synthetic images at
 #    batch 8192 (conv1's output alone is 64 GiB; cubecl's CUDA pools take at most a quarter of
 #    the device in one piece), with --memory, its warmup cycle open at step 0.
 # 2. The batch the report says would fit (measured after the failure at two smaller batches),
 #    run for real with --memory --memory-phases: does it fit (confirmed outside the report)?
-#    And 10% above it, which should not.
+#    And 10% above it, which should not. (Before it, the Transformer on Shakespeare with
+#    --memory --memory-phases: categories against in use.)
 # 3. A device that fills up: the same ConvNet at batch 4096 (conv1's output, 34 GB, is under the
 #    largest allocation), with --memory --memory-phases: out of memory, or the true peak.
 # Parts run in that order while the budget lasts (what it cut is in rc.txt). The cubecl cache
@@ -34,10 +34,10 @@ report() { (cd "$R" && "$B" report "traces/$1" > "report-$1.txt" 2>&1; "$B" repo
 
 CONVNET=(--model convnet --dataset synthetic --synthetic-shape 1,512,512 --synthetic-samples 8192 --loss-every 0)
 
-CAP=150 train transformer --model transformer --dataset shakespeare --steps 30 --loss-every 0 --memory --memory-phases
-report transformer
-CAP=390 train oom-too-large "${CONVNET[@]}" --batch 8192 --steps 4 --schedule skip_first=0,wait=0,warmup=1,active=3 --memory
+CAP=${OOM_CAP:-390} train oom-too-large "${CONVNET[@]}" --batch 8192 --steps 4 --schedule skip_first=0,wait=0,warmup=1,active=3 --memory
 report oom-too-large
+CAP=${TRANSFORMER_CAP:-150} train transformer --model transformer --dataset shakespeare --steps 30 --loss-every 0 --memory --memory-phases
+report transformer
 fits=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["out_of_memory"]["fitting_batch"]["value"])' \
   "$R/oom-too-large.json" 2>/dev/null || echo "")
 echo "fitting batch said: ${fits:-none}" | tee -a "$R/rc.txt"
