@@ -40,6 +40,9 @@ pub(crate) const METHOD: &str = "parameters: elements x element size of every fl
     --memory-phases, after each phase, flushing burn's fusion queue first): a blocking round trip to the \
     device thread, not a device sync.";
 
+/// How many query times a run keeps for its summary (512 KiB), however long it runs.
+const QUERY_TIMES_KEPT: usize = 65_536;
+
 /// The sample taken at the step boundary, after the step's sync.
 pub(crate) const STEP_END: &str = counters::STEP_END;
 
@@ -112,7 +115,8 @@ pub(crate) struct MemorySampler {
     pub(crate) highest: Option<(MemorySnapshot, &'static str, u64)>,
     /// Samples the allocator did not answer.
     pub(crate) unanswered: u64,
-    /// How long each answered query of the allocator took (the blocking round trip, ns).
+    /// How long each answered query of the allocator took (the blocking round trip, ns): the
+    /// first [`QUERY_TIMES_KEPT`] of the run.
     pub(crate) query_ns: Vec<u64>,
 }
 
@@ -132,7 +136,8 @@ impl MemorySampler {
         }
     }
 
-    /// The allocator queries' round trips, for the summary: "N queries, median X µs (max Y µs)".
+    /// The allocator queries' round trips, for the summary: "N queries, median X µs (max Y µs)",
+    /// over the kept ones.
     pub(crate) fn query_times(&self) -> Option<String> {
         let mut ns = self.query_ns.clone();
         ns.sort_unstable();
@@ -162,7 +167,9 @@ impl MemorySampler {
             self.unanswered += 1;
             return;
         };
-        self.query_ns.push(u64::try_from(asked.elapsed().as_nanos()).unwrap_or(u64::MAX));
+        if self.query_ns.len() < QUERY_TIMES_KEPT {
+            self.query_ns.push(u64::try_from(asked.elapsed().as_nanos()).unwrap_or(u64::MAX));
+        }
         tracing::info!(target: COUNTER_TARGET, in_use = m.bytes_in_use, reserved = m.bytes_reserved, "{}", counters::DEVICE_MEMORY);
         let gradients = if after == BACKWARD { self.parameters } else { 0 };
         let batch = if after == FORWARD || after == LOSS { self.batch } else { 0 };
