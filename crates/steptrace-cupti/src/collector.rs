@@ -1,6 +1,7 @@
 //! The process-wide collector: buffer callbacks, windows of enabled activity kinds.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use cudarc::cupti::sys::CUpti_ActivityKind as K;
 
@@ -53,6 +54,11 @@ pub struct CollectorConfig {
     pub pooled_buffers: usize,
     /// Kernel records to reserve room for at each `enable` (copies, launches in proportion).
     pub expected_kernels: usize,
+    /// Leave the activity kinds and launch callbacks enabled after a window closes, so that
+    /// the next `enable` turns nothing on: it only opens the sink. Every launch between
+    /// windows then pays CUPTI's per-launch cost, and the records of work done between
+    /// windows are discarded (counted in [`Window::outside_records`]).
+    pub keep_enabled: bool,
 }
 
 impl Default for CollectorConfig {
@@ -66,6 +72,7 @@ impl Default for CollectorConfig {
             buffer_bytes: 4 << 20,
             pooled_buffers: 2,
             expected_kernels: 16_384,
+            keep_enabled: false,
         }
     }
 }
@@ -101,6 +108,15 @@ struct OpenWindow {
     kinds: Vec<K>,
     callbacks: Vec<u32>,
     problems: Vec<CuptiError>,
+    /// What opening took, by part.
+    open_cost: Vec<(&'static str, Duration)>,
+}
+
+/// What a kept collector left on when its last window closed.
+#[derive(Debug)]
+struct Kept {
+    kinds: Vec<K>,
+    callbacks: Vec<u32>,
 }
 
 /// The process-wide CUPTI activity collector. See the crate docs for the life cycle.
@@ -111,6 +127,8 @@ pub struct Collector {
     launch_source: LaunchSource,
     subscriber: Option<usize>,
     window: Option<OpenWindow>,
+    /// Kinds and callbacks left enabled between windows ([`CollectorConfig::keep_enabled`]).
+    kept: Option<Kept>,
 }
 
 impl Collector {
@@ -170,6 +188,7 @@ impl Collector {
             launch_source,
             subscriber,
             window: None,
+            kept: None,
         })
     }
 
@@ -202,12 +221,29 @@ impl Collector {
                 reason: "a window is already open",
             });
         }
+        let mut cost = Costs::start();
         let open = ClockPair::sample_from(self.lib)?;
+        cost.lap("clocks");
         lock(&SINK).reset(self.config.expected_kernels);
+        cost.lap("reserve");
         // Reading CUPTI's dropped count resets it: the window counts only its own.
         let _ = self.lib.dropped_records(std::ptr::null_mut(), 0);
         lock(&SINK).open = true;
         let mut problems = Vec::new();
+        if let Some(kept) = self.kept.take() {
+            if self.subscriber.is_some() && !kept.callbacks.is_empty() {
+                LAUNCHES.open(self.config.expected_kernels);
+            }
+            cost.lap("kept open");
+            self.window = Some(OpenWindow {
+                open,
+                kinds: kept.kinds,
+                callbacks: kept.callbacks,
+                problems,
+                open_cost: cost.laps,
+            });
+            return Ok(());
+        }
         let kinds = match self.enable_kinds(&mut problems) {
             Ok(kinds) => kinds,
             Err(e) => {
@@ -215,12 +251,15 @@ impl Collector {
                 return Err(e);
             }
         };
+        cost.lap("activity kinds");
         let callbacks = self.enable_launch_callbacks(&mut problems);
+        cost.lap("launch callbacks");
         self.window = Some(OpenWindow {
             open,
             kinds,
             callbacks,
             problems,
+            open_cost: cost.laps,
         });
         Ok(())
     }
@@ -268,22 +307,35 @@ impl Collector {
                 reason: "no window is open",
             });
         };
+        let mut cost = Costs::start();
         let close = ClockPair::sample_from(self.lib);
-        self.shut_window(&mut w);
+        if self.config.keep_enabled {
+            self.kept = Some(Kept { kinds: std::mem::take(&mut w.kinds), callbacks: std::mem::take(&mut w.callbacks) });
+        } else {
+            self.shut_window(&mut w);
+            cost.lap("disable");
+        }
         let flushed = self.lib.flush_all();
+        cost.lap("flush");
         let callback_launches = LAUNCHES.close();
-        let (records, stats) = {
+        let (mut records, mut stats) = {
             let mut sink = lock(&SINK);
             sink.open = false;
             sink.take()
         };
         flushed?;
         let close = close?;
+        if self.config.keep_enabled {
+            // Kept on, CUPTI went on recording between windows: what ran before this window
+            // opened reached the sink with it. Such records are discarded.
+            stats.outside_window += records.discard_before(w.open.cupti_ns);
+        }
+        cost.lap("take");
         let late_drops = self
             .lib
             .dropped_records(std::ptr::null_mut(), 0)
             .unwrap_or(0);
-        let mut launches = records.launches;
+        let mut launches = std::mem::take(&mut records.launches);
         let launch_source = match (&self.launch_source, w.callbacks.is_empty()) {
             (LaunchSource::Callback, false) => {
                 launches = callback_launches;
@@ -313,6 +365,9 @@ impl Collector {
             close,
             launch_source,
             problems: w.problems,
+            outside_records: stats.outside_window,
+            open_cost: w.open_cost,
+            close_cost: cost.laps,
         };
         window.sort();
         Ok(window)
@@ -339,6 +394,20 @@ impl Drop for Collector {
     /// Disables everything this collector enabled, flushes, unsubscribes, and lets a new
     /// collector start.
     fn drop(&mut self) {
+        if let Some(kept) = self.kept.take() {
+            let mut w = OpenWindow {
+                open: ClockPair::new(std::time::Instant::now(), 0, Duration::ZERO),
+                kinds: kept.kinds,
+                callbacks: kept.callbacks,
+                problems: Vec::new(),
+                open_cost: Vec::new(),
+            };
+            self.shut_window(&mut w);
+            let _ = self.lib.flush_all();
+            let mut sink = lock(&SINK);
+            sink.open = false;
+            let _ = sink.take();
+        }
         if let Some(mut w) = self.window.take() {
             self.shut_window(&mut w);
             let _ = self.lib.flush_all();
@@ -351,5 +420,23 @@ impl Drop for Collector {
             let _ = self.lib.unsubscribe(handle);
         }
         ACTIVE.store(false, Ordering::Release);
+    }
+}
+
+/// Laps of a clock, by part: what opening or closing a window took.
+struct Costs {
+    last: Instant,
+    laps: Vec<(&'static str, Duration)>,
+}
+
+impl Costs {
+    fn start() -> Costs {
+        Costs { last: Instant::now(), laps: Vec::with_capacity(6) }
+    }
+
+    fn lap(&mut self, part: &'static str) {
+        let now = Instant::now();
+        self.laps.push((part, now - self.last));
+        self.last = now;
     }
 }

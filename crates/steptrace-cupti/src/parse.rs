@@ -38,6 +38,18 @@ pub(crate) struct Records {
 }
 
 impl Records {
+    /// Drops the records of work that started before `cupti_ns`; returns how many.
+    pub(crate) fn discard_before(&mut self, cupti_ns: u64) -> u64 {
+        let before = self.kernels.len() + self.memcpys.len() + self.memsets.len() + self.launches.len() + self.syncs.len();
+        self.kernels.retain(|k| k.start_ns >= cupti_ns);
+        self.memcpys.retain(|c| c.start_ns >= cupti_ns);
+        self.memsets.retain(|m| m.start_ns >= cupti_ns);
+        self.launches.retain(|l| l.start_ns >= cupti_ns);
+        self.syncs.retain(|s| s.start_ns >= cupti_ns);
+        let after = self.kernels.len() + self.memcpys.len() + self.memsets.len() + self.launches.len() + self.syncs.len();
+        (before - after) as u64
+    }
+
     fn reserve(&mut self, kernels: usize) {
         self.kernels.reserve(kernels);
         self.memcpys.reserve(kernels / 2);

@@ -2,6 +2,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::clock::{ClockMap, ClockPair};
 use crate::error::CuptiError;
@@ -53,6 +54,15 @@ pub struct Window {
     /// Non-fatal failures during the window (a kind that could not be disabled, a launch
     /// callback that could not be enabled, ...).
     pub problems: Vec<CuptiError>,
+    /// Records that arrived while no window was open, or (with
+    /// [`keep_enabled`](crate::CollectorConfig::keep_enabled)) of work that ran before this
+    /// window opened: discarded.
+    pub outside_records: u64,
+    /// What opening the window took on the calling thread, by part (`clocks`, `reserve`,
+    /// `activity kinds`, `launch callbacks`; a kept collector's `kept open`).
+    pub open_cost: Vec<(&'static str, Duration)>,
+    /// What closing it took, by part (`disable`, `flush`, `take`).
+    pub close_cost: Vec<(&'static str, Duration)>,
 }
 
 impl Window {
@@ -164,7 +174,24 @@ mod tests {
             ),
             launch_source: LaunchSource::Callback,
             problems: vec![],
+            outside_records: 0,
+            open_cost: vec![],
+            close_cost: vec![],
         }
+    }
+
+    #[test]
+    fn a_kept_window_discards_what_ran_before_it_opened() {
+        let name: Arc<str> = Arc::from("k");
+        let mut records = crate::parse::Records::default();
+        records.kernels = vec![kernel(1, 900, &name), kernel(2, 1_000, &name), kernel(3, 5_000, &name)];
+        records.launches = vec![launch(1, 890, 5), launch(2, 995, 5), launch(3, 4_990, 5)];
+        // Kernel 2's launch came before the window opened at 1,000 ns, its run after: the
+        // run is kept and the launch is not (the window never saw it).
+        assert_eq!(records.discard_before(1_000), 3);
+        assert_eq!(records.kernels.iter().map(|k| k.correlation_id).collect::<Vec<_>>(), [2, 3]);
+        assert_eq!(records.launches.iter().map(|l| l.correlation_id).collect::<Vec<_>>(), [3]);
+        assert_eq!(records.discard_before(0), 0);
     }
 
     #[test]

@@ -30,8 +30,15 @@ impl CuptiDevice {
         if !found.is_available() {
             return Err(found.reason().unwrap_or_else(|| "CUPTI is not available".into()));
         }
-        let collector = Collector::start(CollectorConfig::default()).map_err(|e| e.to_string())?;
-        let source = format!("CUPTI {}", collector.cupti_version());
+        let mut config = CollectorConfig::default();
+        // `STEPTRACE_CUPTI=keep` leaves CUPTI's kinds enabled between cycles (see
+        // `CollectorConfig::keep_enabled`).
+        config.keep_enabled = std::env::var_os("STEPTRACE_CUPTI").is_some_and(|v| v == "keep");
+        let collector = Collector::start(config).map_err(|e| e.to_string())?;
+        let mut source = format!("CUPTI {}", collector.cupti_version());
+        if collector.config().keep_enabled {
+            source.push_str(", kinds kept enabled between cycles");
+        }
         let mut device = DeviceProperties::default();
         device.id = ordinal;
         if let Ok(info) = steptrace_cupti::device_info(ordinal) {
@@ -112,6 +119,8 @@ impl DeviceCollector for CuptiDevice {
             attribute_copies(&mut out, recorded);
         }
         out.dropped_by_collector = w.dropped_records;
+        let costs = w.open_cost.iter().map(|(part, d)| ("open", part, d)).chain(w.close_cost.iter().map(|(part, d)| ("close", part, d)));
+        out.collector_us = costs.map(|(when, part, d)| (format!("{when} {part}"), d.as_secs_f64() * 1e6)).collect();
         let mut clock = ClockCalibration::default();
         // CUPTI's clock reading at trace time 0.
         clock.offset_ns = map.to_cupti_ns(origin).map_or(f64::NAN, |ns| ns as f64);

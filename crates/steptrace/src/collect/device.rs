@@ -71,6 +71,9 @@ pub struct DeviceWindow {
     pub launches_unavailable: Option<String>,
     /// Problems met while collecting (the window may be incomplete).
     pub problems: Vec<String>,
+    /// What the collector's own opening and closing took on the profiler's thread, by part
+    /// (`open activity kinds`, `close flush`, ...), µs.
+    pub collector_us: Vec<(String, f64)>,
 }
 
 /// A kernel run on the device.

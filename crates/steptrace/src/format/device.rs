@@ -301,6 +301,10 @@ pub struct DeviceActivity {
     /// Problems met while collecting (the records may be incomplete).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub problems: Vec<String>,
+    /// What opening and closing the collector took on the profiler's thread, by part, µs
+    /// (`open activity kinds`: turning CUPTI's kinds on at the warmup step; `close flush`).
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub collector_us: Map<String, Value>,
 }
 
 impl DeviceActivity {
@@ -317,6 +321,7 @@ impl DeviceActivity {
             orphan_kernels: 0,
             clock: None,
             problems: Vec::new(),
+            collector_us: Map::new(),
         }
     }
 }

@@ -102,6 +102,7 @@ fn write_window(window: &DeviceWindow, w: &Window, labels: &mut LabelScanner) ->
         orphan_kernels,
         clock: window.clock.clone(),
         problems,
+        collector_us: window.collector_us.iter().map(|(k, v)| (k.clone(), Value::from((v * 10.0).round() / 10.0))).collect(),
     };
     DeviceLines { lines, activity: Some(activity), properties: window.devices.clone() }
 }
