@@ -115,8 +115,9 @@ pub(crate) struct MemorySampler {
     pub(crate) highest: Option<(MemorySnapshot, &'static str, u64)>,
     /// Samples the allocator did not answer.
     pub(crate) unanswered: u64,
-    /// How long each answered query of the allocator took (the blocking round trip, ns): the
-    /// first [`QUERY_TIMES_KEPT`] of the run.
+    /// How long each answered query of the allocator took (the blocking round trip, ns; a
+    /// query taken before the step's closing sync also waits for the device thread to launch
+    /// what the step queued): the first [`QUERY_TIMES_KEPT`] of the run.
     pub(crate) query_ns: Vec<u64>,
 }
 
@@ -150,6 +151,18 @@ impl MemorySampler {
     /// Whether samples are taken after each phase too (`--memory-phases`).
     pub(crate) fn samples_phases(&self) -> bool {
         self.phases
+    }
+
+    /// The step-end sample, taken before the step's closing sync: fusion's queue is flushed
+    /// first, so that the query sees every allocation and free the step made. Returns whether
+    /// the step is sampled at all (a step that is not recorded is not).
+    pub(crate) fn sample_before_sync(&mut self, step: u64) -> bool {
+        if !self.on {
+            return false;
+        }
+        let _ = self.device.flush();
+        self.sample(STEP_END, step);
+        true
     }
 
     /// Samples the allocator after the phase `after` (or at [`STEP_END`]) of step `step`, when
