@@ -85,21 +85,41 @@ done
 if [ "${EXPERIMENTS:-0}" = 1 ]; then
   common=(bench --profile interleaved --backend cuda --runs 3 --cache-dir "$CACHE" --model mlp --dataset digits
     --batch 256 --device-activity off --schedule wait=7,warmup=1,active=2)
-  st_run_capped exp-steps 150 "$B" "${common[@]}" --json exp-steps.json
+  [ -n "$MODELS" ] || st_run_capped exp-steps 150 "$B" "${common[@]}" --json exp-steps.json
   st_run_capped exp-internals 90 "$B" "${common[@]}" --detail internals --json exp-internals.json
-  st_run_capped exp-two-cores 90 taskset -c 0,1 "$B" "${common[@]}" --json exp-two-cores.json
-  # Does glibc's allocator make spans dearer inside a real step? tracing-chrome allocates two
-  # Strings a span on the emitting thread, and its writer thread frees them while the next step
-  # runs: the same host spans with jemalloc preloaded (carried in .devbin).
-  if [ -e "$W/bin/libjemalloc.so.2" ]; then
-    st_run_capped exp-jemalloc 90 env LD_PRELOAD="$W/bin/libjemalloc.so.2" "$B" "${common[@]}" --json exp-jemalloc.json
-  fi
   # Item 2: what CUPTI costs a step while enabled outside a window. Warmup steps run with the
   # collector open and nothing kept, so with four of them the first is the enabling and the
   # other three are what keeping CUPTI enabled across cycles would cost every step (auto, then
-  # off for the same spans without CUPTI). Every step's phase is in the --json.
+  # off for the same spans without CUPTI). Every step's phase is in the --json. Then the same
+  # with the kinds kept enabled between cycles (STEPTRACE_CUPTI=keep): the warmup's first step
+  # no longer enables anything, and every wait step after the first cycle pays CUPTI's
+  # per-launch cost instead.
   st_run_capped exp-long-warmup 120 "$B" bench --profile interleaved --backend cuda --runs 3 --cache-dir "$CACHE" \
     --model mlp --dataset digits --batch 256 --schedule wait=4,warmup=4,active=2 --json exp-long-warmup.json
+  st_run_capped exp-keep 120 env STEPTRACE_CUPTI=keep "$B" bench --profile interleaved --backend cuda --runs 3 \
+    --cache-dir "$CACHE" --model mlp --dataset digits --batch 256 --schedule wait=7,warmup=1,active=2 \
+    --json exp-keep.json
+  # What opening and closing CUPTI's window takes on the training thread, by part, from the
+  # traces' device_activity.collector_us: per cycle, and kept enabled.
+  for mode in cycle keep; do
+    if [ $mode = keep ]; then export STEPTRACE_CUPTI=keep; fi
+    CAP=60 st_train "cupti-$mode" --model mlp --dataset digits --batch 256 --steps 60 \
+      --schedule skip_first=10,wait=7,warmup=1,active=2
+    unset STEPTRACE_CUPTI
+    python3 - "$R/traces/cupti-$mode" "$mode" << 'PY' | tee -a "$R/collector.txt"
+import glob, json, sys
+for f in sorted(glob.glob(sys.argv[1] + "/**/*.json", recursive=True)):
+    if "manifest" in f:
+        continue
+    try:
+        d = json.load(open(f))
+    except Exception as e:
+        print(f"{f}: unreadable ({e})"); continue
+    a = d.get("metadata", {}).get("device_activity") or {}
+    print(sys.argv[2], f.rsplit("/", 1)[-1], a.get("source"), json.dumps(a.get("collector_us")),
+          "outside", a.get("outside_window"), "dropped", a.get("dropped_by_collector"))
+PY
+  done
   # bench keeps no traces: one short recorded run per detail level, to count its spans.
   for d in steps internals; do
     CAP=60 st_train "spans-$d" --model mlp --dataset digits --batch 256 --steps 30 --device-activity off \
@@ -107,6 +127,13 @@ if [ "${EXPERIMENTS:-0}" = 1 ]; then
     echo "detail $d: $(spans_per_step "$R/traces/spans-$d")" | tee -a "$R/spans.txt"
   done
   rm -rf "$R"/traces/spans-*
+  st_run_capped exp-two-cores 90 taskset -c 0,1 "$B" "${common[@]}" --json exp-two-cores.json
+  # Does glibc's allocator make spans dearer inside a real step? tracing-chrome allocates two
+  # Strings a span on the emitting thread, and its writer thread frees them while the next step
+  # runs: the same host spans with jemalloc preloaded (carried in .devbin).
+  if [ -e "$W/bin/libjemalloc.so.2" ]; then
+    st_run_capped exp-jemalloc 90 env LD_PRELOAD="$W/bin/libjemalloc.so.2" "$B" "${common[@]}" --json exp-jemalloc.json
+  fi
 fi
 
 if [ "${MEMORY_COST:-0}" = 1 ]; then
