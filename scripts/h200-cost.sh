@@ -27,6 +27,8 @@
 # 5. With MEMORY_COST=1 (issue 25): the MLP's paired bench with `--memory`, host spans only, and a
 #    short run whose summary times each allocator query.
 #
+# 6. With SINK=1 (issue 26 item 4): the sink's rate and a long window's peak memory on this CPU.
+#
 # MODELS (default "mlp convnet"), BASELINE (default 1: the no-profiler processes too),
 # TORCH_ACTIVITIES (default "cpu+cuda cpu") and ON_DEMAND (default 1) choose the parts, so that the work can
 # be split over calls of under 10 minutes. The cubecl cache is $CACHE (default
@@ -146,6 +148,18 @@ if [ "${MEMORY_COST:-0}" = 1 ]; then
     --schedule skip_first=20,wait=2,warmup=1,active=3
   python3 -c 'import json,sys; print("memory:", json.load(open(sys.argv[1]))["memory"])' "$R/memory-queries.json" \
     | tee -a "$R/rc.txt" || true
+fi
+
+if [ "${SINK:-0}" = 1 ]; then
+  # Issue 26 item 4 on the H200's CPU: the sink's end-to-end rate (criterion, profile bench) and a
+  # 100,000-step window's peak memory (the long_window example, release), carried as
+  # .devbin/overhead.gz and .devbin/long_window.gz.
+  if [ -x "$W/bin/overhead" ]; then
+    st_run_capped sink-rate 90 "$W/bin/overhead" --bench 'sink/' --noplot
+  fi
+  if [ -x "$W/bin/long_window" ]; then
+    for i in 1 2 3; do st_run_capped "long-window-$i" 40 "$W/bin/long_window" 100000; done
+  fi
 fi
 
 [ "${ON_DEMAND:-1}" = 1 ] || { echo "== done [${SECONDS}s]"; cat "$R/rc.txt"; exit 0; }
