@@ -60,6 +60,8 @@ st_machine() {
     echo "date: $(date -u +%FT%TZ)"
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv || echo "nvidia-smi rc=$?"
     uname -a; nproc
+    echo "clocksource: $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>&1)" \
+      "(available: $(cat /sys/devices/system/clocksource/clocksource0/available_clocksource 2>&1))"
     lscpu | grep -E 'Model name|^CPU\(s\)' || true
     sha256sum "$B" || true
     if [ -z "${STEPTRACE:-}" ]; then sha256sum "$(dirname "$B")"/* || true; fi
