@@ -84,6 +84,18 @@ for model in $MODELS; do
   rm -rf "$R/traces/bench-$model"
 done
 
+if [ "${MEMORY_COST:-0}" = 1 ]; then
+  # Issue 25's cost: host spans plus one allocator query at each recorded step's end, against the
+  # host-spans-only runs of the MLP above; then one run whose summary times each query.
+  st_run_capped bench-mlp-memory 150 "$B" bench --profile interleaved --backend cuda --runs 3 --cache-dir "$CACHE" \
+    --model mlp --dataset digits --batch 256 --device-activity off --memory --json bench-mlp-memory.json \
+    --schedule wait=7,warmup=1,active=2
+  CAP=60 st_train memory-queries --model mlp --dataset digits --batch 256 --steps 80 --device-activity off --memory \
+    --schedule skip_first=20,wait=2,warmup=1,active=3
+  python3 -c 'import json,sys; print("memory:", json.load(open(sys.argv[1]))["memory"])' "$R/memory-queries.json" \
+    | tee -a "$R/rc.txt" || true
+fi
+
 if [ "${EXPERIMENTS:-0}" = 1 ]; then
   common=(bench --profile interleaved --backend cuda --runs 3 --cache-dir "$CACHE" --model mlp --dataset digits
     --batch 256 --device-activity off --schedule wait=7,warmup=1,active=2)
@@ -136,18 +148,6 @@ PY
   if [ -e "$W/bin/libjemalloc.so.2" ]; then
     st_run_capped exp-jemalloc 90 env LD_PRELOAD="$W/bin/libjemalloc.so.2" "$B" "${common[@]}" --json exp-jemalloc.json
   fi
-fi
-
-if [ "${MEMORY_COST:-0}" = 1 ]; then
-  # Issue 25's cost: host spans plus one allocator query at each recorded step's end, against the
-  # host-spans-only runs of the MLP above; then one run whose summary times each query.
-  st_run_capped bench-mlp-memory 150 "$B" bench --profile interleaved --backend cuda --runs 3 --cache-dir "$CACHE" \
-    --model mlp --dataset digits --batch 256 --device-activity off --memory --json bench-mlp-memory.json \
-    --schedule wait=7,warmup=1,active=2
-  CAP=60 st_train memory-queries --model mlp --dataset digits --batch 256 --steps 80 --device-activity off --memory \
-    --schedule skip_first=20,wait=2,warmup=1,active=3
-  python3 -c 'import json,sys; print("memory:", json.load(open(sys.argv[1]))["memory"])' "$R/memory-queries.json" \
-    | tee -a "$R/rc.txt" || true
 fi
 
 if [ "${SINK:-0}" = 1 ]; then
