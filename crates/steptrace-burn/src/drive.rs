@@ -70,7 +70,7 @@ impl<'a> Job<'a> {
         }
         let parameters = model.num_params();
         let parameter_info = crate::memory::parameters(&model);
-        let memory = self.cfg.memory.then(|| MemorySampler::new(device.clone(), parameter_info.bytes, self.cfg.memory_phases));
+        let memory = self.cfg.memory.then(|| MemorySampler::new(device.clone(), parameter_info.bytes, self.cfg.memory_phases, self.cfg.sync != SyncPolicy::None));
         let mut state = Loop {
             optim: AdamConfig::new().init(),
             model: Some(model),
@@ -311,17 +311,6 @@ impl<'a> Job<'a> {
                 if read_loss { read_scalar(loss).map_err(exec)? } else { None }
             }
         };
-        // With a sync at the step's end, the step-end sample is taken just before it: once
-        // fusion's queue is flushed, the allocator's accounting already is the step's end (the
-        // device thread allocates and frees in launch order, and a sync changes none of it), and
-        // the query's round trip then overlaps the device's last work instead of adding one
-        // more round trip to an idle device thread after the sync. Until the optimizer's state
-        // has been read (after the first step's sync), the sample waits for it.
-        let sampled_early = cfg.sync != SyncPolicy::None
-            && match state.memory.as_mut().filter(|m| m.optimizer_state.is_some() || cfg.mode == Mode::Infer) {
-                Some(memory) => memory.sample_before_sync(step),
-                None => false,
-            };
         if cfg.sync != SyncPolicy::None {
             step::sync(&state.device).map_err(exec)?;
         }
@@ -335,9 +324,7 @@ impl<'a> Job<'a> {
             }
         }
         if let Some(memory) = &mut state.memory {
-            if !sampled_early {
-                memory.sample(crate::memory::STEP_END, step);
-            }
+            memory.sample(crate::memory::STEP_END, step);
             if memory.unanswered > 0 && state.memory_note.is_none() {
                 state.memory_note = Some(format!("not observed: {} does not report memory in use", self.selection.kind));
             }

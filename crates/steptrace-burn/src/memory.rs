@@ -104,6 +104,9 @@ pub(crate) struct MemorySampler {
     pub(crate) on: bool,
     /// Whether to sample after each phase too, not only at the step's end.
     phases: bool,
+    /// Whether each step ends with a sync, so that the step-end sample can ask cubecl
+    /// directly, without burn-fusion's drain ([`backend::memory_usage_after_sync`]).
+    step_end_synced: bool,
     parameters: u64,
     /// `None` until the optimizer's record has been read.
     pub(crate) optimizer_state: Option<u64>,
@@ -115,18 +118,18 @@ pub(crate) struct MemorySampler {
     pub(crate) highest: Option<(MemorySnapshot, &'static str, u64)>,
     /// Samples the allocator did not answer.
     pub(crate) unanswered: u64,
-    /// How long each answered query of the allocator took (the blocking round trip, ns; a
-    /// query taken before the step's closing sync also waits for the device thread to launch
-    /// what the step queued): the first [`QUERY_TIMES_KEPT`] of the run.
+    /// How long each answered query of the allocator took (the blocking round trip, ns): the
+    /// first [`QUERY_TIMES_KEPT`] of the run.
     pub(crate) query_ns: Vec<u64>,
 }
 
 impl MemorySampler {
-    pub(crate) fn new(device: Device, parameters: u64, phases: bool) -> MemorySampler {
+    pub(crate) fn new(device: Device, parameters: u64, phases: bool, step_end_synced: bool) -> MemorySampler {
         MemorySampler {
             device,
             on: false,
             phases,
+            step_end_synced,
             parameters,
             optimizer_state: None,
             batch: 0,
@@ -153,18 +156,6 @@ impl MemorySampler {
         self.phases
     }
 
-    /// The step-end sample, taken before the step's closing sync: fusion's queue is flushed
-    /// first, so that the query sees every allocation and free the step made. Returns whether
-    /// the step is sampled at all (a step that is not recorded is not).
-    pub(crate) fn sample_before_sync(&mut self, step: u64) -> bool {
-        if !self.on {
-            return false;
-        }
-        let _ = self.device.flush();
-        self.sample(STEP_END, step);
-        true
-    }
-
     /// Samples the allocator after the phase `after` (or at [`STEP_END`]) of step `step`, when
     /// the step is recorded, and writes the two counter events.
     pub(crate) fn sample(&mut self, after: &'static str, step: u64) {
@@ -176,7 +167,9 @@ impl MemorySampler {
             let _ = self.device.flush();
         }
         let asked = std::time::Instant::now();
-        let Some(m) = backend::memory_usage(&self.device) else {
+        let asked_cubecl = after == STEP_END && self.step_end_synced;
+        let answer = if asked_cubecl { backend::memory_usage_after_sync(&self.device) } else { backend::memory_usage(&self.device) };
+        let Some(m) = answer else {
             self.unanswered += 1;
             return;
         };
@@ -213,7 +206,7 @@ mod tests {
 
     #[test]
     fn query_times_give_the_median_and_the_most_or_nothing_before_a_query() {
-        let mut m = MemorySampler::new(Device::flex(), 0, false);
+        let mut m = MemorySampler::new(Device::flex(), 0, false, true);
         assert_eq!(m.query_times(), None, "no query, no figure");
         m.query_ns = vec![40_000, 12_000, 15_500];
         assert_eq!(m.query_times().unwrap(), "3 allocator queries took 15.5 µs each at the median (40.0 µs at most)");

@@ -208,6 +208,13 @@ impl Collector {
     }
 
     /// True between [`Collector::enable`] and [`Collector::disable_and_flush`].
+    /// Whether the next [`disable_and_flush`](Self::disable_and_flush) leaves the kinds
+    /// enabled ([`CollectorConfig::keep_enabled`]), decided window by window. Turning it off
+    /// while kinds are kept turns them off at the next close.
+    pub fn set_keep_enabled(&mut self, keep: bool) {
+        self.config.keep_enabled = keep;
+    }
+
     pub fn is_enabled(&self) -> bool {
         self.window.is_some()
     }

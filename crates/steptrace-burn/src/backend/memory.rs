@@ -71,6 +71,46 @@ pub fn memory_usage(device: &Device) -> Option<MemorySnapshot> {
     }
 }
 
+/// [`memory_usage`] for a device whose fusion queue is known to be empty (right after a
+/// sync): cubecl's memory report of every stream, asked of the device's cubecl client
+/// directly. burn's `Device::memory_pool_usage` first drains burn-fusion's queue through a
+/// round trip of its own, which this skips: on the H200 that made an allocator query at a
+/// step's end cost about one more round trip than it needs (docs/benchmarks.md). Same guard
+/// and caveats as [`memory_usage`]; called with work still queued in fusion, it misses it.
+pub fn memory_usage_after_sync(device: &Device) -> Option<MemorySnapshot> {
+    #[cfg(any(feature = "cuda", feature = "wgpu"))]
+    {
+        use burn::backend::DispatchDevice;
+        let gpu_known = known_usable(BackendKind::Cuda) || known_usable(BackendKind::Wgpu);
+        if !gpu_known || !is_cubecl(device) {
+            return None;
+        }
+        let plain = device.clone().without_autodiff();
+        let usage = catch_silently(|| match plain.as_dispatch() {
+            DispatchDevice::Cube(cube) => Some(cube.client().memory_report(cubecl::MemoryScope::Device).usage()),
+            _ => None,
+        });
+        match usage {
+            Ok(Some(u)) => Some(MemorySnapshot {
+                bytes_in_use: u.bytes_in_use,
+                bytes_padding: u.bytes_padding,
+                bytes_reserved: u.bytes_reserved,
+                allocations: u.number_allocs,
+            }),
+            Ok(None) => None,
+            Err(panic) => {
+                tracing::debug!(target: "steptrace::backend", panic = %panic, "memory_report panicked");
+                None
+            }
+        }
+    }
+    #[cfg(not(any(feature = "cuda", feature = "wgpu")))]
+    {
+        let _ = device;
+        None
+    }
+}
+
 /// What a device allows, as its cubecl runtime states it (see [`memory_limits`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 pub struct MemoryLimits {

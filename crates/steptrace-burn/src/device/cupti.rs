@@ -20,7 +20,25 @@ pub(super) struct CuptiDevice {
     /// The device whose kernels are attributed, when attribution is on.
     burn_device: Option<burn::prelude::Device>,
     recording: Option<Result<Recording, String>>,
+    keep: KeepPolicy,
 }
+
+/// Whether CUPTI's kinds stay enabled between two windows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum KeepPolicy {
+    /// When the next window opens within [`KEEP_WITHIN_STEPS`] steps (the default).
+    Near,
+    /// Always (`STEPTRACE_CUPTI=keep`).
+    Always,
+    /// Never: enabled at each warmup, disabled at each window's end (`STEPTRACE_CUPTI=per-cycle`).
+    Never,
+}
+
+/// Kinds stay enabled between two windows at most this many steps apart. On the H200 (MLP,
+/// batch 256, docs/benchmarks.md) enabling them made the warmup step 29 to 49% longer, while
+/// a step with them enabled and nothing kept was about 1% longer: staying on is cheaper for
+/// gaps of up to about 30 steps, and costs at most a third of a step per cycle more beyond.
+const KEEP_WITHIN_STEPS: u64 = 32;
 
 impl CuptiDevice {
     /// Probes CUPTI and starts the process's collector; the reason when
@@ -30,15 +48,18 @@ impl CuptiDevice {
         if !found.is_available() {
             return Err(found.reason().unwrap_or_else(|| "CUPTI is not available".into()));
         }
-        let mut config = CollectorConfig::default();
-        // `STEPTRACE_CUPTI=keep` leaves CUPTI's kinds enabled between cycles (see
-        // `CollectorConfig::keep_enabled`).
-        config.keep_enabled = std::env::var_os("STEPTRACE_CUPTI").is_some_and(|v| v == "keep");
-        let collector = Collector::start(config).map_err(|e| e.to_string())?;
+        let keep = match std::env::var("STEPTRACE_CUPTI").as_deref() {
+            Ok("keep") => KeepPolicy::Always,
+            Ok("per-cycle") => KeepPolicy::Never,
+            _ => KeepPolicy::Near,
+        };
+        let collector = Collector::start(CollectorConfig::default()).map_err(|e| e.to_string())?;
         let mut source = format!("CUPTI {}", collector.cupti_version());
-        if collector.config().keep_enabled {
-            source.push_str(", kinds kept enabled between cycles");
-        }
+        source.push_str(match keep {
+            KeepPolicy::Near => ", kinds kept enabled between windows up to 32 steps apart",
+            KeepPolicy::Always => ", kinds kept enabled between windows (STEPTRACE_CUPTI=keep)",
+            KeepPolicy::Never => ", kinds enabled per window (STEPTRACE_CUPTI=per-cycle)",
+        });
         let mut device = DeviceProperties::default();
         device.id = ordinal;
         if let Ok(info) = steptrace_cupti::device_info(ordinal) {
@@ -48,7 +69,7 @@ impl CuptiDevice {
             (device.compute_major, device.compute_minor) = info.compute_capability;
         }
         let burn_device = attributed.then(|| burn::prelude::Device::cuda(ordinal as usize));
-        Ok(CuptiDevice { collector, device, source, burn_device, recording: None })
+        Ok(CuptiDevice { collector, device, source, burn_device, recording: None, keep })
     }
 }
 
@@ -61,6 +82,15 @@ impl DeviceCollector for CuptiDevice {
         self.collector.enable()?;
         self.recording = self.burn_device.as_ref().map(|device| attribute::open(device, TimingRequest::None));
         Ok(())
+    }
+
+    fn next_window_in(&mut self, steps: Option<u64>) {
+        let keep = match self.keep {
+            KeepPolicy::Always => true,
+            KeepPolicy::Never => false,
+            KeepPolicy::Near => steps.is_some_and(|n| n <= KEEP_WITHIN_STEPS),
+        };
+        self.collector.set_keep_enabled(keep);
     }
 
     fn close(&mut self, origin: Instant) -> Result<DeviceWindow, DeviceError> {

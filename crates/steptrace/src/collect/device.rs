@@ -42,6 +42,14 @@ pub trait DeviceCollector: Send {
     ///
     /// When the tracer cannot stop or flush.
     fn close(&mut self, origin: Instant) -> Result<DeviceWindow, DeviceError>;
+
+    /// Called just before [`close`](Self::close): in how many steps the schedule opens the
+    /// next window (`None`: no further window is planned, or it cannot be known, as on
+    /// demand). A collector whose start-up costs more than staying on for that many steps may
+    /// stay on between the two windows. The default ignores it.
+    fn next_window_in(&mut self, steps: Option<u64>) {
+        let _ = steps;
+    }
 }
 
 /// What a collector recorded over one window, on the trace clock (µs).

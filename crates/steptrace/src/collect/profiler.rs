@@ -23,6 +23,10 @@ use crate::sink::{DeviceOutcome, FileNames, SavedTrace, SegmentInfo, SegmentWrit
 /// `FileNames::variant`).
 const NAME_VARIANTS: u32 = 16;
 
+/// How far ahead a closing window looks for the next one (see
+/// [`DeviceCollector::next_window_in`](crate::collect::DeviceCollector::next_window_in)).
+const NEXT_WINDOW_HORIZON: u64 = 1024;
+
 /// The profiler handle: advance it once per training step.
 ///
 /// Like `torch.profiler.profile`, the profiler opens `ProfilerStep#0` when
@@ -106,6 +110,16 @@ impl Core {
 
     /// The cycle `step` belongs to, with what a captured cycle's trace says
     /// of its capture, and the cycle's active steps.
+    /// In how many steps from the current one the next window opens (0: this step), looking
+    /// [`NEXT_WINDOW_HORIZON`] steps ahead; `None` beyond that, and on demand (a capture
+    /// comes when someone asks).
+    fn next_window_in(&self) -> Option<u64> {
+        if self.on_demand.is_some() {
+            return None;
+        }
+        (0..NEXT_WINDOW_HORIZON).find(|ahead| self.schedule.action(self.step.saturating_add(*ahead)).collects())
+    }
+
     fn cycle_at(&self, step: u64) -> (u64, Option<Value>, u64) {
         match self.on_demand.as_ref().and_then(|o| o.plan_at(step)) {
             Some(plan) => (plan.cycle, Some(plan.record()), plan.active),
@@ -406,13 +420,17 @@ impl Profiler {
     }
 
     /// Stops the device collector: what it recorded, or why nothing was.
-    fn close_device(&mut self) -> DeviceOutcome {
+    fn close_device(&mut self, finishing: bool) -> DeviceOutcome {
         let Some(device) = &self.core.device else { return DeviceOutcome::NotCollected };
         if let Some(err) = self.core.device_error.take() {
             return DeviceOutcome::Failed(format!("the device tracer did not start: {err}"));
         }
+        let next = if finishing { None } else { self.core.next_window_in() };
         match device.lock() {
-            Ok(mut collector) => match collector.close(self.core.origin) {
+            Ok(mut collector) => match {
+                collector.next_window_in(next);
+                collector.close(self.core.origin)
+            } {
                 Ok(window) => DeviceOutcome::Window(Box::new(window)),
                 Err(err) => DeviceOutcome::Failed(format!("the device tracer failed at the window's end: {err}")),
             },
@@ -424,7 +442,7 @@ impl Profiler {
         self.core.context.linger.stop();
         self.core.shared.set_segment(0);
         if let Some(info) = self.core.segment.take() {
-            let device = self.close_device();
+            let device = self.close_device(by_finish);
             if let Ok(mut info) = info.lock() {
                 info.ended_by_finish = by_finish;
                 info.device = device;
