@@ -96,6 +96,17 @@ if [ "${MEMORY_COST:-0}" = 1 ]; then
     | tee -a "$R/rc.txt" || true
 fi
 
+if [ "${POLICY:-0}" = 1 ]; then
+  # Item 2's default: CUPTI kept enabled between windows up to 32 steps apart (here 7), against
+  # host spans only, the MLP and the ConvNet; and one short traced run to read the collector's
+  # costs per window.
+  for model in mlp convnet; do
+    data=digits; [ "$model" = convnet ] && data=fashion-mnist
+    st_run_capped "policy-$model" 90 "$B" bench --profile interleaved --backend cuda --runs 3 --cache-dir "$CACHE" \
+      --model "$model" --dataset "$data" --batch 256 --schedule wait=7,warmup=1,active=2 --json "policy-$model.json"
+  done
+fi
+
 if [ "${EXPERIMENTS:-0}" = 1 ]; then
   common=(bench --profile interleaved --backend cuda --runs 3 --cache-dir "$CACHE" --model mlp --dataset digits
     --batch 256 --device-activity off --schedule wait=7,warmup=1,active=2)
