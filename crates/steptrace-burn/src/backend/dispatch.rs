@@ -77,6 +77,9 @@ mod tests {
         let live = sum.clone().mul_scalar(2.0);
         crate::sync::sync(&device).expect("device sync");
         let mem = memory_in_use(&device);
+        // After a sync, cubecl asked directly (the step-end sample's way) answers what burn's
+        // fusion-draining query answers.
+        assert_eq!(crate::backend::memory_usage_after_sync(&device), crate::backend::memory_usage(&device));
         let values = sum.into_data().try_to_vec::<f32>().unwrap_or_default();
         let doubled = live.into_data().try_to_vec::<f32>().unwrap_or_default();
         assert_eq!(doubled, vec![22.0, 44.0, 66.0]);
