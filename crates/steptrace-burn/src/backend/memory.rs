@@ -44,69 +44,65 @@ pub fn memory_in_use(device: &Device) -> Option<u64> {
 ///   [`Selection::device`](super::Selection::device) opened one, in this process, so that it
 ///   can never be the call that initialises a missing GPU runtime.
 pub fn memory_usage(device: &Device) -> Option<MemorySnapshot> {
-    #[cfg(any(feature = "cuda", feature = "wgpu"))]
-    {
-        let gpu_known = known_usable(BackendKind::Cuda) || known_usable(BackendKind::Wgpu);
-        if !gpu_known || !is_cubecl(device) {
-            return None;
-        }
-        match catch_silently(|| device.memory_pool_usage()) {
-            Ok(Some(u)) => Some(MemorySnapshot {
-                bytes_in_use: u.bytes_in_use,
-                bytes_padding: u.bytes_padding,
-                bytes_reserved: u.bytes_reserved,
-                allocations: u.number_allocs,
-            }),
-            Ok(None) => None,
-            Err(panic) => {
-                tracing::debug!(target: "steptrace::backend", panic = %panic, "memory_pool_usage panicked");
-                None
-            }
-        }
-    }
-    #[cfg(not(any(feature = "cuda", feature = "wgpu")))]
-    {
-        let _ = device;
-        None
-    }
+    query(device, "memory_pool_usage", |device| {
+        device.memory_pool_usage().map(|u| MemorySnapshot {
+            bytes_in_use: u.bytes_in_use,
+            bytes_padding: u.bytes_padding,
+            bytes_reserved: u.bytes_reserved,
+            allocations: u.number_allocs,
+        })
+    })
 }
 
 /// [`memory_usage`] for a device whose fusion queue is known to be empty (right after a
 /// sync): cubecl's memory report of every stream, asked of the device's cubecl client
 /// directly. burn's `Device::memory_pool_usage` first drains burn-fusion's queue through a
-/// round trip of its own, which this skips: on the H200 that made an allocator query at a
-/// step's end cost about one more round trip than it needs (docs/benchmarks.md). Same guard
+/// round trip of its own, which this skips: on the H200 the step-end query's median went
+/// from 31 to 20 µs (MLP, batch 256; docs/benchmarks.md). Same guard
 /// and caveats as [`memory_usage`]; called with work still queued in fusion, it misses it.
 pub fn memory_usage_after_sync(device: &Device) -> Option<MemorySnapshot> {
+    query(device, "memory_report", |device| {
+        #[cfg(any(feature = "cuda", feature = "wgpu"))]
+        {
+            use burn::backend::DispatchDevice;
+            match device.clone().without_autodiff().as_dispatch() {
+                DispatchDevice::Cube(cube) => {
+                    let u = cube.client().memory_report(cubecl::MemoryScope::Device).usage();
+                    Some(MemorySnapshot {
+                        bytes_in_use: u.bytes_in_use,
+                        bytes_padding: u.bytes_padding,
+                        bytes_reserved: u.bytes_reserved,
+                        allocations: u.number_allocs,
+                    })
+                }
+                _ => None,
+            }
+        }
+        #[cfg(not(any(feature = "cuda", feature = "wgpu")))]
+        {
+            let _ = device;
+            None
+        }
+    })
+}
+
+/// Runs `ask` on a cubecl device that a probe or a selection opened in this process (`None`
+/// otherwise, and for a panic, logged as `what` panicking).
+fn query(device: &Device, what: &str, ask: impl FnOnce(&Device) -> Option<MemorySnapshot>) -> Option<MemorySnapshot> {
     #[cfg(any(feature = "cuda", feature = "wgpu"))]
     {
-        use burn::backend::DispatchDevice;
         let gpu_known = known_usable(BackendKind::Cuda) || known_usable(BackendKind::Wgpu);
         if !gpu_known || !is_cubecl(device) {
             return None;
         }
-        let plain = device.clone().without_autodiff();
-        let usage = catch_silently(|| match plain.as_dispatch() {
-            DispatchDevice::Cube(cube) => Some(cube.client().memory_report(cubecl::MemoryScope::Device).usage()),
-            _ => None,
-        });
-        match usage {
-            Ok(Some(u)) => Some(MemorySnapshot {
-                bytes_in_use: u.bytes_in_use,
-                bytes_padding: u.bytes_padding,
-                bytes_reserved: u.bytes_reserved,
-                allocations: u.number_allocs,
-            }),
-            Ok(None) => None,
-            Err(panic) => {
-                tracing::debug!(target: "steptrace::backend", panic = %panic, "memory_report panicked");
-                None
-            }
-        }
+        catch_silently(|| ask(device)).unwrap_or_else(|panic| {
+            tracing::debug!(target: "steptrace::backend", panic = %panic, "{what} panicked");
+            None
+        })
     }
     #[cfg(not(any(feature = "cuda", feature = "wgpu")))]
     {
-        let _ = device;
+        let _ = (device, what, ask);
         None
     }
 }
