@@ -110,6 +110,9 @@ struct OpenWindow {
     problems: Vec<CuptiError>,
     /// What opening took, by part.
     open_cost: Vec<(&'static str, Duration)>,
+    /// Opened with the kinds already on from an earlier window: records of work done before
+    /// it opened may reach it.
+    reopened: bool,
 }
 
 /// What a kept collector left on when its last window closed.
@@ -207,7 +210,6 @@ impl Collector {
         self.lib.version()
     }
 
-    /// True between [`Collector::enable`] and [`Collector::disable_and_flush`].
     /// Whether the next [`disable_and_flush`](Self::disable_and_flush) leaves the kinds
     /// enabled ([`CollectorConfig::keep_enabled`]), decided window by window. Turning it off
     /// while kinds are kept turns them off at the next close.
@@ -215,6 +217,7 @@ impl Collector {
         self.config.keep_enabled = keep;
     }
 
+    /// True between [`Collector::enable`] and [`Collector::disable_and_flush`].
     pub fn is_enabled(&self) -> bool {
         self.window.is_some()
     }
@@ -248,6 +251,7 @@ impl Collector {
                 callbacks: kept.callbacks,
                 problems,
                 open_cost: cost.laps,
+                reopened: true,
             });
             return Ok(());
         }
@@ -267,6 +271,7 @@ impl Collector {
             callbacks,
             problems,
             open_cost: cost.laps,
+            reopened: false,
         });
         Ok(())
     }
@@ -317,7 +322,9 @@ impl Collector {
         let mut cost = Costs::start();
         let close = ClockPair::sample_from(self.lib);
         if self.config.keep_enabled {
-            self.kept = Some(Kept { kinds: std::mem::take(&mut w.kinds), callbacks: std::mem::take(&mut w.callbacks) });
+            // Copies: the window's own list of callbacks still says below where its launches
+            // came from.
+            self.kept = Some(Kept { kinds: w.kinds.clone(), callbacks: w.callbacks.clone() });
         } else {
             self.shut_window(&mut w);
             cost.lap("disable");
@@ -332,7 +339,7 @@ impl Collector {
         };
         flushed?;
         let close = close?;
-        if self.config.keep_enabled {
+        if w.reopened {
             // Kept on, CUPTI went on recording between windows: what ran before this window
             // opened reached the sink with it. Such records are discarded.
             stats.outside_window += records.discard_before(w.open.cupti_ns);
@@ -408,6 +415,7 @@ impl Drop for Collector {
                 callbacks: kept.callbacks,
                 problems: Vec::new(),
                 open_cost: Vec::new(),
+                reopened: true,
             };
             self.shut_window(&mut w);
             let _ = self.lib.flush_all();
