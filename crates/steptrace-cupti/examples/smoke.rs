@@ -163,7 +163,7 @@ fn print_counts(label: &str, w: &Window) {
     let copies = |k: MemcpyKind| w.memcpys.iter().filter(|m| m.kind == k).count();
     println!(
         "[{label}] kernels={} memcpy={} (HtoD={} DtoH={}) memset={} launches={} sync={} \
-         kernels_with_launch={}/{} dropped={} incomplete={} ignored={} distinct_kernel_names={}",
+         kernels_with_launch={}/{} dropped={} incomplete={} ignored={} outside={} distinct_kernel_names={}",
         w.kernels.len(),
         w.memcpys.len(),
         copies(MemcpyKind::HtoD),
@@ -176,6 +176,7 @@ fn print_counts(label: &str, w: &Window) {
         w.dropped_records,
         w.incomplete_records,
         w.ignored_records,
+        w.outside_records,
         w.distinct_kernel_names()
     );
     let (source, problems) = (&w.launch_source, &w.problems);
@@ -395,6 +396,15 @@ fn run() -> Res<()> {
         &mut collector,
         &mut gpu,
     )?;
+    // Kinds kept on between windows: the second and third windows open without enabling
+    // anything, and must have the same counts as A (launches included), with the workload run
+    // between them discarded.
+    collector.set_keep_enabled(true);
+    window("K1: kinds kept on after this window", &mut collector, &mut gpu)?;
+    workload(&mut gpu)?;
+    window("K2: reopened, kept on again", &mut collector, &mut gpu)?;
+    collector.set_keep_enabled(false);
+    window("K3: reopened, turned off at its end", &mut collector, &mut gpu)?;
     drop(collector);
     let driver = CollectorConfig {
         launches: LaunchRecords::DriverActivity,
