@@ -20,18 +20,48 @@ pub(super) struct CuptiDevice {
     /// The device whose kernels are attributed, when attribution is on.
     burn_device: Option<burn::prelude::Device>,
     recording: Option<Result<Recording, String>>,
-    keep: KeepPolicy,
+    keep: Setting,
 }
 
-/// Whether CUPTI's kinds stay enabled between two windows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum KeepPolicy {
-    /// When the next window opens within [`KEEP_WITHIN_STEPS`] steps (the default).
+/// What `STEPTRACE_CUPTI` asks for: whether CUPTI runs, and whether its kinds stay enabled
+/// between two windows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Setting {
+    /// Kinds kept on when the next window opens within [`KEEP_WITHIN_STEPS`] steps (unset).
     Near,
-    /// Always (`STEPTRACE_CUPTI=keep`).
+    /// Always kept on (`keep`).
     Always,
-    /// Never: enabled at each warmup, disabled at each window's end (`STEPTRACE_CUPTI=per-cycle`).
+    /// Enabled at each warmup, disabled at each window's end (`per-cycle`).
     Never,
+    /// No CUPTI: the path of a machine without libcupti (`off`).
+    Off,
+    /// A value it does not know: run as unset, and say so in every trace.
+    Unknown(String),
+}
+
+impl Setting {
+    pub(super) fn from_env() -> Setting {
+        match std::env::var("STEPTRACE_CUPTI") {
+            Err(std::env::VarError::NotPresent) => Setting::Near,
+            Ok(v) if v.is_empty() => Setting::Near,
+            Ok(v) if v == "keep" => Setting::Always,
+            Ok(v) if v == "per-cycle" => Setting::Never,
+            Ok(v) if v == "off" => Setting::Off,
+            Ok(v) => Setting::Unknown(v.chars().filter(|c| !c.is_control()).take(32).collect()),
+            Err(std::env::VarError::NotUnicode(_)) => Setting::Unknown("(not UTF-8)".into()),
+        }
+    }
+
+    /// What the trace's source line says of it.
+    fn describe(&self) -> String {
+        let near = format!("kinds kept enabled between windows up to {KEEP_WITHIN_STEPS} steps apart");
+        match self {
+            Setting::Near | Setting::Off => near,
+            Setting::Always => "kinds kept enabled between windows (STEPTRACE_CUPTI=keep)".into(),
+            Setting::Never => "kinds enabled per window (STEPTRACE_CUPTI=per-cycle)".into(),
+            Setting::Unknown(v) => format!("{near}; STEPTRACE_CUPTI={v:?} not understood (off, keep or per-cycle)"),
+        }
+    }
 }
 
 /// Kinds stay enabled between two windows at most this many steps apart. On the H200 (MLP,
@@ -43,23 +73,13 @@ const KEEP_WITHIN_STEPS: u64 = 32;
 impl CuptiDevice {
     /// Probes CUPTI and starts the process's collector; the reason when
     /// it cannot.
-    pub(super) fn start(ordinal: u32, attributed: bool) -> Result<CuptiDevice, String> {
+    pub(super) fn start(ordinal: u32, attributed: bool, keep: Setting) -> Result<CuptiDevice, String> {
         let found = probe();
         if !found.is_available() {
             return Err(found.reason().unwrap_or_else(|| "CUPTI is not available".into()));
         }
-        let keep = match std::env::var("STEPTRACE_CUPTI").as_deref() {
-            Ok("keep") => KeepPolicy::Always,
-            Ok("per-cycle") => KeepPolicy::Never,
-            _ => KeepPolicy::Near,
-        };
         let collector = Collector::start(CollectorConfig::default()).map_err(|e| e.to_string())?;
-        let mut source = format!("CUPTI {}", collector.cupti_version());
-        source.push_str(match keep {
-            KeepPolicy::Near => ", kinds kept enabled between windows up to 32 steps apart",
-            KeepPolicy::Always => ", kinds kept enabled between windows (STEPTRACE_CUPTI=keep)",
-            KeepPolicy::Never => ", kinds enabled per window (STEPTRACE_CUPTI=per-cycle)",
-        });
+        let source = format!("CUPTI {}, {}", collector.cupti_version(), keep.describe());
         let mut device = DeviceProperties::default();
         device.id = ordinal;
         if let Ok(info) = steptrace_cupti::device_info(ordinal) {
@@ -86,9 +106,9 @@ impl DeviceCollector for CuptiDevice {
 
     fn next_window_in(&mut self, steps: Option<u64>) {
         let keep = match self.keep {
-            KeepPolicy::Always => true,
-            KeepPolicy::Never => false,
-            KeepPolicy::Near => steps.is_some_and(|n| n <= KEEP_WITHIN_STEPS),
+            Setting::Always => true,
+            Setting::Never | Setting::Off => false,
+            Setting::Near | Setting::Unknown(_) => steps.is_some_and(|n| n <= KEEP_WITHIN_STEPS),
         };
         self.collector.set_keep_enabled(keep);
     }

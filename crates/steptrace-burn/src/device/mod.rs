@@ -91,12 +91,10 @@ pub fn setup(mode: DeviceActivityMode, selection: &Selection) -> DeviceSetup {
 /// CUPTI where it can run; else cubecl's own timing (CUDA events), with CUPTI's reason.
 #[cfg(feature = "cuda")]
 fn cuda_setup(selection: &Selection, attributed: bool) -> DeviceSetup {
-    // `STEPTRACE_CUPTI=off` runs as on a machine without libcupti (to check that path where
-    // CUPTI is installed).
-    let started = if std::env::var_os("STEPTRACE_CUPTI").is_some_and(|v| v == "off") {
-        Err("CUPTI turned off (STEPTRACE_CUPTI=off)".to_owned())
-    } else {
-        cupti::CuptiDevice::start(0, attributed)
+    let started = match cupti::Setting::from_env() {
+        // Runs as on a machine without libcupti (to check that path where CUPTI is installed).
+        cupti::Setting::Off => Err("CUPTI turned off (STEPTRACE_CUPTI=off)".to_owned()),
+        setting => cupti::CuptiDevice::start(0, attributed, setting),
     };
     match started {
         Ok(device) => {
