@@ -1,5 +1,8 @@
 //! Edits of single event lines: clipping, re-tagging, counters.
 
+use std::sync::LazyLock;
+
+use memchr::memmem::Finder;
 use serde_json::{json, Map, Value};
 
 use crate::format::names::meta;
@@ -44,11 +47,14 @@ pub(super) fn retag(out: &mut Vec<u8>, text: &[u8], tid: Option<u64>, thread: u6
 /// replacement)`, not overlapping the tag or the `tid`), into `out`: false
 /// (and `out` unusable) unless the tag and the `tid` each occur exactly once.
 fn retag_bytes(out: &mut Vec<u8>, text: &[u8], extra: &[(usize, usize, &[u8])], tid: Option<u64>, thread: u64) -> bool {
-    let Some(tag) = only(text, SEPARATOR_ESCAPED.as_bytes(), |_| true) else { return false };
+    static SEPARATOR: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(SEPARATOR_ESCAPED.as_bytes()));
+    static TID: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"tid\":"));
+    let Some(tag) = only(text, &SEPARATOR, |_| true) else { return false };
     let Some(tid) = tid else { return false };
     let mut tid_pattern = [0u8; 32];
     let p = pattern(&mut tid_pattern, tid);
-    let Some(at) = only(text, p, |i| matches!(text.get(i + p.len()), Some(b',' | b'}'))) else { return false };
+    let is_tid = |i: usize| text[i..].starts_with(p) && matches!(text.get(i + p.len()), Some(b',' | b'}'));
+    let Some(at) = only(text, &TID, is_tid) else { return false };
     let tag_end = crate::format::tag::escaped_tag_end(text, tag);
     let mut new_tid = [0u8; 32];
     let new_tid = pattern(&mut new_tid, thread);
@@ -87,9 +93,10 @@ fn pattern(buf: &mut [u8; 32], n: u64) -> &[u8] {
 }
 
 /// The one position of `needle` in `text` that passes `keep`, or `None`
-/// when there is none or more than one.
-fn only(text: &[u8], needle: &[u8], keep: impl Fn(usize) -> bool) -> Option<usize> {
-    let mut found = memchr::memmem::find_iter(text, needle).filter(|&i| keep(i));
+/// when there is none or more than one (the finders are built once: building
+/// one costs more than searching a line).
+fn only(text: &[u8], needle: &Finder<'_>, keep: impl Fn(usize) -> bool) -> Option<usize> {
+    let mut found = needle.find_iter(text).filter(|&i| keep(i));
     let first = found.next()?;
     found.next().is_none().then_some(first)
 }
@@ -98,11 +105,21 @@ fn only(text: &[u8], needle: &[u8], keep: impl Fn(usize) -> bool) -> Option<usiz
 /// re-tagged.
 pub(super) fn complete(out: &mut Vec<u8>, text: &[u8], tid: Option<u64>, thread: u64, dur: f64) {
     const BEGIN: &[u8] = br#""ph":"B""#;
+    static FIND_BEGIN: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(BEGIN));
     out.clear();
-    if let Some(at) = only(text, BEGIN, |_| true) {
-        let with = format!(r#""ph":"X","dur":{}"#, json!(dur));
-        if retag_bytes(out, text, &[(at, BEGIN.len(), with.as_bytes())], tid, thread) {
-            return;
+    if let Some(at) = only(text, &FIND_BEGIN, |_| true) {
+        // `dur` as serde_json writes a number (`null` when not finite), without allocating.
+        let mut with = [0u8; 64];
+        let len = {
+            let mut cursor = std::io::Cursor::new(&mut with[..]);
+            let written = std::io::Write::write_all(&mut cursor, br#""ph":"X","dur":"#).is_ok()
+                && serde_json::to_writer(&mut cursor, &dur).is_ok();
+            written.then(|| cursor.position() as usize)
+        };
+        if let Some(len) = len {
+            if retag_bytes(out, text, &[(at, BEGIN.len(), &with[..len])], tid, thread) {
+                return;
+            }
         }
     }
     out.clear();
@@ -160,3 +177,34 @@ pub(super) fn counter(name: Option<&str>, args: Option<Value>, ts: f64, thread: 
     .into_bytes()
 }
 
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(tid: u64, args: &str) -> Vec<u8> {
+        let cat = serde_json::to_string(&crate::format::tag::encode("steptrace", 7)).unwrap();
+        format!(r#"{{"args":{args},"cat":{cat},"name":"forward","ph":"B","pid":1,"tid":{tid},"ts":10.5}}"#).into_bytes()
+    }
+
+    fn edited(text: &[u8], tid: u64, dur: f64) -> Value {
+        let mut out = Vec::new();
+        complete(&mut out, text, Some(tid), 7, dur);
+        serde_json::from_slice(&out).unwrap()
+    }
+
+    #[test]
+    fn a_begin_becomes_a_complete_event_on_steptraces_thread() {
+        let v = edited(&line(12, "{}"), 12, 3.25);
+        assert_eq!((v["ph"].as_str(), v["dur"].as_f64(), v["tid"].as_u64()), (Some("X"), Some(3.25), Some(7)));
+        assert_eq!(v["cat"], "steptrace");
+        // A field that looks like the tid, inside the args: the line is re-serialised instead.
+        let v = edited(&line(12, r#"{"x":"\"tid\":12,"}"#), 12, 1.0);
+        assert_eq!((v["ph"].as_str(), v["tid"].as_u64(), v["args"]["x"].as_str()), (Some("X"), Some(7), Some("\"tid\":12,")));
+        // A duration that is not a number is written as JSON writes one: null.
+        assert!(edited(&line(1, "{}"), 1, f64::NAN)["dur"].is_null());
+        // A tid that only starts like the one asked for is not it.
+        let v = edited(&line(123, "{}"), 12, 2.0);
+        assert_eq!((v["ph"].as_str(), v["tid"].as_u64()), (Some("X"), Some(7)));
+    }
+}

@@ -1,8 +1,8 @@
 //! The partial file's lines, read twice and never held whole: a first pass
-//! keeps 16 bytes per event (its phase, time and thread) and where each
-//! recorded step begins; the begins and ends are paired per thread; a
-//! second pass reads the lines again, in the same order, to cut and write
-//! them.
+//! keeps 24 bytes per event (its phase, time, threads, length and label)
+//! and where each recorded step begins; the begins and ends are paired per
+//! thread; a second pass reads the lines again, in the same order, to cut
+//! and write them, parsing only the few it cannot edit as bytes.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -14,6 +14,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
+use super::labels::{LabelTable, NO_LABEL};
 use crate::format::names::{step_name, step_number};
 
 /// The fields of one event line that finalisation reads.
@@ -48,7 +49,7 @@ pub(super) enum Ph {
     Unread,
 }
 
-/// What the first pass keeps of one event: 16 bytes.
+/// What the first pass keeps of one event: 24 bytes.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Rec {
     /// `ts` (NaN: none).
@@ -57,27 +58,49 @@ pub(super) struct Rec {
     /// [`format::tag`](crate::format::tag)); tracing-chrome's tid + 1 for
     /// untagged lines.
     pub(super) thread: u32,
+    /// The line's label in the index's [`LabelTable`] ([`NO_LABEL`]: the
+    /// second pass parses the line).
+    pub(super) label: u32,
+    /// The line's length (the second pass checks that it reads the same line).
+    len: u32,
+    /// tracing-chrome's `tid` ([`NO_TID`]: none, or too large to keep).
+    tid: u16,
     pub(super) ph: Ph,
     /// Whether it is an instant of steptrace's counter target.
     pub(super) counter: bool,
 }
 
+const NO_TID: u16 = u16::MAX;
+
 impl Rec {
     pub(super) fn ts(&self) -> Option<f64> {
         (!self.ts.is_nan()).then_some(self.ts)
     }
+
+    /// tracing-chrome's `tid`, when the first pass kept it.
+    pub(super) fn tid(&self) -> Option<u64> {
+        (self.tid != NO_TID).then_some(u64::from(self.tid))
+    }
+
+    /// Whether `text` is the line this record was made from, as far as its length tells.
+    pub(super) fn same_length(&self, text: &[u8]) -> bool {
+        self.len == line_length(text)
+    }
 }
 
-/// One event line of the second pass: its bytes and its fields.
+fn line_length(text: &[u8]) -> u32 {
+    u32::try_from(text.len()).unwrap_or(u32::MAX)
+}
+
+/// One event line of the second pass, parsed: its fields.
 pub(super) struct Line<'a> {
-    pub(super) text: &'a [u8],
     fields: Fields<'a>,
 }
 
 impl<'a> Line<'a> {
     /// The event line `text`, parsed (`None`: it does not parse).
     pub(super) fn parse(text: &'a [u8]) -> Option<Line<'a>> {
-        parse(text).map(|fields| Line { text, fields })
+        parse(text).map(|fields| Line { fields })
     }
 
     /// tracing-chrome's `tid`.
@@ -87,11 +110,7 @@ impl<'a> Line<'a> {
 
     /// The event's name, unescaped.
     pub(super) fn name(&self) -> Option<Cow<'a, str>> {
-        let raw = self.fields.name?.get();
-        match raw.strip_prefix('"').and_then(|r| r.strip_suffix('"')) {
-            Some(inner) if !inner.contains('\\') => Some(Cow::Borrowed(inner)),
-            _ => serde_json::from_str::<String>(raw).ok().map(Cow::Owned),
-        }
+        unescape(self.fields.name?.get())
     }
 
     /// The event's arguments as written (`None`: none, or empty).
@@ -105,19 +124,28 @@ impl<'a> Line<'a> {
     }
 }
 
+/// A JSON string as written, unescaped (`None`: not a string).
+pub(super) fn unescape(raw: &str) -> Option<Cow<'_, str>> {
+    match raw.strip_prefix('"').and_then(|r| r.strip_suffix('"')) {
+        Some(inner) if !inner.contains('\\') => Some(Cow::Borrowed(inner)),
+        _ => serde_json::from_str::<String>(raw).ok().map(Cow::Owned),
+    }
+}
+
 /// The first pass: every event's record, where each step's span begins,
-/// and how many lines did not parse.
+/// the events' distinct labels, and how many lines did not parse.
 pub(super) struct Index {
     pub(super) events: Vec<Rec>,
     /// The first begin of each `ProfilerStep#N` span, by `N`.
     pub(super) steps: HashMap<u64, usize>,
+    pub(super) labels: LabelTable,
     pub(super) dropped: usize,
 }
 
 /// Files larger than this are indexed on several threads.
 const PARALLEL_BYTES: u64 = 1 << 20;
 /// Most threads an index uses.
-const MAX_THREADS: u64 = 4;
+const MAX_THREADS: u64 = 8;
 
 impl Index {
     /// Reads the partial file at `path` once, in up to [`MAX_THREADS`]
@@ -140,18 +168,25 @@ impl Index {
                     .collect()
             })
         };
-        let mut all = Index { events: Vec::new(), steps: HashMap::new(), dropped: 0 };
-        for part in indexed {
-            let part = part?;
+        let parts = indexed.into_iter().collect::<io::Result<Vec<Index>>>()?;
+        let mut all = Index { events: Vec::new(), steps: HashMap::new(), labels: LabelTable::default(), dropped: 0 };
+        // Held once at its final size: no doubling while the parts are moved in.
+        all.events.reserve_exact(parts.iter().map(|p| p.events.len()).sum());
+        for (k, mut part) in parts.into_iter().enumerate() {
             let offset = all.events.len();
             for (step, at) in part.steps {
                 all.steps.entry(step).or_insert(at + offset);
             }
-            if all.events.is_empty() {
-                all.events = part.events;
+            if k == 0 {
+                all.labels = part.labels;
             } else {
-                all.events.extend_from_slice(&part.events);
+                let ids = all.labels.absorb(part.labels);
+                for ev in part.events.iter_mut().filter(|ev| ev.label != NO_LABEL) {
+                    ev.label = ids.get(ev.label as usize).copied().unwrap_or(NO_LABEL);
+                }
             }
+            // Each part is freed once moved in.
+            all.events.extend_from_slice(&part.events);
             all.dropped += part.dropped;
         }
         Ok(all)
@@ -159,11 +194,13 @@ impl Index {
 
     /// Indexes the lines that start in `from..to`.
     fn read_range(path: &Path, from: u64, to: u64) -> io::Result<Index> {
-        let mut index = Index { events: Vec::new(), steps: HashMap::new(), dropped: 0 };
+        let mut index = Index { events: Vec::new(), steps: HashMap::new(), labels: LabelTable::default(), dropped: 0 };
         each_line_in(path, from, to, |text| {
+            let len = line_length(text);
             let Some(fields) = parse(text) else {
                 index.dropped += 1;
-                index.events.push(Rec { ts: f64::NAN, thread: 0, ph: Ph::Unread, counter: false });
+                let unread = Rec { ts: f64::NAN, thread: 0, label: NO_LABEL, len, tid: NO_TID, ph: Ph::Unread, counter: false };
+                index.events.push(unread);
                 return Ok(());
             };
             let tag = fields.cat.and_then(|cat| tag_of(cat.get()));
@@ -177,12 +214,18 @@ impl Index {
             };
             let counter = tag.is_some_and(|(counter, _)| counter);
             let ts = fields.ts.unwrap_or(f64::NAN);
+            let tid = fields.tid.and_then(|t| u16::try_from(t).ok()).filter(|&t| t != NO_TID).unwrap_or(NO_TID);
+            // A counter's values change at every sample: its line is parsed again instead.
+            let label = match counter {
+                true => NO_LABEL,
+                false => index.labels.id(fields.name.map(RawValue::get), fields.args.map(RawValue::get)),
+            };
             if ph == Ph::Begin {
-                if let Some(step) = (Line { text, fields }).name().as_deref().and_then(step_of) {
+                if let Some(step) = (Line { fields }).name().as_deref().and_then(step_of) {
                     index.steps.entry(step).or_insert(index.events.len());
                 }
             }
-            index.events.push(Rec { ts, thread: small(thread), ph, counter });
+            index.events.push(Rec { ts, thread: small(thread), label, len, tid, ph, counter });
             Ok(())
         })?;
         Ok(index)
@@ -360,6 +403,12 @@ mod tests {
         let read: Vec<&Rec> = index.events.iter().filter(|e| e.ph != Ph::Unread).collect();
         assert!(read.iter().enumerate().all(|(i, e)| e.ts() == Some(i as f64) && e.ph == Ph::Begin));
         assert_eq!(index.steps.get(&49_999), Some(&(2 * 49_999)));
+        // Each range's labels were merged into one table: every event's label names its line,
+        // and its tid was kept.
+        for (i, e) in read.iter().enumerate() {
+            assert_eq!(index.labels.name(e.label).as_deref(), Some(step_name(i as u64).as_str()));
+            assert_eq!(e.tid(), Some(1));
+        }
         let mut seen = 0;
         each_event(&path, |i, text| {
             let line = Line::parse(text);
@@ -389,11 +438,11 @@ mod tests {
     #[test]
     fn names_are_unescaped_and_args_parsed_when_asked() {
         let text = br#"{"ph":"i","name":"a \"quoted\" name","args":{"k":1},"cat":"c"}"#;
-        let line = Line { text, fields: parse(text).unwrap() };
+        let line = Line { fields: parse(text).unwrap() };
         assert_eq!(line.name().as_deref(), Some("a \"quoted\" name"));
         assert_eq!(line.args().unwrap()["k"], 1);
         let text = br#"{"ph":"E","args":{}}"#;
-        let line = Line { text, fields: parse(text).unwrap() };
+        let line = Line { fields: parse(text).unwrap() };
         assert!(line.name().is_none() && line.args().is_none());
     }
 }

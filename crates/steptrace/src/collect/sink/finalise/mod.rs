@@ -7,6 +7,7 @@
 
 mod device;
 mod edit;
+mod labels;
 mod lines;
 mod window;
 mod write;

@@ -13,6 +13,7 @@ use serde_json::json;
 use std::io;
 
 use super::edit::{clip, complete, counter, retag};
+use super::labels::NO_LABEL;
 use super::lines::{each_event, Index, Line, Pairs, Ph, Rec};
 use crate::format::names::meta;
 use crate::hygiene::LabelScanner;
@@ -88,15 +89,19 @@ pub(super) fn cut(
     // Spans still open at the window's end, with their names.
     let mut open: Vec<(u32, String)> = Vec::new();
     let mut last_thread = None;
+    // The index's labels scanned so far (each once), and, for lines without one, the
+    // arguments scanned so far.
+    let mut scanned = vec![false; index.labels.len()];
     let mut seen_args: HashSet<String> = HashSet::new();
     // Each kept line, edited: one buffer for all of them.
     let mut out = Vec::with_capacity(1 << 10);
+    let changed = || io::Error::other("the partial file changed while it was finalised");
     each_event(path, |i, text| {
         // The second pass reads what the first read; a file changed in between ends here.
-        let Some(ev) = events.get(i) else { return Err(io::Error::other("the partial file changed while it was finalised")) };
+        let Some(ev) = events.get(i).filter(|ev| ev.same_length(text)) else { return Err(changed()) };
         let ts = ev.ts().unwrap_or(w.start);
         let inside = ts >= w.start && ts <= w.end;
-        // What is kept is decided from the index; only a kept line is parsed again.
+        // What is kept is decided from the index.
         let kept = match ev.ph {
             Ph::Unread => false,
             Ph::Meta => true,
@@ -107,27 +112,54 @@ pub(super) fn cut(
         if !kept {
             return Ok(());
         }
-        let Some(line) = Line::parse(text) else { return Err(io::Error::other("the partial file changed while it was finalised")) };
+        // A kept line is parsed again only when bytes edits cannot do: no label or thread
+        // kept by the index, a metadata line, a counter, a begin clipped at the window's start.
+        let parse = ev.label == NO_LABEL
+            || ev.tid().is_none()
+            || matches!(ev.ph, Ph::Meta)
+            || (ev.ph == Ph::Instant && ev.counter)
+            || (ev.ph == Ph::Begin && ts < w.start);
+        let line = match parse {
+            true => Some(Line::parse(text).ok_or_else(changed)?),
+            false => None,
+        };
+        let name = || match &line {
+            Some(line) => line.name(),
+            None => index.labels.name(ev.label),
+        };
         let thread = u64::from(ev.thread);
-        let name = line.name();
+        let tid = line.as_ref().map_or(ev.tid(), Line::tid);
         match ev.ph {
             // Thread names are written from steptrace's own registry.
-            Ph::Meta if name.as_deref() == Some(meta::PROCESS_NAME) => {
+            Ph::Meta if name().as_deref() == Some(meta::PROCESS_NAME) => {
                 out.clear();
                 out.extend_from_slice(text);
             }
             Ph::Meta => return Ok(()),
             Ph::Begin => {
-                if begin(&mut out, events, pairs, w, i, &line, &mut cut.clipped) {
-                    open.push((ev.thread, name.as_deref().unwrap_or("").to_owned()));
+                if begin(&mut out, events, pairs, w, i, text, line.as_ref(), &mut cut.clipped) {
+                    open.push((ev.thread, name().as_deref().unwrap_or("").to_owned()));
                 }
             }
-            Ph::Instant if ev.counter => out = counter(name.as_deref(), line.args(), ts, thread),
-            _ => retag(&mut out, text, line.tid(), thread),
+            Ph::Instant if ev.counter => out = counter(name().as_deref(), line.as_ref().and_then(Line::args), ts, thread),
+            _ => retag(&mut out, text, tid, thread),
         }
-        // Arguments written alike (most are) are read for their labels once.
-        let args = line.raw_args().filter(|raw| seen_args.len() >= SEEN_ARGS || seen_args.insert((*raw).to_owned()));
-        labels.event(name.as_deref(), args.and_then(|raw| serde_json::from_str(raw).ok()).as_ref());
+        match (&line, ev.label) {
+            // A label the index kept is scanned once, the first time a kept line has it.
+            (_, label) if label != NO_LABEL => {
+                if let Some(first) = scanned.get_mut(label as usize).filter(|seen| !**seen) {
+                    *first = true;
+                    let args = index.labels.raw_args(label).and_then(|raw| serde_json::from_str(raw).ok());
+                    labels.event(index.labels.name(label).as_deref(), args.as_ref());
+                }
+            }
+            // Arguments written alike (most are) are read for their labels once.
+            (Some(line), _) => {
+                let args = line.raw_args().filter(|raw| seen_args.len() >= SEEN_ARGS || seen_args.insert((*raw).to_owned()));
+                labels.event(line.name().as_deref(), args.and_then(|raw| serde_json::from_str(raw).ok()).as_ref());
+            }
+            (None, _) => {}
+        }
         if ev.ph != Ph::Meta && last_thread != Some(thread) {
             cut.threads.insert(thread);
             last_thread = Some(thread);
@@ -166,24 +198,38 @@ fn begin_kept(events: &[Rec], pairs: &Pairs, w: &Window, i: usize, dropped_end: 
 /// A kept begin's line, into `out`: moved to the window's start when it
 /// began before, one complete event when its end is inside the window,
 /// else as it is; whether it is still open at the window's end.
-fn begin(out: &mut Vec<u8>, events: &[Rec], pairs: &Pairs, w: &Window, i: usize, line: &Line<'_>, clipped: &mut usize) -> bool {
+///
+/// `line` is the parsed line when the caller parsed it (always for a begin
+/// before the window).
+#[allow(clippy::too_many_arguments)]
+fn begin(
+    out: &mut Vec<u8>,
+    events: &[Rec],
+    pairs: &Pairs,
+    w: &Window,
+    i: usize,
+    text: &[u8],
+    line: Option<&Line<'_>>,
+    clipped: &mut usize,
+) -> bool {
     let thread = u64::from(events[i].thread);
     let ts = events[i].ts().unwrap_or(w.start);
     let end_ts = pairs.end_of(i, events).and_then(|e| events[e].ts());
     let open = end_ts.is_none_or(|t| t > w.end);
     if ts < w.start {
         *clipped += 1;
-        *out = clip(line.text, w.start, "begin", thread);
+        *out = clip(text, w.start, "begin", thread);
         return open;
     }
+    let tid = line.map_or(events[i].tid(), Line::tid);
     match end_ts {
         // Wholly inside: one complete event (HTA reads only those).
         Some(t) if t <= w.end => {
-            complete(out, line.text, line.tid(), thread, t - ts);
+            complete(out, text, tid, thread, t - ts);
             false
         }
         _ => {
-            retag(out, line.text, line.tid(), thread);
+            retag(out, text, tid, thread);
             open
         }
     }
