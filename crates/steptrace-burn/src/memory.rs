@@ -121,6 +121,9 @@ pub(crate) struct MemorySampler {
     /// How long each answered query of the allocator took (the blocking round trip, ns): the
     /// first [`QUERY_TIMES_KEPT`] of the run.
     pub(crate) query_ns: Vec<u64>,
+    /// How long each answered sample took on the training thread as a whole (a phase sample's
+    /// fusion flush, the query, the counter events), ns: as many as `query_ns`.
+    pub(crate) sample_ns: Vec<u64>,
 }
 
 impl MemorySampler {
@@ -137,18 +140,20 @@ impl MemorySampler {
             highest: None,
             unanswered: 0,
             query_ns: Vec::new(),
+            sample_ns: Vec::new(),
         }
     }
 
     /// The allocator queries' round trips, for the summary: "N queries, median X µs (max Y µs)",
-    /// over the kept ones.
+    /// over the kept ones, then the whole samples' median.
     pub(crate) fn query_times(&self) -> Option<String> {
-        let mut ns = self.query_ns.clone();
-        ns.sort_unstable();
-        let median = *ns.get(ns.len() / 2)?;
-        let max = *ns.last()?;
+        let (median, max) = median_and_most(&self.query_ns)?;
         let us = |n: u64| n as f64 / 1_000.0;
-        Some(format!("{} allocator queries took {:.1} µs each at the median ({:.1} µs at most)", ns.len(), us(median), us(max)))
+        let mut text = format!("{} allocator queries took {:.1} µs each at the median ({:.1} µs at most)", self.query_ns.len(), us(median), us(max));
+        if let Some((whole, _)) = median_and_most(&self.sample_ns) {
+            text.push_str(&format!("; a whole sample, with its counter events, {:.1} µs", us(whole)));
+        }
+        Some(text)
     }
 
     /// Whether samples are taken after each phase too (`--memory-phases`).
@@ -162,6 +167,7 @@ impl MemorySampler {
         if !self.on || (after != STEP_END && !self.phases) {
             return;
         }
+        let started = std::time::Instant::now();
         if after != STEP_END {
             // What the phase queued is allocated once the fusion queue is flushed.
             let _ = self.device.flush();
@@ -197,7 +203,17 @@ impl MemorySampler {
             self.highest = Some((m, after, step));
         }
         self.last = Some((m, after));
+        if self.sample_ns.len() < QUERY_TIMES_KEPT {
+            self.sample_ns.push(u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX));
+        }
     }
+}
+
+/// The median and the largest of `ns` (`None`: empty).
+fn median_and_most(ns: &[u64]) -> Option<(u64, u64)> {
+    let mut ns = ns.to_vec();
+    ns.sort_unstable();
+    Some((*ns.get(ns.len() / 2)?, *ns.last()?))
 }
 
 #[cfg(test)]
@@ -210,5 +226,7 @@ mod tests {
         assert_eq!(m.query_times(), None, "no query, no figure");
         m.query_ns = vec![40_000, 12_000, 15_500];
         assert_eq!(m.query_times().unwrap(), "3 allocator queries took 15.5 µs each at the median (40.0 µs at most)");
+        m.sample_ns = vec![90_000, 30_000, 20_000];
+        assert!(m.query_times().unwrap().ends_with("; a whole sample, with its counter events, 30.0 µs"));
     }
 }
