@@ -29,6 +29,11 @@
 #
 # 6. With SINK=1 (issue 26 item 4): the sink's rate and a long window's peak memory on this CPU.
 #
+# 7. With VERIFY=1 (first, before anything else): the CUPTI smoke example (.devbin/smoke.gz), whose
+#    windows with the kinds kept on between them must count what a per-cycle window counts, launches
+#    included; then a default `train` (CUPTI kept on between windows 7 steps apart) whose traces must
+#    carry launch records (`cuda_driver` > 0) in every window, the first and the kept ones.
+#
 # MODELS (default "mlp convnet"), BASELINE (default 1: the no-profiler processes too),
 # TORCH_ACTIVITIES (default "cpu+cuda cpu") and ON_DEMAND (default 1) choose the parts, so that the work can
 # be split over calls of under 10 minutes. The cubecl cache is $CACHE (default
@@ -68,6 +73,30 @@ for f in files:
 print(f"files {len(files)} host spans {spans} steps {steps} spans/step {spans / max(steps, 1):.1f}")
 PY
 }
+
+if [ "${VERIFY:-0}" = 1 ]; then
+  if [ -x "$W/bin/smoke" ]; then
+    st_run_capped cupti-smoke 60 "$W/bin/smoke"
+  fi
+  CAP=200 st_train verify-default --model mlp --dataset digits --batch 256 --steps 60 \
+    --schedule skip_first=10,wait=7,warmup=1,active=2
+  python3 - "$R/traces/verify-default" << 'PY' | tee -a "$R/verify.txt"
+import glob, json, sys
+for f in sorted(glob.glob(sys.argv[1] + "/**/*.json", recursive=True)):
+    if "manifest" in f:
+        continue
+    try:
+        d = json.load(open(f))
+    except Exception as e:
+        print(f"{f}: unreadable ({e})"); continue
+    a = d.get("metadata", {}).get("device_activity") or {}
+    ev = d["traceEvents"]
+    kernels = sum(1 for e in ev if e.get("cat") == "kernel")
+    launches = sum(1 for e in ev if e.get("cat") == "cuda_driver")
+    print(f.rsplit("/", 1)[-1], "source:", a.get("source"), "| written:", json.dumps(a.get("written")), "| problems:", a.get("problems"),
+          "| kernels", kernels, "cuda_driver", launches, "| collector_us", json.dumps(a.get("collector_us")))
+PY
+fi
 
 for model in $MODELS; do
   data=digits; [ "$model" = convnet ] && data=fashion-mnist
