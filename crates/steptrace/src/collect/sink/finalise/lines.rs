@@ -168,24 +168,23 @@ impl Index {
                     .collect()
             })
         };
-        let parts = indexed.into_iter().collect::<io::Result<Vec<Index>>>()?;
-        let mut all = Index { events: Vec::new(), steps: HashMap::new(), labels: LabelTable::default(), dropped: 0 };
-        // Held once at its final size: no doubling while the parts are moved in.
-        all.events.reserve_exact(parts.iter().map(|p| p.events.len()).sum());
-        for (k, mut part) in parts.into_iter().enumerate() {
+        let mut parts = indexed.into_iter().collect::<io::Result<Vec<Index>>>()?.into_iter();
+        let Some(mut all) = parts.next() else {
+            return Ok(Index { events: Vec::new(), steps: HashMap::new(), labels: LabelTable::default(), dropped: 0 });
+        };
+        // The first part grows in place to the final size (a large block is remapped, not
+        // copied, and only the pages written count): at most the index and one part are held.
+        let rest: Vec<Index> = parts.collect();
+        all.events.reserve_exact(rest.iter().map(|p| p.events.len()).sum());
+        for mut part in rest {
             let offset = all.events.len();
             for (step, at) in part.steps {
                 all.steps.entry(step).or_insert(at + offset);
             }
-            if k == 0 {
-                all.labels = part.labels;
-            } else {
-                let ids = all.labels.absorb(part.labels);
-                for ev in part.events.iter_mut().filter(|ev| ev.label != NO_LABEL) {
-                    ev.label = ids.get(ev.label as usize).copied().unwrap_or(NO_LABEL);
-                }
+            let ids = all.labels.absorb(part.labels);
+            for ev in part.events.iter_mut().filter(|ev| ev.label != NO_LABEL) {
+                ev.label = ids.get(ev.label as usize).copied().unwrap_or(NO_LABEL);
             }
-            // Each part is freed once moved in.
             all.events.extend_from_slice(&part.events);
             all.dropped += part.dropped;
         }
