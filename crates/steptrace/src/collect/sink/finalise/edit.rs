@@ -85,10 +85,12 @@ fn retag_bytes(out: &mut Vec<u8>, text: &[u8], extra: &[(usize, usize, &[u8])], 
 
 /// `"tid":N` in `buf`.
 fn pattern(buf: &mut [u8; 32], n: u64) -> &[u8] {
-    use std::io::Write;
-    let mut cursor = std::io::Cursor::new(&mut buf[..]);
-    let _ = write!(cursor, "\"tid\":{n}");
-    let len = cursor.position() as usize;
+    const TID: &[u8] = b"\"tid\":";
+    let mut digits = itoa::Buffer::new();
+    let digits = digits.format(n).as_bytes();
+    let len = TID.len() + digits.len();
+    buf[..TID.len()].copy_from_slice(TID);
+    buf[TID.len()..len].copy_from_slice(digits);
     &buf[..len]
 }
 

@@ -21,7 +21,7 @@ type Label = (Option<Box<str>>, Option<Box<str>>);
 /// Distinct `(name, args)` pairs, each kept as raw JSON text.
 #[derive(Default)]
 pub(super) struct LabelTable {
-    ids: HashMap<Box<[u8]>, u32>,
+    ids: HashMap<Box<[u8]>, u32, foldhash::fast::RandomState>,
     entries: Vec<Label>,
     /// The key being looked up (reused: no allocation for a label already kept).
     key: Vec<u8>,

@@ -285,8 +285,12 @@ fn each_line_in(path: &Path, from: u64, to: u64, mut f: impl FnMut(&[u8]) -> io:
 /// unless the target holds other escapes.
 fn tag_of(raw: &str) -> Option<(bool, u64)> {
     use crate::format::{names::COUNTER_TARGET, tag};
+    static SEPARATOR: std::sync::LazyLock<memchr::memmem::FinderRev<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::FinderRev::new(tag::SEPARATOR_ESCAPED));
     let inner = raw.strip_prefix('"')?.strip_suffix('"')?;
-    let (target, id) = inner.rsplit_once(tag::SEPARATOR_ESCAPED)?;
+    let at = SEPARATOR.rfind(inner.as_bytes())?;
+    // The separator is ASCII: both sides are at character boundaries.
+    let (target, id) = (&inner[..at], &inner[at + tag::SEPARATOR_ESCAPED.len()..]);
     if target.contains('\\') {
         let cat: String = serde_json::from_str(raw).ok()?;
         let (target, id) = tag::split(&cat)?;
