@@ -24,7 +24,6 @@ use steptrace::bench::{
 };
 use steptrace::format::device::ActivityStatus;
 use steptrace::read::display::{block, label};
-use steptrace::reader::parse_trace;
 use steptrace::Schedule;
 use steptrace_burn::RunSummary;
 
@@ -78,7 +77,7 @@ pub(super) fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
             let c = if round % 2 == 0 { conditions[k] } else { conditions[conditions.len() - 1 - k] };
             k += 1;
             let index = records.len();
-            let (summary, status) = process(&each, &schedule, total, c, (a.detail, (a.memory, a.memory_phases)), scratch.path(), index)?;
+            let (summary, (status, cupti_kept)) = process(&each, &schedule, total, c, (a.detail, (a.memory, a.memory_phases)), scratch.path(), index)?;
             if let Some(saved) = each.save_init.take() {
                 each.init = Some(saved);
             }
@@ -88,6 +87,7 @@ pub(super) fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
                 ProcessRun {
                     condition: c,
                     device_activity: status,
+                    cupti_kept,
                     first_step_ms: summary.first_step_ms,
                     cache: super::cache_word(&summary.cache).into(),
                     first_loss: summary.first_loss,
@@ -238,7 +238,7 @@ fn process(
     (detail, (memory, memory_phases)): (Option<Detail>, (bool, bool)),
     scratch: &Path,
     index: usize,
-) -> anyhow::Result<(RunSummary, ActivityStatus)> {
+) -> anyhow::Result<(RunSummary, (ActivityStatus, bool))> {
     let json_path = scratch.join(format!("process{index}.json"));
     let traces = scratch.join(format!("traces{index}"));
     let mut args: Vec<OsString> = Vec::new();
@@ -264,36 +264,13 @@ fn process(
     }
     let summary = super::train_process(w, total, &args, &json_path, index as u64)?;
     let status = match c {
-        Condition::NoProfile => ActivityStatus::NotObserved { reason: "no profiler".into() },
-        Condition::Off => ActivityStatus::NotObserved { reason: "--device-activity off".into() },
-        Condition::Auto => device_status(&summary),
+        Condition::NoProfile => (ActivityStatus::NotObserved { reason: "no profiler".into() }, false),
+        Condition::Off => (ActivityStatus::NotObserved { reason: "--device-activity off".into() }, false),
+        Condition::Auto => device::status(&summary),
     };
     // The traces were only needed for that.
     let _ = std::fs::remove_dir_all(&traces);
     Ok((summary, status))
-}
-
-/// Whether the run's first trace holds device activity, or why not.
-fn device_status(summary: &RunSummary) -> ActivityStatus {
-    let not = |reason: String| ActivityStatus::NotObserved { reason };
-    let Some(first) = summary.traces.first() else {
-        return not(match summary.trace_errors.as_slice() {
-            [] => "the run wrote no trace".to_owned(),
-            errors => format!("the run wrote no trace: {}", errors.join("; ")),
-        });
-    };
-    let read = std::fs::read(&first.path)
-        .map_err(anyhow::Error::from)
-        .and_then(|bytes| parse_trace(&bytes).map_err(anyhow::Error::from))
-        .and_then(|trace| trace.steptrace().map_err(anyhow::Error::from));
-    match read {
-        Ok(Some(st)) => match st.metadata.and_then(|m| m.device_activity) {
-            Some(activity) => activity.status,
-            None => not("the trace does not say".into()),
-        },
-        Ok(None) => not("the trace has no steptrace metadata".into()),
-        Err(err) => not(format!("its trace could not be read: {err:#}")),
-    }
 }
 
 fn progress(p: &ProcessRecord, round: u64, rounds: u64) -> String {
@@ -331,7 +308,17 @@ fn describe(result: &OverheadResult, c: &ConditionSummary) -> String {
     let n = c.processes.len();
     match c.condition {
         Condition::Auto if c.device_activity_observed > 0 => {
-            format!("auto: host spans and device activity (recorded in {} of {n} processes)", c.device_activity_observed)
+            let kept = c.processes.iter().filter(|&&i| result.processes.get(i).is_some_and(|p| p.cupti_kept)).count();
+            let mut text =
+                format!("auto: host spans and device activity (recorded in {} of {n} processes)", c.device_activity_observed);
+            if kept > 0 {
+                text.push_str(&format!(
+                    "; CUPTI stayed enabled between windows in {kept} of them, so their wait steps ran with it \
+                     on too and active/wait leaves out what that costs every step \
+                     (STEPTRACE_CUPTI=per-cycle measures CUPTI whole)"
+                ));
+            }
+            text
         }
         Condition::Auto => {
             let why = c
@@ -596,3 +583,5 @@ pub(super) fn wrap(text: &str, indent: &str) -> String {
 #[cfg(test)]
 #[path = "overhead_tests.rs"]
 mod tests;
+
+mod device;

@@ -84,3 +84,48 @@ fn every_suggestion_passes_and_never_repeats_the_failed_schedule() {
     assert_eq!(suggested(&err), (Some("wait=3,warmup=1,active=2".to_owned()), Some(9)), "{err}");
     assert!(err.contains("raise --steps to 9 or more for this schedule, or use a shorter cycle"), "{err}");
 }
+
+/// Two auto processes with device activity, `kept` of them with CUPTI kept on between windows.
+fn auto_result(kept: usize) -> OverheadResult {
+    let schedule: Schedule = DEFAULT_CYCLE.parse().unwrap();
+    let pairs: Vec<(u64, f64)> = (0..60).map(|s| (s, 2.0 + (s % 3) as f64 * 0.01)).collect();
+    let processes = (0..2)
+        .map(|i| {
+            ProcessRecord::new(
+                i,
+                ProcessRun {
+                    condition: Condition::Auto,
+                    device_activity: ActivityStatus::Observed,
+                    cupti_kept: i < kept,
+                    first_step_ms: 100.0,
+                    cache: "warm".into(),
+                    first_loss: None,
+                    final_loss: None,
+                    steps: label_steps(&schedule, &pairs, 20..60),
+                },
+            )
+        })
+        .collect();
+    let setup = OverheadSetup {
+        fingerprint: steptrace::bench::Fingerprint::new(),
+        backend_label: "cuda".into(),
+        schedule,
+        warmup: 20,
+        steps: 40,
+        batch_size: 256,
+        threshold: 0.01,
+    };
+    OverheadResult::new(setup, processes).unwrap()
+}
+
+#[test]
+fn a_process_that_kept_cupti_on_between_windows_is_named_with_what_active_over_wait_misses() {
+    let r = auto_result(1);
+    let text = describe(&r, r.condition(Condition::Auto).unwrap());
+    assert!(text.contains("recorded in 2 of 2 processes"), "{text}");
+    assert!(text.contains("CUPTI stayed enabled between windows in 1 of them"), "{text}");
+    assert!(text.contains("STEPTRACE_CUPTI=per-cycle"), "{text}");
+    let r = auto_result(0);
+    let text = describe(&r, r.condition(Condition::Auto).unwrap());
+    assert!(!text.contains("stayed enabled"), "{text}");
+}

@@ -179,6 +179,8 @@ pub struct ProcessRun {
     pub condition: Condition,
     /// Whether device activity was recorded, or why not.
     pub device_activity: ActivityStatus,
+    /// Whether CUPTI stayed enabled between its windows (its wait steps then ran with it on).
+    pub cupti_kept: bool,
     /// Its first step (startup), ms.
     pub first_step_ms: f64,
     /// Its cubecl cache as it reported it (`warm`, `cold`, `not applicable`).
@@ -200,6 +202,10 @@ pub struct ProcessRecord {
     pub condition: Condition,
     /// Whether device activity was recorded, or why not.
     pub device_activity: ActivityStatus,
+    /// Whether CUPTI stayed enabled between its windows, so that its wait steps ran with CUPTI
+    /// on too (absent in results written before this was recorded).
+    #[serde(default)]
+    pub cupti_kept: bool,
     /// Its first step (startup), ms.
     pub first_step_ms: f64,
     /// Its cubecl cache as it reported it.
@@ -251,6 +257,7 @@ impl ProcessRecord {
             index,
             condition: run.condition,
             device_activity: run.device_activity,
+            cupti_kept: run.cupti_kept,
             first_step_ms: run.first_step_ms,
             cache: run.cache,
             first_loss: run.first_loss,

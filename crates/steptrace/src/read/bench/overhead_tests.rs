@@ -70,6 +70,7 @@ fn process(
         ProcessRun {
             condition,
             device_activity: ActivityStatus::NotObserved { reason: "cpu".into() },
+            cupti_kept: false,
             first_step_ms: steps[0].1,
             cache: "not applicable".into(),
             first_loss: Some(2.3),
@@ -152,6 +153,7 @@ fn one_process_figures_match_hand_computed_values() {
     let run = ProcessRun {
         condition: Condition::Off,
         device_activity: ActivityStatus::NotObserved { reason: "--device-activity off".into() },
+        cupti_kept: false,
         first_step_ms: 1.0,
         cache: "warm".into(),
         first_loss: None,
@@ -370,6 +372,7 @@ fn steps_after_the_last_cycle_are_warned_about() {
             let run = ProcessRun {
                 condition: Condition::Off,
                 device_activity: ActivityStatus::NotObserved { reason: "cpu".into() },
+                cupti_kept: false,
                 first_step_ms: 1.0,
                 cache: "warm".into(),
                 first_loss: None,
