@@ -55,6 +55,29 @@ trap 'st_pack h200-cost' EXIT
 st_start "$W"
 mkdir -p "$FINAL"
 
+# DIR LABEL: one line per trace under DIR: its device activity's source, what it wrote, its
+# problems, its kernel and launch events, the collector's costs, and what it discarded or lost.
+device_activity_lines() {
+  python3 - "$1" "$2" << 'PY'
+import glob, json, sys
+for f in sorted(glob.glob(sys.argv[1] + "/**/*.json", recursive=True)):
+    if "manifest" in f:
+        continue
+    try:
+        d = json.load(open(f))
+    except Exception as e:
+        print(f"{f}: unreadable ({e})"); continue
+    a = d.get("metadata", {}).get("device_activity") or {}
+    ev = d["traceEvents"]
+    kernels = sum(1 for e in ev if e.get("cat") == "kernel")
+    launches = sum(1 for e in ev if e.get("cat") == "cuda_driver")
+    print(sys.argv[2], f.rsplit("/", 1)[-1], "source:", a.get("source"), "| written:", json.dumps(a.get("written")),
+          "| problems:", a.get("problems"), "| kernels", kernels, "cuda_driver", launches,
+          "| collector_us", json.dumps(a.get("collector_us")), "| outside", a.get("outside_window"),
+          "dropped", a.get("dropped_by_collector"))
+PY
+}
+
 # Events per recorded step in the traces under DIR (complete and begin events, counters aside).
 spans_per_step() {
   python3 - "$1" << 'PY'
@@ -80,22 +103,7 @@ if [ "${VERIFY:-0}" = 1 ]; then
   fi
   CAP=200 st_train verify-default --model mlp --dataset digits --batch 256 --steps 60 \
     --schedule skip_first=10,wait=7,warmup=1,active=2
-  python3 - "$R/traces/verify-default" << 'PY' | tee -a "$R/verify.txt"
-import glob, json, sys
-for f in sorted(glob.glob(sys.argv[1] + "/**/*.json", recursive=True)):
-    if "manifest" in f:
-        continue
-    try:
-        d = json.load(open(f))
-    except Exception as e:
-        print(f"{f}: unreadable ({e})"); continue
-    a = d.get("metadata", {}).get("device_activity") or {}
-    ev = d["traceEvents"]
-    kernels = sum(1 for e in ev if e.get("cat") == "kernel")
-    launches = sum(1 for e in ev if e.get("cat") == "cuda_driver")
-    print(f.rsplit("/", 1)[-1], "source:", a.get("source"), "| written:", json.dumps(a.get("written")), "| problems:", a.get("problems"),
-          "| kernels", kernels, "cuda_driver", launches, "| collector_us", json.dumps(a.get("collector_us")))
-PY
+  device_activity_lines "$R/traces/verify-default" default | tee -a "$R/verify.txt"
 fi
 
 for model in $MODELS; do
@@ -160,19 +168,7 @@ if [ "${EXPERIMENTS:-0}" = 1 ]; then
     CAP=60 st_train "cupti-$mode" --model mlp --dataset digits --batch 256 --steps 60 \
       --schedule skip_first=10,wait=7,warmup=1,active=2
     unset STEPTRACE_CUPTI
-    python3 - "$R/traces/cupti-$mode" "$mode" << 'PY' | tee -a "$R/collector.txt"
-import glob, json, sys
-for f in sorted(glob.glob(sys.argv[1] + "/**/*.json", recursive=True)):
-    if "manifest" in f:
-        continue
-    try:
-        d = json.load(open(f))
-    except Exception as e:
-        print(f"{f}: unreadable ({e})"); continue
-    a = d.get("metadata", {}).get("device_activity") or {}
-    print(sys.argv[2], f.rsplit("/", 1)[-1], a.get("source"), json.dumps(a.get("collector_us")),
-          "outside", a.get("outside_window"), "dropped", a.get("dropped_by_collector"))
-PY
+    device_activity_lines "$R/traces/cupti-$mode" "$mode" | tee -a "$R/collector.txt"
   done
   # bench keeps no traces: one short recorded run per detail level, to count its spans.
   for d in steps internals; do
