@@ -5,6 +5,7 @@
 //! interleaved` measures the profiler's cost inside each process
 //! ([`overhead`]).
 
+mod device;
 mod overhead;
 
 use std::ffi::OsString;

@@ -266,7 +266,7 @@ fn process(
     let status = match c {
         Condition::NoProfile => (ActivityStatus::NotObserved { reason: "no profiler".into() }, false),
         Condition::Off => (ActivityStatus::NotObserved { reason: "--device-activity off".into() }, false),
-        Condition::Auto => device::status(&summary),
+        Condition::Auto => super::device::status(&summary),
     };
     // The traces were only needed for that.
     let _ = std::fs::remove_dir_all(&traces);
@@ -583,5 +583,3 @@ pub(super) fn wrap(text: &str, indent: &str) -> String {
 #[cfg(test)]
 #[path = "overhead_tests.rs"]
 mod tests;
-
-mod device;

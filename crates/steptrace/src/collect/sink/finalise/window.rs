@@ -112,13 +112,11 @@ pub(super) fn cut(
         if !kept {
             return Ok(());
         }
-        // A kept line is parsed again only when bytes edits cannot do: no label or thread
-        // kept by the index, a metadata line, a counter, a begin clipped at the window's start.
-        let parse = ev.label == NO_LABEL
-            || ev.tid().is_none()
-            || matches!(ev.ph, Ph::Meta)
-            || (ev.ph == Ph::Instant && ev.counter)
-            || (ev.ph == Ph::Begin && ts < w.start);
+        // A kept line is parsed again only where byte edits cannot do: no label or thread kept
+        // by the index, a metadata line, a counter (a begin clipped at the window's start is
+        // rewritten from its text by `clip`).
+        let parse =
+            ev.label == NO_LABEL || ev.tid().is_none() || matches!(ev.ph, Ph::Meta) || (ev.ph == Ph::Instant && ev.counter);
         let line = match parse {
             true => Some(Line::parse(text).ok_or_else(changed)?),
             false => None,
@@ -199,8 +197,7 @@ fn begin_kept(events: &[Rec], pairs: &Pairs, w: &Window, i: usize, dropped_end: 
 /// began before, one complete event when its end is inside the window,
 /// else as it is; whether it is still open at the window's end.
 ///
-/// `line` is the parsed line when the caller parsed it (always for a begin
-/// before the window).
+/// `line` is the parsed line when the caller parsed it.
 #[allow(clippy::too_many_arguments)]
 fn begin(
     out: &mut Vec<u8>,
