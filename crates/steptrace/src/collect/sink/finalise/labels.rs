@@ -11,9 +11,11 @@ use std::collections::HashMap;
 /// sample, and lines past [`MAX_LABELS`]).
 pub(super) const NO_LABEL: u32 = u32::MAX;
 
-/// Most distinct labels a table keeps (a label's text is held once: with short names and
-/// arguments, a few MB at most).
+/// Most distinct labels a table keeps.
 const MAX_LABELS: usize = 1 << 16;
+/// Most bytes of label text a table keeps (each label's text is held twice: as its key and as
+/// its entry), whatever the arguments' length.
+const MAX_LABEL_BYTES: usize = 16 << 20;
 
 /// A label's name and arguments, as raw JSON text.
 type Label = (Option<Box<str>>, Option<Box<str>>);
@@ -25,6 +27,8 @@ pub(super) struct LabelTable {
     entries: Vec<Label>,
     /// The key being looked up (reused: no allocation for a label already kept).
     key: Vec<u8>,
+    /// Bytes of label text held.
+    bytes: usize,
 }
 
 impl LabelTable {
@@ -37,9 +41,10 @@ impl LabelTable {
         if let Some(&id) = self.ids.get(&self.key[..]) {
             return id;
         }
-        if self.entries.len() >= MAX_LABELS {
+        if self.entries.len() >= MAX_LABELS || self.bytes + 2 * self.key.len() > MAX_LABEL_BYTES {
             return NO_LABEL;
         }
+        self.bytes += 2 * self.key.len();
         let id = self.entries.len() as u32;
         self.ids.insert(self.key.clone().into_boxed_slice(), id);
         self.entries.push((name.map(Into::into), args.map(Into::into)));
@@ -119,5 +124,14 @@ mod tests {
         assert_eq!(t.id(Some(r#""one more""#), None), NO_LABEL);
         // One it already holds still has its id.
         assert_eq!(t.id(Some(r#""n7""#), None), 7);
+    }
+
+    #[test]
+    fn long_arguments_fill_the_table_by_bytes() {
+        let mut t = LabelTable::default();
+        let args = |i: usize| format!(r#"{{"k":"{i}{}"}}"#, "x".repeat(1 << 20));
+        let kept = (0..16).take_while(|&i| t.id(Some(r#""n""#), Some(&args(i))) != NO_LABEL).count();
+        assert!((7..=8).contains(&kept), "{kept} labels of 1 MiB kept in 16 MiB (each held twice)");
+        assert_eq!(t.id(Some(r#""short""#), None), kept as u32, "a short label still fits");
     }
 }
