@@ -135,7 +135,7 @@ pub(super) fn cut(
             }
             Ph::Meta => return Ok(()),
             Ph::Begin => {
-                if begin(&mut out, events, pairs, w, i, text, line.as_ref(), &mut cut.clipped) {
+                if begin(&mut out, events, pairs, w, i, text, tid, &mut cut.clipped) {
                     open.push((ev.thread, name().as_deref().unwrap_or("").to_owned()));
                 }
             }
@@ -196,8 +196,7 @@ fn begin_kept(events: &[Rec], pairs: &Pairs, w: &Window, i: usize, dropped_end: 
 /// A kept begin's line, into `out`: moved to the window's start when it
 /// began before, one complete event when its end is inside the window,
 /// else as it is; whether it is still open at the window's end.
-///
-/// `line` is the parsed line when the caller parsed it.
+/// `tid` is tracing-chrome's thread id of the line.
 #[allow(clippy::too_many_arguments)]
 fn begin(
     out: &mut Vec<u8>,
@@ -206,7 +205,7 @@ fn begin(
     w: &Window,
     i: usize,
     text: &[u8],
-    line: Option<&Line<'_>>,
+    tid: Option<u64>,
     clipped: &mut usize,
 ) -> bool {
     let thread = u64::from(events[i].thread);
@@ -218,7 +217,6 @@ fn begin(
         *out = clip(text, w.start, "begin", thread);
         return open;
     }
-    let tid = line.map_or(events[i].tid(), Line::tid);
     match end_ts {
         // Wholly inside: one complete event (HTA reads only those).
         Some(t) if t <= w.end => {
