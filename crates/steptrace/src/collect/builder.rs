@@ -280,7 +280,7 @@ impl ProfilerBuilder {
             }
             (true, None) => Some(OnDemand::start(&self.out_dir, &crate::sink::sanitize_worker(&self.worker), &self.schedule)?),
         };
-        let shared = Arc::new(Shared::new());
+        let shared = Arc::new(Shared::new(self.include_args));
         let epoch_unix_ms = match rank {
             Some(spec) => spec.epoch_unix_ms,
             None => SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0),
@@ -289,6 +289,7 @@ impl ProfilerBuilder {
         // tracing-chrome's clock starts inside `build`: this is trace time 0
         // to within the few nanoseconds the call takes to return.
         let origin = Instant::now();
+        shared.batches.set_origin(origin);
         shared.bind_current_thread();
         let rank = rank.map(|spec| RankContext {
             info: spec.info.clone(),

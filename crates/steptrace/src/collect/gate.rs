@@ -63,6 +63,8 @@ thread_local! {
 }
 
 pub(crate) use super::threads::{tagged_category, thread_name};
+use super::batch::NameSource;
+use super::threads::thread_id;
 
 /// State shared between the profiler and the gate on every thread.
 #[derive(Debug)]
@@ -74,11 +76,17 @@ pub(crate) struct Shared {
     lost_events: AtomicU64,
     /// Events in flight to tracing-chrome's writer thread.
     pub(crate) backlog: super::backlog::Backlog,
+    /// The stepping thread's spans on their way to the writer.
+    pub(crate) batches: super::batch::Batches,
+    /// Whether spans' fields are written as `args`.
+    include_args: bool,
 }
 
 impl Shared {
-    pub(crate) fn new() -> Shared {
+    pub(crate) fn new(include_args: bool) -> Shared {
         Shared {
+            batches: super::batch::Batches::default(),
+            include_args,
             action: AtomicU8::new(Action::None.to_u8()),
             segment: AtomicU64::new(0),
             finished: AtomicBool::new(false),
@@ -265,6 +273,8 @@ where
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
         let meta = attrs.metadata();
         if meta.name() == STEP_SPAN && meta.target() == TARGET {
+            // The thread that opens the steps keeps its spans in batches (see `batch`).
+            self.shared.batches.set_stepping(thread_id());
             let mut visitor = StepVisitor(None);
             attrs.record(&mut visitor);
             if let (Some(step), Some(span)) = (visitor.0, ctx.span(id)) {
@@ -290,20 +300,41 @@ where
         // span without fields has none, now or later, and its events come out
         // the same without the empty args object it would store.
         if self.shared.open_segment() != 0 && !meta.fields().is_empty() {
-            self.inner.on_new_span(attrs, id, ctx);
+            if self.stepping_here() {
+                if self.shared.include_args {
+                    if let Some(span) = ctx.span(id) {
+                        span.extensions_mut().insert(SpanArgs::of(attrs));
+                    }
+                }
+            } else {
+                self.inner.on_new_span(attrs, id, ctx);
+            }
         }
     }
 
     fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
         if self.shared.open_segment() != 0 {
+            if let Some(span) = ctx.span(id) {
+                if let Some(args) = span.extensions_mut().get_mut::<SpanArgs>() {
+                    args.record(values);
+                    return;
+                }
+            }
             self.inner.on_record(id, values, ctx);
         }
     }
 
     fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
-        if self.shared.open_segment() != 0 && self.shared.bound_here() {
-            self.shared.backlog.send_one();
-            self.inner.on_enter(id, ctx);
+        let segment = self.shared.open_segment();
+        if segment != 0 && self.shared.bound_here() {
+            if self.stepping_here() {
+                if self.keep(id, &ctx, segment, true).full {
+                    self.hand_over(segment, &ctx);
+                }
+            } else {
+                self.shared.backlog.send_one();
+                self.inner.on_enter(id, ctx);
+            }
         }
     }
 
@@ -312,17 +343,106 @@ where
     /// none) has no begin in this file, and spans on one thread nest, so the
     /// finaliser's per-thread pairing finds it unmatched and drops it.
     fn on_exit(&self, id: &Id, ctx: Context<'_, S>) {
-        if self.shared.open_segment() != 0 && self.shared.bound_here() {
-            self.shared.backlog.send_one();
-            self.inner.on_exit(id, ctx);
+        let segment = self.shared.open_segment();
+        if segment != 0 && self.shared.bound_here() {
+            if self.stepping_here() {
+                let kept = self.keep(id, &ctx, segment, false);
+                // A step's end hands its spans over, before the profiler may close the segment.
+                if kept.full || kept.step {
+                    self.hand_over(segment, &ctx);
+                }
+            } else {
+                self.shared.backlog.send_one();
+                self.inner.on_exit(id, ctx);
+            }
         }
     }
 
     fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
+        // An event of the stepping thread goes ahead of the spans kept around it: the finaliser
+        // places events by time, and only begins and ends are paired in file order.
         if self.shared.open_segment() != 0 && self.shared.bound_here() {
             self.shared.backlog.send_one();
             self.inner.on_event(event, ctx);
         }
+    }
+}
+
+impl<S> GateLayer<S>
+where
+    S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
+{
+    #[inline]
+    fn stepping_here(&self) -> bool {
+        self.shared.batches.is_stepping(thread_id())
+    }
+
+    /// Keeps a begin or end of the stepping thread.
+    fn keep(&self, id: &Id, ctx: &Context<'_, S>, segment: u64, begin: bool) -> Kept {
+        let Some(span) = ctx.span(id) else { return Kept { full: false, step: false } };
+        let meta = span.metadata();
+        let extensions = span.extensions();
+        let step = meta.target() == TARGET && meta.name() == STEP_SPAN;
+        // Named as the Chrome layer's `render_name` names them.
+        let name = if meta.target() != TARGET {
+            NameSource::Static
+        } else if step {
+            extensions.get::<StepNumber>().map_or(NameSource::Static, |n| NameSource::Step(n.0))
+        } else if meta.name() == LAYER_SPAN {
+            extensions.get::<LayerName>().map_or(NameSource::Static, |n| NameSource::Text(&n.0))
+        } else {
+            NameSource::Static
+        };
+        let args = extensions.get::<SpanArgs>().map(|a| a.text.as_str()).filter(|text| *text != "{}");
+        let full = self.shared.batches.record(self.shared.sink_id, segment, thread_id(), meta, name, args, begin);
+        Kept { full, step }
+    }
+
+    /// Hands this thread's kept spans to the writer, announced by one event through
+    /// tracing-chrome.
+    fn hand_over(&self, segment: u64, ctx: &Context<'_, S>) {
+        if let Some((id, records)) = self.shared.batches.hand_over(self.shared.sink_id, segment) {
+            // Counted as the lines they become, so that the bound on events in flight holds.
+            self.shared.backlog.send(records as u64);
+            super::batch::announce(id, |event| self.inner.on_event(event, ctx.clone()));
+        }
+    }
+}
+
+/// What keeping a span's begin or end found.
+struct Kept {
+    /// The thread's buffer is full.
+    full: bool,
+    /// The span is a `ProfilerStep`.
+    step: bool,
+}
+
+/// A stepping-thread span's fields, as the Chrome layer writes them: each field's `Debug`
+/// text (see `batch`).
+struct SpanArgs {
+    fields: serde_json::Map<String, serde_json::Value>,
+    text: String,
+}
+
+impl SpanArgs {
+    fn of(attrs: &Attributes<'_>) -> SpanArgs {
+        let mut args = SpanArgs { fields: serde_json::Map::new(), text: String::new() };
+        attrs.record(&mut ArgsVisitor(&mut args.fields));
+        args.text = serde_json::Value::Object(args.fields.clone()).to_string();
+        args
+    }
+
+    fn record(&mut self, values: &Record<'_>) {
+        values.record(&mut ArgsVisitor(&mut self.fields));
+        self.text = serde_json::Value::Object(self.fields.clone()).to_string();
+    }
+}
+
+struct ArgsVisitor<'a>(&'a mut serde_json::Map<String, serde_json::Value>);
+
+impl tracing_core::field::Visit for ArgsVisitor<'_> {
+    fn record_debug(&mut self, field: &tracing_core::Field, value: &dyn std::fmt::Debug) {
+        self.0.insert(field.name().to_owned(), format!("{value:?}").into());
     }
 }
 

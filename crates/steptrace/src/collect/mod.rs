@@ -3,6 +3,7 @@
 //! spans are kept. The [sink](crate::sink) writes what the gate keeps.
 
 pub(crate) mod backlog;
+pub(crate) mod batch;
 mod builder;
 pub mod capture;
 pub mod device;

@@ -54,6 +54,7 @@
 //! [`ProfilerBuilder::manifest`](crate::ProfilerBuilder::manifest).
 
 mod chrome;
+mod expand;
 mod finalise;
 mod linger;
 mod names;

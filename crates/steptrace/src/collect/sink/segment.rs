@@ -132,6 +132,8 @@ pub(crate) struct SegmentWriter {
     written: u64,
     /// The writer waits counted before this segment.
     waits_at_start: crate::format::WriterWaits,
+    /// Writes the stepping thread's batches where they were announced.
+    expander: super::expand::Expander,
 }
 
 impl SegmentWriter {
@@ -169,6 +171,7 @@ impl SegmentWriter {
             limit,
             written: 0,
             waits_at_start,
+            expander: super::expand::Expander::default(),
         })
     }
 
@@ -187,6 +190,25 @@ impl SegmentWriter {
         }
         self.written += buf.len() as u64;
         Ok(())
+    }
+}
+
+impl SegmentWriter {
+    /// Writes tracing-chrome's lines through the expander (see [`expand`](super::expand));
+    /// `complete`: the line kept waiting is whole now.
+    fn write_lines(&mut self, buf: &[u8], complete: bool) -> io::Result<()> {
+        let context = self.context.clone();
+        let batches = &context.shared.batches;
+        let mut expander = std::mem::take(&mut self.expander);
+        let mut out = |bytes: &[u8]| self.write_file(bytes);
+        let mut result = expander.write(buf, batches, &mut out);
+        if complete && result.is_ok() {
+            result = expander.finish(batches, &mut out);
+        }
+        let extra = std::mem::take(&mut expander.extra_lines);
+        self.expander = expander;
+        context.shared.backlog.received_more(extra);
+        result
     }
 }
 
@@ -229,8 +251,8 @@ impl Write for SegmentWriter {
             Some(header) if buf.starts_with(b"[\n") => self
                 .write_file(b"[\n")
                 .and_then(|()| self.write_file(&header))
-                .and_then(|()| self.write_file(&buf[2..])),
-            _ => self.write_file(buf),
+                .and_then(|()| self.write_lines(&buf[2..], false)),
+            _ => self.write_lines(buf, false),
         };
         if let Err(err) = result {
             self.error = Some(err);
@@ -241,6 +263,11 @@ impl Write for SegmentWriter {
     /// Runs on tracing-chrome's writer thread once per recorded step, then
     /// lingers there until the next step (see [`Linger`](super::Linger)).
     fn flush(&mut self) -> io::Result<()> {
+        if self.error.is_none() {
+            if let Err(err) = self.write_lines(&[], true) {
+                self.error = Some(err);
+            }
+        }
         if self.error.is_none() {
             if let Some(Err(err)) = self.file.as_mut().map(File::flush) {
                 self.error = Some(err);
@@ -259,6 +286,11 @@ impl Drop for SegmentWriter {
         // it back through the page cache and removes it once the final file is written and
         // synced, so syncing it would only wait for the disk (385 ms for a 65 MB window on the
         // 2-core VM, docs/benchmarks.md). A write that failed was seen by `write_file`.
+        if self.error.is_none() {
+            if let Err(err) = self.write_lines(&[], true) {
+                self.error = Some(err);
+            }
+        }
         drop(self.file.take());
         let Ok(info) = self.info.lock() else { return };
         let result = match self.error.take() {

@@ -1,0 +1,350 @@
+//! The stepping thread's span begins and ends, handed to the writer a step at a time.
+//!
+//! tracing-chrome sends one message per span begin and one per end, each with two freshly
+//! allocated strings (name and category) that its writer thread frees. On a launch-bound
+//! training step that is most of what steptrace's spans cost (`docs/benchmarks.md`: about
+//! 1.3–1.8 µs a span inside a step, a third of it in `malloc`). The thread that runs the
+//! steps (the one that enters the `ProfilerStep` spans) therefore keeps its begins and ends
+//! as fixed records in a thread-local buffer instead: a time, the span's static metadata and
+//! where its name and arguments are, without an allocation once the buffer has grown.
+//!
+//! When the step span ends (or the buffer is full), the buffer becomes a [`Batch`] in the
+//! sink's queue, and one event of the target [`BATCH_TARGET`] goes through tracing-chrome in
+//! its place, named by the batch's id.
+//! The segment writer replaces that event's line with the batch's lines, in the form
+//! tracing-chrome writes them ([`sink::expand`](crate::sink)), so the partial file, the
+//! finaliser and every reader see what they saw before.
+//!
+//! Order: the finaliser pairs begins with ends per thread, in file order, and places
+//! everything else by time. All of the stepping thread's begins and ends are records, and its
+//! batches are announced in order, so they keep their order; its events (instants, counters)
+//! go straight through tracing-chrome and may precede, in the file, the spans around them.
+//! The step's spans reach the partial file when the step ends. Time: records use
+//! tracing-chrome's clock, from an origin taken right after its layer is built (a few
+//! nanoseconds after tracing-chrome's own, so a record's time is at most that much early).
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::Instant;
+
+use tracing_core::callsite::DefaultCallsite;
+use tracing_core::field::{FieldSet, Value};
+use tracing_core::metadata::Kind;
+use tracing_core::{Event, Level, Metadata};
+
+/// The target of the event that stands for a batch in tracing-chrome's stream (reserved).
+pub(crate) const BATCH_TARGET: &str = "steptrace::batch";
+/// Records a buffer holds before it is handed over inside a step.
+pub(crate) const MAX_RECORDS: usize = 1024;
+/// Emptied batches kept for reuse.
+const KEEP_FREE: usize = 4;
+
+/// Where a record's name comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Name {
+    /// The span's metadata name.
+    Static,
+    /// `ProfilerStep#N`.
+    Step(u64),
+    /// Text in the batch's [`Batch::text`].
+    Text(u32, u32),
+}
+
+/// A name as the gate hands it over.
+pub(crate) enum NameSource<'a> {
+    Static,
+    Step(u64),
+    Text(&'a str),
+}
+
+/// One span begin or end.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Record {
+    pub(crate) at: Instant,
+    pub(crate) meta: &'static Metadata<'static>,
+    pub(crate) name: Name,
+    /// The span's arguments, as a JSON object in [`Batch::text`].
+    pub(crate) args: Option<(u32, u32)>,
+    pub(crate) begin: bool,
+}
+
+/// A thread's records, handed over together.
+#[derive(Debug)]
+pub(crate) struct Batch {
+    pub(crate) id: u64,
+    sink: u64,
+    segment: u64,
+    /// steptrace's id of the thread that recorded it.
+    pub(crate) thread: u64,
+    pub(crate) records: Vec<Record>,
+    text: String,
+}
+
+impl Batch {
+    fn new() -> Batch {
+        Batch { id: 0, sink: 0, segment: 0, thread: 0, records: Vec::with_capacity(64), text: String::with_capacity(256) }
+    }
+
+    fn clear(&mut self) {
+        self.records.clear();
+        self.text.clear();
+    }
+
+    /// Text kept for a record (empty when out of range).
+    pub(crate) fn text(&self, (start, len): (u32, u32)) -> &str {
+        let start = start as usize;
+        self.text.get(start..start + len as usize).unwrap_or("")
+    }
+
+    fn keep_text(&mut self, text: &str) -> (u32, u32) {
+        let start = u32::try_from(self.text.len()).unwrap_or(u32::MAX);
+        self.text.push_str(text);
+        (start, u32::try_from(text.len()).unwrap_or(0))
+    }
+}
+
+thread_local! {
+    /// This thread's records not yet handed over.
+    static BUFFER: RefCell<Option<Batch>> = const { RefCell::new(None) };
+}
+
+/// The queue between the stepping thread and the segment writer.
+#[derive(Default)]
+pub(crate) struct Batches {
+    /// tracing-chrome's time 0.
+    origin: OnceLock<Instant>,
+    /// steptrace's id of the thread that enters the step spans (0: none yet).
+    stepping: AtomicU64,
+    next_id: AtomicU64,
+    queue: Mutex<VecDeque<Batch>>,
+    free: Mutex<Vec<Batch>>,
+}
+
+impl std::fmt::Debug for Batches {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Batches")
+            .field("stepping", &self.stepping.load(Ordering::Relaxed))
+            .field("queued", &self.queue.lock().map(|q| q.len()).unwrap_or(0))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Batches {
+    pub(crate) fn set_origin(&self, origin: Instant) {
+        let _ = self.origin.set(origin);
+    }
+
+    /// tracing-chrome's time 0 (`None` before the layer is built).
+    pub(crate) fn origin(&self) -> Option<Instant> {
+        self.origin.get().copied()
+    }
+
+    pub(crate) fn set_stepping(&self, thread: u64) {
+        self.stepping.store(thread, Ordering::Relaxed);
+    }
+
+    /// Whether `thread` enters the step spans.
+    #[inline]
+    pub(crate) fn is_stepping(&self, thread: u64) -> bool {
+        self.stepping.load(Ordering::Relaxed) == thread
+    }
+
+    /// Keeps a begin or end of this thread, which belongs to `sink`'s open `segment`.
+    /// Returns whether the buffer is full (the caller hands it over).
+    pub(crate) fn record(
+        &self,
+        sink: u64,
+        segment: u64,
+        thread: u64,
+        meta: &'static Metadata<'static>,
+        name: NameSource<'_>,
+        args: Option<&str>,
+        begin: bool,
+    ) -> bool {
+        let at = Instant::now();
+        BUFFER.with(|buffer| {
+            let Ok(mut buffer) = buffer.try_borrow_mut() else { return false };
+            let batch = buffer.get_or_insert_with(|| self.fresh());
+            if batch.sink != sink || batch.segment != segment || batch.thread != thread {
+                // Records of a segment that has closed went nowhere: they never will.
+                batch.clear();
+                (batch.sink, batch.segment, batch.thread) = (sink, segment, thread);
+            }
+            let name = match name {
+                NameSource::Static => Name::Static,
+                NameSource::Step(n) => Name::Step(n),
+                NameSource::Text(text) => {
+                    let (start, len) = batch.keep_text(text);
+                    Name::Text(start, len)
+                }
+            };
+            let args = args.map(|text| batch.keep_text(text));
+            batch.records.push(Record { at, meta, name, args, begin });
+            batch.records.len() >= MAX_RECORDS
+        })
+    }
+
+    /// Moves this thread's records for `sink`'s `segment` to the queue; returns the id to
+    /// announce and the number of records (`None`: nothing to hand over).
+    pub(crate) fn hand_over(&self, sink: u64, segment: u64) -> Option<(u64, usize)> {
+        let batch = BUFFER.with(|buffer| {
+            let mut buffer = buffer.try_borrow_mut().ok()?;
+            let current = buffer.as_mut()?;
+            if current.records.is_empty() {
+                return None;
+            }
+            if current.sink != sink || current.segment != segment {
+                current.clear();
+                return None;
+            }
+            let mut next = self.fresh();
+            (next.sink, next.segment, next.thread) = (current.sink, current.segment, current.thread);
+            Some(std::mem::replace(current, next))
+        })?;
+        let mut batch = batch;
+        batch.id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
+        let (id, records) = (batch.id, batch.records.len());
+        self.queue.lock().ok()?.push_back(batch);
+        Some((id, records))
+    }
+
+    /// The batch announced as `id`, for the writer; batches queued before it, whose
+    /// announcements never reached this writer, are dropped.
+    pub(crate) fn claim(&self, id: u64) -> Option<Batch> {
+        let mut queue = self.queue.lock().ok()?;
+        while let Some(front) = queue.front() {
+            if front.id > id {
+                return None;
+            }
+            let batch = queue.pop_front()?;
+            if batch.id == id {
+                return Some(batch);
+            }
+            drop(queue);
+            self.recycle(batch);
+            queue = self.queue.lock().ok()?;
+        }
+        None
+    }
+
+    /// Gives a written batch back for reuse.
+    pub(crate) fn recycle(&self, mut batch: Batch) {
+        batch.clear();
+        if let Ok(mut free) = self.free.lock() {
+            if free.len() < KEEP_FREE {
+                free.push(batch);
+            }
+        }
+    }
+
+    fn fresh(&self) -> Batch {
+        self.free.lock().ok().and_then(|mut free| free.pop()).unwrap_or_else(Batch::new)
+    }
+}
+
+static ANNOUNCE_CALLSITE: DefaultCallsite = DefaultCallsite::new(&ANNOUNCE);
+static ANNOUNCE: Metadata<'static> = Metadata::new(
+    "steptrace batch",
+    BATCH_TARGET,
+    Level::INFO,
+    None,
+    None,
+    None,
+    FieldSet::new(&["message"], tracing_core::identify_callsite!(&ANNOUNCE_CALLSITE)),
+    Kind::EVENT,
+);
+
+/// Calls `emit` with the event that announces batch `id`: its message (tracing-chrome's
+/// name for it) is the id.
+pub(crate) fn announce(id: u64, emit: impl FnOnce(&Event<'_>)) {
+    let fields = ANNOUNCE.fields();
+    let Some(field) = fields.field("message") else { return };
+    let values = [(&field, Some(&id as &dyn Value))];
+    let set = fields.value_set(&values);
+    emit(&Event::new(&ANNOUNCE, &set));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    static SPAN: Metadata<'static> = Metadata::new(
+        "forward",
+        "steptrace",
+        Level::INFO,
+        None,
+        None,
+        None,
+        FieldSet::new(&[], tracing_core::identify_callsite!(&ANNOUNCE_CALLSITE)),
+        Kind::SPAN,
+    );
+
+    #[test]
+    fn records_are_handed_over_in_order_with_their_text_and_only_to_their_segment() {
+        let batches = Batches::default();
+        assert!(!batches.record(1, 7, 3, &SPAN, NameSource::Text("conv1"), Some(r#"{"a":"1"}"#), true));
+        assert!(!batches.record(1, 7, 3, &SPAN, NameSource::Step(4), None, false));
+        let (id, records) = batches.hand_over(1, 7).expect("two records");
+        assert_eq!(records, 2);
+        // Nothing more to hand over, and a closed segment's records are dropped.
+        assert_eq!(batches.hand_over(1, 7), None);
+        batches.record(1, 7, 3, &SPAN, NameSource::Static, None, true);
+        assert_eq!(batches.hand_over(1, 8), None);
+        assert_eq!(batches.hand_over(1, 7), None);
+
+        let batch = batches.claim(id).expect("queued");
+        assert_eq!(batch.thread, 3);
+        assert_eq!(batch.records.len(), 2);
+        let (first, second) = (batch.records[0], batch.records[1]);
+        assert!(first.begin && !second.begin);
+        assert!(first.at <= second.at);
+        let Name::Text(start, len) = first.name else { panic!("{:?}", first.name) };
+        assert_eq!(batch.text((start, len)), "conv1");
+        assert_eq!(batch.text(first.args.unwrap()), r#"{"a":"1"}"#);
+        assert_eq!(second.name, Name::Step(4));
+        assert!(batches.claim(id).is_none(), "a batch is claimed once");
+    }
+
+    #[test]
+    fn a_later_announcement_drops_batches_whose_announcement_was_lost() {
+        let batches = Batches::default();
+        batches.record(1, 1, 1, &SPAN, NameSource::Static, None, true);
+        let (lost, _) = batches.hand_over(1, 1).unwrap();
+        batches.record(1, 1, 1, &SPAN, NameSource::Static, None, false);
+        let (next, _) = batches.hand_over(1, 1).unwrap();
+        assert!(next > lost);
+        assert!(batches.claim(next).is_some());
+        assert!(batches.claim(lost).is_none());
+    }
+
+    #[test]
+    fn a_full_buffer_says_so() {
+        let batches = Batches::default();
+        let full = (0..MAX_RECORDS).map(|_| batches.record(2, 1, 1, &SPAN, NameSource::Static, None, true));
+        assert_eq!(full.filter(|full| *full).count(), 1);
+        let (id, _) = batches.hand_over(2, 1).unwrap();
+        assert_eq!(batches.claim(id).unwrap().records.len(), MAX_RECORDS);
+    }
+
+    #[test]
+    fn the_announcement_carries_the_id_as_its_message() {
+        struct Message(Option<String>);
+        impl tracing_core::field::Visit for Message {
+            fn record_debug(&mut self, field: &tracing_core::Field, value: &dyn std::fmt::Debug) {
+                if field.name() == "message" {
+                    self.0 = Some(format!("{value:?}"));
+                }
+            }
+        }
+        let mut seen = None;
+        announce(42, |event| {
+            assert_eq!(event.metadata().target(), BATCH_TARGET);
+            let mut message = Message(None);
+            event.record(&mut message);
+            seen = message.0;
+        });
+        assert_eq!(seen.as_deref(), Some("42"));
+    }
+}

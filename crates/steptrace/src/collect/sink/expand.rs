@@ -1,0 +1,323 @@
+//! Writes each batch of the stepping thread's spans where tracing-chrome wrote the event
+//! that announced it (see [`batch`](crate::collect::batch)).
+//!
+//! tracing-chrome writes an event per line (`{...},` and a newline), handing the segment
+//! writer chunks that may end inside a line. The expander passes complete lines on, keeps
+//! the last incomplete one until the next chunk or flush completes it, and replaces each
+//! announcing line with the batch's begins and ends, built as tracing-chrome builds its own
+//! lines (the same keys, the same number formatting), so that nothing downstream can tell
+//! them apart.
+
+use std::borrow::Cow;
+use std::io;
+use std::sync::LazyLock;
+use std::time::Instant;
+
+use memchr::memmem::Finder;
+use serde::Deserialize;
+
+use crate::collect::batch::{Batch, Batches, Name, Record, BATCH_TARGET};
+use crate::format::names::step_name;
+use crate::format::tag::SEPARATOR_ESCAPED;
+
+/// What an announcing line holds, as tracing-chrome writes it.
+static ANNOUNCED: LazyLock<Finder<'static>> =
+    LazyLock::new(|| Finder::new(format!("\"cat\":\"{BATCH_TARGET}{SEPARATOR_ESCAPED}").as_bytes()).into_owned());
+
+/// The fields of an announcing line that the expander reads.
+#[derive(Deserialize)]
+struct Announcement {
+    name: String,
+    tid: u64,
+}
+
+/// The segment writer's line rewriting.
+#[derive(Debug, Default)]
+pub(crate) struct Expander {
+    /// The start of a line whose end has not been written yet.
+    carry: Vec<u8>,
+    /// Lines built for one batch.
+    built: Vec<u8>,
+    /// Lines written beyond those received (a batch's records less its announcement), not
+    /// yet counted by the backlog.
+    pub(crate) extra_lines: u64,
+}
+
+impl Expander {
+    /// Passes `chunk` to `out`, each complete announcing line replaced by its batch; the
+    /// chunk's last line waits for its end.
+    pub(crate) fn write(
+        &mut self,
+        chunk: &[u8],
+        batches: &Batches,
+        out: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+    ) -> io::Result<()> {
+        if self.carry.is_empty() {
+            self.pass(chunk, batches, out)
+        } else {
+            let mut data = std::mem::take(&mut self.carry);
+            data.extend_from_slice(chunk);
+            let result = self.pass(&data, batches, out);
+            if self.carry.is_empty() {
+                // Keep the allocation for the next incomplete line.
+                data.clear();
+                self.carry = data;
+            }
+            result
+        }
+    }
+
+    /// At a flush, or when the file closes: the waiting line is complete (tracing-chrome
+    /// flushes between events), so it is written now.
+    pub(crate) fn finish(&mut self, batches: &Batches, out: &mut dyn FnMut(&[u8]) -> io::Result<()>) -> io::Result<()> {
+        if self.carry.is_empty() {
+            return Ok(());
+        }
+        let line = std::mem::take(&mut self.carry);
+        let result = self.lines(&line, batches, out);
+        let mut line = line;
+        line.clear();
+        self.carry = line;
+        result
+    }
+
+    fn pass(&mut self, data: &[u8], batches: &Batches, out: &mut dyn FnMut(&[u8]) -> io::Result<()>) -> io::Result<()> {
+        let (complete, rest) = match memchr::memrchr(b'\n', data) {
+            Some(end) => data.split_at(end + 1),
+            None => (&data[..0], data),
+        };
+        self.carry.extend_from_slice(rest);
+        self.lines(complete, batches, out)
+    }
+
+    /// Writes whole lines (the last one may lack its newline), expanding announcements.
+    fn lines(&mut self, mut text: &[u8], batches: &Batches, out: &mut dyn FnMut(&[u8]) -> io::Result<()>) -> io::Result<()> {
+        while let Some(at) = ANNOUNCED.find(text) {
+            let start = memchr::memrchr(b'\n', &text[..at]).map_or(0, |nl| nl + 1);
+            let end = memchr::memchr(b'\n', &text[at..]).map_or(text.len(), |nl| at + nl);
+            let line = &text[start..end];
+            let object = line.strip_suffix(b",").unwrap_or(line);
+            out(&text[..start])?;
+            match self.expand(object, batches) {
+                Some(built) => out(built)?,
+                None => out(object)?,
+            }
+            text = &text[start + object.len()..];
+        }
+        if text.is_empty() {
+            Ok(())
+        } else {
+            out(text)
+        }
+    }
+
+    /// The lines of the batch `object` announces (`None`: not an announcement of a batch
+    /// still queued; the line is kept as written).
+    fn expand(&mut self, object: &[u8], batches: &Batches) -> Option<&[u8]> {
+        let announcement: Announcement = serde_json::from_slice(object).ok()?;
+        let id = announcement.name.parse().ok()?;
+        let origin = batches.origin()?;
+        let batch = batches.claim(id)?;
+        self.built.clear();
+        for (i, record) in batch.records.iter().enumerate() {
+            if i > 0 {
+                self.built.extend_from_slice(b",\n");
+            }
+            write_line(&mut self.built, &batch, record, announcement.tid, origin);
+        }
+        self.extra_lines += (batch.records.len() as u64).saturating_sub(1);
+        batches.recycle(batch);
+        Some(&self.built)
+    }
+}
+
+/// Writes a record as tracing-chrome writes a span's begin or end: the keys `args` (when
+/// not empty), `cat`, `name`, `ph`, `pid`, `tid` and `ts` in serde_json's order, its string
+/// escaping and its number formatting; built in place, without a JSON value in between.
+fn write_line(out: &mut Vec<u8>, batch: &Batch, record: &Record, tid: u64, origin: Instant) {
+    let ts = record.at.saturating_duration_since(origin).as_nanos() as f64 / 1000.0;
+    let name = match record.name {
+        Name::Static => Cow::Borrowed(record.meta.name()),
+        Name::Step(n) => Cow::Owned(step_name(n)),
+        Name::Text(start, len) => Cow::Borrowed(batch.text((start, len))),
+    };
+    out.push(b'{');
+    if let Some(args) = record.args.map(|args| batch.text(args)).filter(|args| args.len() > 2) {
+        out.extend_from_slice(b"\"args\":");
+        out.extend_from_slice(args.as_bytes());
+        out.push(b',');
+    }
+    out.extend_from_slice(b"\"cat\":");
+    // The target, tagged with the thread (`format::tag`), as one JSON string.
+    json_string(out, record.meta.target());
+    out.pop();
+    out.extend_from_slice(SEPARATOR_ESCAPED.as_bytes());
+    out.extend_from_slice(itoa::Buffer::new().format(batch.thread).as_bytes());
+    out.extend_from_slice(b"\",\"name\":");
+    json_string(out, &name);
+    out.extend_from_slice(if record.begin { b",\"ph\":\"B\",\"pid\":1,\"tid\":" } else { b",\"ph\":\"E\",\"pid\":1,\"tid\":" });
+    out.extend_from_slice(itoa::Buffer::new().format(tid).as_bytes());
+    out.extend_from_slice(b",\"ts\":");
+    if serde_json::to_writer(&mut *out, &ts).is_err() {
+        out.push(b'0');
+    }
+    out.push(b'}');
+}
+
+fn json_string(out: &mut Vec<u8>, text: &str) {
+    if serde_json::to_writer(&mut *out, text).is_err() {
+        out.extend_from_slice(b"\"\"");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collect::batch::NameSource;
+    use serde_json::{json, Value};
+    use tracing_core::callsite::DefaultCallsite;
+    use tracing_core::field::FieldSet;
+    use tracing_core::metadata::Kind;
+    use tracing_core::{Level, Metadata};
+
+    static CALLSITE: DefaultCallsite = DefaultCallsite::new(&FORWARD);
+    static FORWARD: Metadata<'static> = Metadata::new(
+        "forward",
+        "steptrace",
+        Level::INFO,
+        None,
+        None,
+        None,
+        FieldSet::new(&[], tracing_core::identify_callsite!(&CALLSITE)),
+        Kind::SPAN,
+    );
+
+    fn announcing_line(id: u64, tid: u64) -> String {
+        format!(r#"{{"args":{{"message":"{id}"}},"cat":"steptrace::batch\u001f9","name":"{id}","ph":"i","pid":1,"s":"t","tid":{tid},"ts":5.5}}"#)
+    }
+
+    fn run(chunks: &[&[u8]], batches: &Batches, expander: &mut Expander) -> String {
+        let mut file = Vec::new();
+        let mut out = |bytes: &[u8]| {
+            file.extend_from_slice(bytes);
+            Ok(())
+        };
+        for chunk in chunks {
+            expander.write(chunk, batches, &mut out).unwrap();
+        }
+        expander.finish(batches, &mut out).unwrap();
+        String::from_utf8(file).unwrap()
+    }
+
+    #[test]
+    fn an_announcement_split_across_chunks_becomes_its_batch_in_place() {
+        let batches = Batches::default();
+        let origin = Instant::now();
+        batches.set_origin(origin);
+        batches.record(1, 1, 9, &FORWARD, NameSource::Step(3), None, true);
+        batches.record(1, 1, 9, &FORWARD, NameSource::Static, Some(r#"{"batch":"2"}"#), true);
+        batches.record(1, 1, 9, &FORWARD, NameSource::Static, Some(r#"{"batch":"2"}"#), false);
+        let (id, _) = batches.hand_over(1, 1).unwrap();
+        let before = r#"{"cat":"user\u001f2","name":"x","ph":"i","pid":1,"s":"t","tid":4,"ts":1.0}"#;
+        let stream = format!("{before},\n{},\n{before}", announcing_line(id, 4));
+        let mut expander = Expander::default();
+        let (a, b) = stream.as_bytes().split_at(before.len() + 60);
+        let file = run(&[a, b], &batches, &mut expander);
+        let lines: Vec<&str> = file.lines().collect();
+        assert_eq!(lines.len(), 5, "{file}");
+        assert_eq!(lines[0], format!("{before},"));
+        assert_eq!(lines[4], before);
+        let events: Vec<Value> =
+            lines[1..4].iter().map(|l| serde_json::from_str(l.trim_end_matches(',')).unwrap()).collect();
+        assert_eq!(events[0]["name"], "ProfilerStep#3");
+        assert_eq!(events[0]["ph"], "B");
+        assert_eq!(events[0]["cat"], "steptrace\u{1f}9");
+        assert_eq!(events[0]["tid"], 4);
+        assert_eq!(events[1]["args"]["batch"], "2");
+        assert_eq!(events[2]["ph"], "E");
+        assert_eq!(events[2]["name"], "forward");
+        let ts: Vec<f64> = events.iter().map(|e| e["ts"].as_f64().unwrap()).collect();
+        assert!(ts.windows(2).all(|w| w[0] <= w[1]), "{ts:?}");
+        // Written as tracing-chrome writes its lines: keys in the same order.
+        assert!(lines[1].starts_with(r#"{"cat":"steptrace\u001f9","name":"ProfilerStep#3","ph":"B","pid":1,"tid":4,"ts":"#), "{}", lines[1]);
+    }
+
+    #[test]
+    fn any_split_gives_the_same_file() {
+        let stream_for = |batches: &Batches| {
+            batches.set_origin(Instant::now());
+            batches.record(1, 1, 2, &FORWARD, NameSource::Text("layer \"q\""), None, true);
+            let (id, _) = batches.hand_over(1, 1).unwrap();
+            format!("[\n{},\n{{\"ph\":\"i\"}}\n]", announcing_line(id, 1))
+        };
+        let mut expected = None;
+        for cut in 0..40 {
+            let batches = Batches::default();
+            let stream = stream_for(&batches);
+            let cut = cut * stream.len() / 40;
+            let (a, b) = stream.as_bytes().split_at(cut);
+            let file = run(&[a, b], &batches, &mut Expander::default());
+            assert!(!file.contains("steptrace::batch"), "{file}");
+            // Times differ between runs: compare without them.
+            let shape: String = file.split("\"ts\":").map(|s| s.trim_start_matches(|c: char| c.is_ascii_digit() || c == '.')).collect();
+            match &expected {
+                None => expected = Some(shape),
+                Some(expected) => assert_eq!(&shape, expected, "cut at {cut}"),
+            }
+        }
+        assert!(expected.unwrap().contains(r#""name":"layer \"q\"""#));
+    }
+
+    /// A line exactly as tracing-chrome's writer builds one: a JSON value, keys set in its
+    /// order, serialised by serde_json.
+    fn as_tracing_chrome_writes(ph: &str, ts: f64, name: &str, cat: &str, tid: u64, args: Option<Value>) -> Vec<u8> {
+        let mut entry = json!({ "ph": ph, "pid": 1 });
+        entry["ts"] = ts.into();
+        entry["name"] = name.into();
+        entry["cat"] = cat.into();
+        entry["tid"] = tid.into();
+        if let Some(args) = args {
+            entry["args"] = args;
+        }
+        serde_json::to_vec(&entry).unwrap()
+    }
+
+    #[test]
+    fn lines_are_byte_for_byte_what_tracing_chrome_writes() {
+        let batches = Batches::default();
+        let origin = Instant::now();
+        let args = json!({"batch": "7", "split": "\"train\"", "z": "\u{1}"});
+        batches.record(1, 1, 12, &FORWARD, NameSource::Text("enc \"0\" \\ é\u{7f}"), Some(&args.to_string()), true);
+        batches.record(1, 1, 12, &FORWARD, NameSource::Step(40), None, false);
+        batches.record(1, 1, 12, &FORWARD, NameSource::Static, Some("{}"), true);
+        let (id, _) = batches.hand_over(1, 1).unwrap();
+        let batch = batches.claim(id).unwrap();
+        let cat = crate::format::tag::encode("steptrace", 12);
+        let expected = [
+            ("B", "enc \"0\" \\ é\u{7f}", Some(args)),
+            ("E", "ProfilerStep#40", None),
+            ("B", "forward", None),
+        ];
+        for (record, (ph, name, args)) in batch.records.iter().zip(expected) {
+            let mut line = Vec::new();
+            write_line(&mut line, &batch, record, 3, origin);
+            let ts = record.at.duration_since(origin).as_nanos() as f64 / 1000.0;
+            let want = as_tracing_chrome_writes(ph, ts, name, &cat, 3, args);
+            assert_eq!(String::from_utf8(line).unwrap(), String::from_utf8(want).unwrap());
+        }
+        // Whole microseconds are written as tracing-chrome writes them, too.
+        let mut line = Vec::new();
+        let at = batch.records[0];
+        write_line(&mut line, &batch, &Record { at: origin + std::time::Duration::from_micros(5), ..at }, 3, origin);
+        assert!(String::from_utf8(line).unwrap().ends_with(r#""ts":5.0}"#));
+    }
+
+    #[test]
+    fn an_unknown_announcement_is_kept_as_written() {
+        let batches = Batches::default();
+        batches.set_origin(Instant::now());
+        let line = announcing_line(77, 1);
+        let file = run(&[line.as_bytes()], &batches, &mut Expander::default());
+        assert_eq!(file, line);
+    }
+}
