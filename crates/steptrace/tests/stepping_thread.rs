@@ -9,10 +9,8 @@ use tracing_subscriber::prelude::*;
 
 const STEPS: u64 = 4;
 
-/// Runs a window of two recorded steps (after one warmup step) whose every step holds
-/// steptrace's spans with and without fields, a layer, an opted-in crate's span, an event
-/// and a counter on the stepping thread, and a span on a second thread. Returns the
-/// file's events.
+/// Runs a window of two recorded steps (after one warmup step) whose every step does the
+/// same [`work`] on the stepping thread and on a second one. Returns the file's events.
 fn run(global: bool, include_args: bool) -> Vec<Value> {
     let dir = tempfile::tempdir().unwrap();
     let schedule: Schedule = "wait=0,warmup=1,active=2,repeat=1".parse().unwrap();
@@ -27,23 +25,17 @@ fn run(global: bool, include_args: bool) -> Vec<Value> {
     let saved = tracing::dispatcher::with_default(&dispatch, || {
         profiler.start();
         for n in 0..STEPS {
+            // The same work on a second thread, whose events go through tracing-chrome alone.
             let dispatch = dispatch.clone();
             let loader = std::thread::spawn(move || {
                 tracing::dispatcher::with_default(&dispatch, || {
                     drop(tracing::info_span!(target: "steptrace", "data.load", batch = n).entered());
+                    work(n);
                 })
             });
-            {
-                let _forward = tracing::info_span!(target: "steptrace", "forward", batch = n).entered();
-                steptrace::layer("conv1", || {
-                    drop(tracing::info_span!(target: "user", "work").entered());
-                    tracing::info!(target: "user", "note");
-                });
-                tracing::info!(target: "steptrace::counter", bytes = 1000 + n, "device memory");
-                drop(tracing::info_span!(target: "steptrace", "loss").entered());
-            }
-            drop(tracing::info_span!(target: "steptrace", "backward").entered());
             loader.join().unwrap();
+            work(n);
+            drop(tracing::info_span!(target: "steptrace", "backward").entered());
             profiler.step();
         }
         profiler.finish().unwrap()
@@ -53,6 +45,18 @@ fn run(global: bool, include_args: bool) -> Vec<Value> {
     assert!(!text.contains("steptrace::batch"), "an announcement was left in the file");
     let file: Value = serde_json::from_str(&text).unwrap();
     file["traceEvents"].as_array().unwrap().clone()
+}
+
+/// A step's forward: a span with a field, a layer, an opted-in crate's span and event, a
+/// counter and a span without fields.
+fn work(n: u64) {
+    let _forward = tracing::info_span!(target: "steptrace", "forward", batch = n, split = "train").entered();
+    steptrace::layer("conv1", || {
+        drop(tracing::info_span!(target: "user", "work").entered());
+        tracing::info!(target: "user", note = "a \"quoted\" value", "note");
+    });
+    tracing::info!(target: "steptrace::counter", bytes = 1000 + n, "device memory");
+    drop(tracing::info_span!(target: "steptrace", "loss").entered());
 }
 
 fn named<'a>(events: &'a [Value], name: &str) -> Vec<&'a Value> {
@@ -73,16 +77,36 @@ fn check(events: &[Value], include_args: bool) {
     let steps = named(events, "ProfilerStep#1").len() + named(events, "ProfilerStep#2").len();
     assert_eq!(steps, 2, "the two recorded steps");
     assert!(named(events, "ProfilerStep#0").is_empty(), "the warmup step is cut");
-    for name in ["forward", "conv1", "work", "loss", "backward", "data.load"] {
-        assert_eq!(named(events, name).len(), 2, "{name}: one a recorded step");
+    for (name, each_step) in [("forward", 2), ("conv1", 2), ("work", 2), ("loss", 2), ("backward", 1), ("data.load", 1)] {
+        assert_eq!(named(events, name).len(), 2 * each_step, "{name}: on each thread, in each recorded step");
         assert!(named(events, name).iter().all(|e| e["ph"] == "X" && e["dur"].as_f64().unwrap() >= 0.0), "{name}");
     }
     let notes = named(events, "note");
-    assert_eq!(notes.len(), 2);
+    assert_eq!(notes.len(), 4);
     let counters: Vec<_> = events.iter().filter(|e| e["ph"] == "C").collect();
-    assert_eq!(counters.len(), 2, "{counters:?}");
+    assert_eq!(counters.len(), 4, "{counters:?}");
+
+    // The stepping thread's lines say what tracing-chrome says of the same work on the other
+    // thread: names, categories, phases and args alike.
+    let step_tid = named(events, "ProfilerStep#1")[0]["tid"].clone();
+    let shape = |on_step_thread: bool| {
+        let mut shapes: Vec<String> = events
+            .iter()
+            .filter(|e| (e["tid"] == step_tid) == on_step_thread)
+            .filter(|e| e["ph"] != "M" && e["name"] != "backward" && e["name"] != "data.load")
+            .filter(|e| !e["name"].as_str().unwrap_or("").starts_with("ProfilerStep"))
+            .map(|e| format!("{} {} {} {}", e["ph"], e["name"], e["cat"], e.get("args").map(Value::to_string).unwrap_or_default()))
+            .collect();
+        shapes.sort();
+        shapes
+    };
+    assert_eq!(shape(true), shape(false));
+    assert!(!shape(true).is_empty());
     for n in 1..=2u64 {
         let step = named(events, &format!("ProfilerStep#{n}"))[0];
+        let on_step_thread = |e: &&Value| e["tid"] == step["tid"];
+        let notes: Vec<_> = notes.iter().copied().filter(on_step_thread).collect();
+        let counters: Vec<_> = counters.iter().copied().filter(on_step_thread).collect();
         let forward = named(events, "forward").into_iter().find(|e| inside(e, step)).expect("forward in its step");
         let conv1 = named(events, "conv1").into_iter().find(|e| inside(e, forward)).expect("conv1 in forward");
         let work = named(events, "work").into_iter().find(|e| inside(e, conv1)).expect("work in conv1");
@@ -110,8 +134,7 @@ fn check(events: &[Value], include_args: bool) {
         assert_eq!(conv1.get("args"), None, "a layer's name is its label");
     }
     let loads = named(events, "data.load");
-    let step_tid = &named(events, "ProfilerStep#1")[0]["tid"];
-    assert!(loads.iter().all(|e| &e["tid"] != step_tid), "the loader's spans stay on their threads");
+    assert!(loads.iter().all(|e| e["tid"] != step_tid), "the loader's spans stay on their threads");
     if include_args {
         let batches: Vec<_> = loads.iter().map(|e| e["args"]["batch"].as_str().unwrap().to_owned()).collect();
         assert_eq!(batches, ["1", "2"]);

@@ -1,4 +1,5 @@
-//! The stepping thread's span begins and ends, handed to the writer a step at a time.
+//! The stepping thread's span begins and ends and its events, handed to the writer a step at
+//! a time.
 //!
 //! tracing-chrome sends one message per span begin and one per end, each with two freshly
 //! allocated strings (name and category) that its writer thread frees. On a launch-bound
@@ -6,7 +7,9 @@
 //! 1.3–1.8 µs a span inside a step, a third of it in `malloc`). The thread that runs the
 //! steps (the one that enters the `ProfilerStep` spans) therefore keeps its begins and ends
 //! as fixed records in a thread-local buffer instead: a time, the span's static metadata and
-//! where its name and arguments are, without an allocation once the buffer has grown.
+//! where its name and arguments are, without an allocation once the buffer has grown. Its
+//! events (instants and counter samples) are records too, their name and fields rendered on
+//! the spot into the buffer's text.
 //!
 //! When the step span ends (or the buffer is full), the buffer becomes a [`Batch`] in the
 //! sink's queue, and one event of the target [`BATCH_TARGET`] goes through tracing-chrome in
@@ -15,11 +18,9 @@
 //! tracing-chrome writes them ([`sink::expand`](crate::sink)), so the partial file, the
 //! finaliser and every reader see what they saw before.
 //!
-//! Order: the finaliser pairs begins with ends per thread, in file order, and places
-//! everything else by time. All of the stepping thread's begins and ends are records, and its
-//! batches are announced in order, so they keep their order; its events (instants, counters)
-//! go straight through tracing-chrome and may precede, in the file, the spans around them.
-//! The step's spans reach the partial file when the step ends. Time: records use
+//! Order: the finaliser pairs begins with ends per thread, in file order. Everything the
+//! stepping thread writes is a record, and its batches are announced in order, so its lines
+//! keep their order. A step reaches the partial file when it ends. Time: records use
 //! tracing-chrome's clock, from an origin taken right after its layer is built (a few
 //! nanoseconds after tracing-chrome's own, so a record's time is at most that much early).
 
@@ -59,15 +60,24 @@ pub(crate) enum NameSource<'a> {
     Text(&'a str),
 }
 
-/// One span begin or end.
+/// What a record is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Ph {
+    Begin,
+    End,
+    /// An event (an instant, or a counter's sample).
+    Instant,
+}
+
+/// One span begin or end, or one event.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Record {
     pub(crate) at: Instant,
     pub(crate) meta: &'static Metadata<'static>,
     pub(crate) name: Name,
-    /// The span's arguments, as a JSON object in [`Batch::text`].
+    /// Its arguments, as a JSON object in [`Batch::text`].
     pub(crate) args: Option<(u32, u32)>,
-    pub(crate) begin: bool,
+    pub(crate) ph: Ph,
 }
 
 /// A thread's records, handed over together.
@@ -151,7 +161,7 @@ impl Batches {
         self.stepping.load(Ordering::Relaxed) == thread
     }
 
-    /// Keeps a begin or end of this thread, which belongs to `sink`'s open `segment`.
+    /// Keeps a begin, end or event of this thread, which belongs to `sink`'s open `segment`.
     /// Returns whether the buffer is full (the caller hands it over).
     pub(crate) fn record(
         &self,
@@ -161,7 +171,7 @@ impl Batches {
         meta: &'static Metadata<'static>,
         name: NameSource<'_>,
         args: Option<&str>,
-        begin: bool,
+        ph: Ph,
     ) -> bool {
         let at = Instant::now();
         BUFFER.with(|buffer| {
@@ -181,7 +191,7 @@ impl Batches {
                 }
             };
             let args = args.map(|text| batch.keep_text(text));
-            batch.records.push(Record { at, meta, name, args, begin });
+            batch.records.push(Record { at, meta, name, args, ph });
             batch.records.len() >= MAX_RECORDS
         })
     }
@@ -284,13 +294,13 @@ mod tests {
     #[test]
     fn records_are_handed_over_in_order_with_their_text_and_only_to_their_segment() {
         let batches = Batches::default();
-        assert!(!batches.record(1, 7, 3, &SPAN, NameSource::Text("conv1"), Some(r#"{"a":"1"}"#), true));
-        assert!(!batches.record(1, 7, 3, &SPAN, NameSource::Step(4), None, false));
+        assert!(!batches.record(1, 7, 3, &SPAN, NameSource::Text("conv1"), Some(r#"{"a":"1"}"#), Ph::Begin));
+        assert!(!batches.record(1, 7, 3, &SPAN, NameSource::Step(4), None, Ph::End));
         let (id, records) = batches.hand_over(1, 7).expect("two records");
         assert_eq!(records, 2);
         // Nothing more to hand over, and a closed segment's records are dropped.
         assert_eq!(batches.hand_over(1, 7), None);
-        batches.record(1, 7, 3, &SPAN, NameSource::Static, None, true);
+        batches.record(1, 7, 3, &SPAN, NameSource::Static, None, Ph::Begin);
         assert_eq!(batches.hand_over(1, 8), None);
         assert_eq!(batches.hand_over(1, 7), None);
 
@@ -298,7 +308,7 @@ mod tests {
         assert_eq!(batch.thread, 3);
         assert_eq!(batch.records.len(), 2);
         let (first, second) = (batch.records[0], batch.records[1]);
-        assert!(first.begin && !second.begin);
+        assert_eq!((first.ph, second.ph), (Ph::Begin, Ph::End));
         assert!(first.at <= second.at);
         let Name::Text(start, len) = first.name else { panic!("{:?}", first.name) };
         assert_eq!(batch.text((start, len)), "conv1");
@@ -310,9 +320,9 @@ mod tests {
     #[test]
     fn a_later_announcement_drops_batches_whose_announcement_was_lost() {
         let batches = Batches::default();
-        batches.record(1, 1, 1, &SPAN, NameSource::Static, None, true);
+        batches.record(1, 1, 1, &SPAN, NameSource::Static, None, Ph::Begin);
         let (lost, _) = batches.hand_over(1, 1).unwrap();
-        batches.record(1, 1, 1, &SPAN, NameSource::Static, None, false);
+        batches.record(1, 1, 1, &SPAN, NameSource::Static, None, Ph::End);
         let (next, _) = batches.hand_over(1, 1).unwrap();
         assert!(next > lost);
         assert!(batches.claim(next).is_some());
@@ -322,7 +332,7 @@ mod tests {
     #[test]
     fn a_full_buffer_says_so() {
         let batches = Batches::default();
-        let full = (0..MAX_RECORDS).map(|_| batches.record(2, 1, 1, &SPAN, NameSource::Static, None, true));
+        let full = (0..MAX_RECORDS).map(|_| batches.record(2, 1, 1, &SPAN, NameSource::Static, None, Ph::Instant));
         assert_eq!(full.filter(|full| *full).count(), 1);
         let (id, _) = batches.hand_over(2, 1).unwrap();
         assert_eq!(batches.claim(id).unwrap().records.len(), MAX_RECORDS);

@@ -63,7 +63,7 @@ thread_local! {
 }
 
 pub(crate) use super::threads::{tagged_category, thread_name};
-use super::batch::NameSource;
+use super::batch::{NameSource, Ph};
 use super::threads::thread_id;
 
 /// State shared between the profiler and the gate on every thread.
@@ -359,11 +359,16 @@ where
     }
 
     fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
-        // An event of the stepping thread goes ahead of the spans kept around it: the finaliser
-        // places events by time, and only begins and ends are paired in file order.
-        if self.shared.open_segment() != 0 && self.shared.bound_here() {
-            self.shared.backlog.send_one();
-            self.inner.on_event(event, ctx);
+        let segment = self.shared.open_segment();
+        if segment != 0 && self.shared.bound_here() {
+            if self.stepping_here() {
+                if self.keep_event(event, segment) {
+                    self.hand_over(segment, &ctx);
+                }
+            } else {
+                self.shared.backlog.send_one();
+                self.inner.on_event(event, ctx);
+            }
         }
     }
 }
@@ -394,8 +399,23 @@ where
             NameSource::Static
         };
         let args = extensions.get::<SpanArgs>().map(|a| a.text.as_str()).filter(|text| *text != "{}");
-        let full = self.shared.batches.record(self.shared.sink_id, segment, thread_id(), meta, name, args, begin);
+        let ph = if begin { Ph::Begin } else { Ph::End };
+        let full = self.shared.batches.record(self.shared.sink_id, segment, thread_id(), meta, name, args, ph);
         Kept { full, step }
+    }
+
+    /// Keeps an event of the stepping thread, named and with its fields as the Chrome layer
+    /// writes them; returns whether the buffer is full.
+    fn keep_event(&self, event: &Event<'_>, segment: u64) -> bool {
+        let name = crate::sink::event_name(event);
+        let args = self.shared.include_args.then(|| {
+            let mut fields = serde_json::Map::new();
+            event.record(&mut ArgsVisitor(&mut fields));
+            serde_json::Value::Object(fields).to_string()
+        });
+        let (sink, thread) = (self.shared.sink_id, thread_id());
+        let args = args.as_deref().filter(|text| *text != "{}");
+        self.shared.batches.record(sink, segment, thread, event.metadata(), NameSource::Text(&name), args, Ph::Instant)
     }
 
     /// Hands this thread's kept spans to the writer, announced by one event through

@@ -48,17 +48,20 @@ where
             None => span.name().to_owned(),
         },
         EventOrSpan::Span(span) => span.name().to_owned(),
-        // tracing names events "event file:line", which may hold an absolute
-        // source path: use the message instead.
-        EventOrSpan::Event(event) => {
-            let mut visitor = MessageVisitor(None);
-            event.record(&mut visitor);
-            let mut name = visitor.0.unwrap_or_else(|| event.metadata().target().to_owned());
-            if name.len() > MAX_EVENT_NAME {
-                let cut = (0..=MAX_EVENT_NAME).rev().find(|i| name.is_char_boundary(*i)).unwrap_or(0);
-                name.truncate(cut);
-            }
-            name
-        }
+        EventOrSpan::Event(event) => event_name(event),
     }
+}
+
+/// An event's name in the trace. tracing names events "event file:line", which may hold an
+/// absolute source path: the message is used instead (else the target), cut to
+/// [`MAX_EVENT_NAME`] bytes.
+pub(crate) fn event_name(event: &tracing_core::Event<'_>) -> String {
+    let mut visitor = MessageVisitor(None);
+    event.record(&mut visitor);
+    let mut name = visitor.0.unwrap_or_else(|| event.metadata().target().to_owned());
+    if name.len() > MAX_EVENT_NAME {
+        let cut = (0..=MAX_EVENT_NAME).rev().find(|i| name.is_char_boundary(*i)).unwrap_or(0);
+        name.truncate(cut);
+    }
+    name
 }

@@ -16,7 +16,7 @@ use std::time::Instant;
 use memchr::memmem::Finder;
 use serde::Deserialize;
 
-use crate::collect::batch::{Batch, Batches, Name, Record, BATCH_TARGET};
+use crate::collect::batch::{Batch, Batches, Name, Ph, Record, BATCH_TARGET};
 use crate::format::names::step_name;
 use crate::format::tag::SEPARATOR_ESCAPED;
 
@@ -131,8 +131,8 @@ impl Expander {
     }
 }
 
-/// Writes a record as tracing-chrome writes a span's begin or end: the keys `args` (when
-/// not empty), `cat`, `name`, `ph`, `pid`, `tid` and `ts` in serde_json's order, its string
+/// Writes a record as tracing-chrome writes a span's begin or end or an event: the keys
+/// `args` (when not empty), `cat`, `name`, `ph`, `pid`, (`s`,) `tid` and `ts` in serde_json's order, its string
 /// escaping and its number formatting; built in place, without a JSON value in between.
 fn write_line(out: &mut Vec<u8>, batch: &Batch, record: &Record, tid: u64, origin: Instant) {
     let ts = record.at.saturating_duration_since(origin).as_nanos() as f64 / 1000.0;
@@ -155,7 +155,11 @@ fn write_line(out: &mut Vec<u8>, batch: &Batch, record: &Record, tid: u64, origi
     out.extend_from_slice(itoa::Buffer::new().format(batch.thread).as_bytes());
     out.extend_from_slice(b"\",\"name\":");
     json_string(out, &name);
-    out.extend_from_slice(if record.begin { b",\"ph\":\"B\",\"pid\":1,\"tid\":" } else { b",\"ph\":\"E\",\"pid\":1,\"tid\":" });
+    out.extend_from_slice(match record.ph {
+        Ph::Begin => b",\"ph\":\"B\",\"pid\":1,\"tid\":",
+        Ph::End => b",\"ph\":\"E\",\"pid\":1,\"tid\":",
+        Ph::Instant => b",\"ph\":\"i\",\"pid\":1,\"s\":\"t\",\"tid\":",
+    });
     out.extend_from_slice(itoa::Buffer::new().format(tid).as_bytes());
     out.extend_from_slice(b",\"ts\":");
     if serde_json::to_writer(&mut *out, &ts).is_err() {
@@ -214,9 +218,9 @@ mod tests {
         let batches = Batches::default();
         let origin = Instant::now();
         batches.set_origin(origin);
-        batches.record(1, 1, 9, &FORWARD, NameSource::Step(3), None, true);
-        batches.record(1, 1, 9, &FORWARD, NameSource::Static, Some(r#"{"batch":"2"}"#), true);
-        batches.record(1, 1, 9, &FORWARD, NameSource::Static, Some(r#"{"batch":"2"}"#), false);
+        batches.record(1, 1, 9, &FORWARD, NameSource::Step(3), None, Ph::Begin);
+        batches.record(1, 1, 9, &FORWARD, NameSource::Static, Some(r#"{"batch":"2"}"#), Ph::Begin);
+        batches.record(1, 1, 9, &FORWARD, NameSource::Static, Some(r#"{"batch":"2"}"#), Ph::End);
         let (id, _) = batches.hand_over(1, 1).unwrap();
         let before = r#"{"cat":"user\u001f2","name":"x","ph":"i","pid":1,"s":"t","tid":4,"ts":1.0}"#;
         let stream = format!("{before},\n{},\n{before}", announcing_line(id, 4));
@@ -246,7 +250,7 @@ mod tests {
     fn any_split_gives_the_same_file() {
         let stream_for = |batches: &Batches| {
             batches.set_origin(Instant::now());
-            batches.record(1, 1, 2, &FORWARD, NameSource::Text("layer \"q\""), None, true);
+            batches.record(1, 1, 2, &FORWARD, NameSource::Text("layer \"q\""), None, Ph::Begin);
             let (id, _) = batches.hand_over(1, 1).unwrap();
             format!("[\n{},\n{{\"ph\":\"i\"}}\n]", announcing_line(id, 1))
         };
@@ -287,9 +291,9 @@ mod tests {
         let batches = Batches::default();
         let origin = Instant::now();
         let args = json!({"batch": "7", "split": "\"train\"", "z": "\u{1}"});
-        batches.record(1, 1, 12, &FORWARD, NameSource::Text("enc \"0\" \\ é\u{7f}"), Some(&args.to_string()), true);
-        batches.record(1, 1, 12, &FORWARD, NameSource::Step(40), None, false);
-        batches.record(1, 1, 12, &FORWARD, NameSource::Static, Some("{}"), true);
+        batches.record(1, 1, 12, &FORWARD, NameSource::Text("enc \"0\" \\ é\u{7f}"), Some(&args.to_string()), Ph::Begin);
+        batches.record(1, 1, 12, &FORWARD, NameSource::Step(40), None, Ph::End);
+        batches.record(1, 1, 12, &FORWARD, NameSource::Static, Some("{}"), Ph::Begin);
         let (id, _) = batches.hand_over(1, 1).unwrap();
         let batch = batches.claim(id).unwrap();
         let cat = crate::format::tag::encode("steptrace", 12);

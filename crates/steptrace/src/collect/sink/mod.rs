@@ -60,7 +60,7 @@ mod linger;
 mod names;
 mod segment;
 
-pub(crate) use chrome::chrome_layer;
+pub(crate) use chrome::{chrome_layer, event_name};
 pub(crate) use linger::{Linger, LINGER};
 pub use crate::format::names::COUNTER_TARGET;
 pub use names::{DEFAULT_FILE_NAME, RANK_FILE_NAME};
