@@ -240,6 +240,37 @@ fn writer_throughput(c: &mut Criterion) {
             total
         })
     });
+    // The same spans on the thread that runs the steps, whose spans reach the writer in
+    // batches (collect/batch.rs): built, run and finished on a fresh thread, which the
+    // profiler's sink binds.
+    group.bench_function("write_and_finalise_200k_events_stepping_thread", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                total += std::thread::spawn(|| {
+                    let dir = tempfile::tempdir().expect("tempdir");
+                    let (dispatch, mut profiler) = dispatch_for("wait=0,warmup=1,active=2,repeat=1", dir.path(), u64::MAX);
+                    let start = Instant::now();
+                    tracing::dispatcher::with_default(&dispatch, || {
+                        profiler.start();
+                        profiler.step(); // past the warmup step
+                        for _ in 0..SPANS {
+                            span();
+                        }
+                        profiler.step();
+                        profiler.step();
+                    });
+                    let saved = profiler.finish().expect("saved");
+                    let elapsed = start.elapsed();
+                    assert!(saved[0].events as u64 >= SPANS, "{} events", saved[0].events);
+                    elapsed
+                })
+                .join()
+                .expect("stepping thread");
+            }
+            total
+        })
+    });
     // tracing-chrome alone: the same spans, written and its thread joined.
     group.bench_function("tracing_chrome_alone_200k_events", |b| {
         b.iter_custom(|iters| {

@@ -18,6 +18,12 @@
 //!    temporary file, synced, then linked to its final name only if no file
 //!    has that name, and the partial file is removed.
 //!
+//! The thread that runs the steps sends tracing-chrome one event per step instead of one
+//! message per span begin, end and event: it keeps them as fixed records, and the segment
+//! writer writes them, as tracing-chrome would have, where that event's line falls
+//! (`collect/batch.rs`). Other threads' events go through tracing-chrome as
+//! they come.
+//!
 //! The partial file is read twice and never held whole: a first pass keeps
 //! 16 bytes per event (phase, time, thread) to find the window and pair
 //! begins with ends; a second reads the lines again and writes those it

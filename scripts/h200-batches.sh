@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Issue 26 item 1 on the H200: the stepping thread's spans and events as records handed to the
+# writer once a step (collect/batch.rs), against what each span cost when it went through
+# tracing-chrome's channel. In one call:
+# 1. criterion (`overhead` bench, release): a span at a step's density on the stepping thread
+#    (`span_paced/inside_window`) beside tracing-chrome alone, and back to back on a thread that
+#    is not the stepping one (`span_enter_exit/inside_window`: tracing-chrome's path, unchanged);
+#    the sink's rate on both paths; and, when carried, `span_paced` of the tree before batches;
+# 2. a short recorded `train` (MLP, host spans only): its traces must read as before (spans per
+#    step, no batch announcement left, every file parses);
+# 3. `bench --profile interleaved`, MLP at batch 256: host spans only with the null check
+#    (`--baseline`), host spans with `--memory`, and the default (CUPTI); then the ConvNet's host
+#    spans. RUNS processes a condition (default 6).
+#
+#   bash scripts/h200-batches.sh
+#
+# Needs .devbin/steptrace.xz and .devbin/overhead.gz (.devbin/overhead-before.gz optional). What comes back: $OUT/h200-batches.tgz.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+W=${WORK:-/tmp/st-batches}
+R=$W/results
+FINAL=${OUT:-$W/out}
+BUDGET=${BUDGET:-420}
+CACHE=${CACHE:-/tmp/st-cubecl-cache}
+RUNS=${RUNS:-6}
+. "$(dirname "$0")/h200-common.sh"
+
+trap 'st_pack h200-batches' EXIT
+st_start "$W"
+mkdir -p "$FINAL"
+
+if [ -x "$W/bin/overhead" ]; then
+  st_run_capped criterion 60 "$W/bin/overhead" --bench 'span_paced|span_enter_exit/(inside_window|tracing_chrome_alone)' \
+    --noplot --warm-up-time 1 --measurement-time 3
+  # The sink's rate, spans emitted on a thread that is not the stepping one (tracing-chrome's
+  # path) and on the stepping thread (batches), beside tracing-chrome alone.
+  st_run_capped sink-rate 80 "$W/bin/overhead" --bench 'sink/' --noplot
+fi
+# The same criterion groups built from the tree before batches, when carried (.devbin/overhead-before.gz).
+if [ -x "$W/bin/overhead-before" ]; then
+  st_run_capped criterion-before 40 "$W/bin/overhead-before" --bench 'span_paced' --noplot --warm-up-time 1 \
+    --measurement-time 3
+fi
+
+# The first CUDA process compiles and autotunes into $CACHE; this short run pays for it.
+CAP=200 st_train spans --model mlp --dataset digits --batch 256 --steps 40 --device-activity off \
+  --schedule skip_first=20,wait=0,warmup=1,active=3,repeat=1
+python3 - "$R/traces/spans" << 'PY' | tee -a "$R/spans.txt"
+import glob, json, sys
+files = [f for f in glob.glob(sys.argv[1] + "/**/*.json", recursive=True) if "manifest" not in f]
+steps = spans = events = 0
+for f in files:
+    text = open(f).read()
+    if "steptrace::batch" in text:
+        print(f"{f}: an announcement was left")
+    d = json.loads(text)
+    ev = d["traceEvents"]
+    events += len(ev)
+    spans += sum(1 for e in ev if e.get("ph") in ("X", "B"))
+    steps += sum(1 for e in ev if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep"))
+print(f"files {len(files)} events {events} host spans {spans} steps {steps} spans/step {spans / max(steps, 1):.1f}")
+PY
+
+common=(bench --profile interleaved --backend cuda --runs "$RUNS" --cache-dir "$CACHE" --batch 256
+  --schedule wait=7,warmup=1,active=2)
+st_run_capped mlp-host 120 "$B" "${common[@]}" --model mlp --dataset digits --device-activity off --baseline \
+  --json mlp-host.json
+st_run_capped mlp-memory 60 "$B" "${common[@]}" --model mlp --dataset digits --device-activity off --memory \
+  --json mlp-memory.json
+st_run_capped mlp-cupti 60 "$B" "${common[@]}" --model mlp --dataset digits --json mlp-cupti.json
+st_run_capped convnet-host 90 "$B" "${common[@]}" --model convnet --dataset fashion-mnist --device-activity off \
+  --json convnet-host.json
+echo "== done [${SECONDS}s]"
+cat "$R/rc.txt" 2> /dev/null || true
