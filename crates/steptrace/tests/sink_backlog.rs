@@ -53,3 +53,34 @@ fn spans_without_fields_have_no_args_and_fields_are_kept() {
     // A short window: nobody waited.
     assert_eq!(metadata["writer_waits"]["waits"], 0);
 }
+
+#[test]
+fn a_cycle_cut_by_the_size_limit_leaves_no_backlog_to_the_next() {
+    // Cycle 0's one step holds 300,000 spans of the stepping thread, far past the 1 MB limit:
+    // its file fails, and the writer discards the rest. The batches it was announced must
+    // still leave the queue, or cycle 1's thread would wait for a writer that is idle.
+    let dir = tempfile::tempdir().unwrap();
+    let schedule: Schedule = "wait=0,warmup=0,active=1,repeat=2".parse().unwrap();
+    let (layer, mut profiler) =
+        Profiler::builder(schedule).out_dir(dir.path()).max_file_bytes(1 << 20).build_global().unwrap();
+    let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    let results = tracing::dispatcher::with_default(&dispatch, || {
+        profiler.start();
+        for _ in 0..300_000 {
+            drop(tracing::info_span!(target: "steptrace", "plain").entered());
+        }
+        profiler.step();
+        for _ in 0..10 {
+            drop(tracing::info_span!(target: "steptrace", "plain").entered());
+        }
+        profiler.step();
+        profiler.finish_all()
+    });
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert!(results[0].is_err(), "cycle 0 is past the limit: {:?}", results[0]);
+    let second = results[1].as_ref().expect("cycle 1 fits");
+    let file: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&second.path).unwrap()).unwrap();
+    let plain = file["traceEvents"].as_array().unwrap().iter().filter(|e| e["name"] == "plain").count();
+    assert_eq!(plain, 10);
+    assert_eq!(file["metadata"]["writer_waits"]["waits"], 0, "{}", file["metadata"]);
+}

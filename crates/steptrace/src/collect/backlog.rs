@@ -43,23 +43,19 @@ impl Backlog {
     /// it: waits while the writer is more than [`CAP`] events behind.
     #[inline]
     pub(crate) fn send_one(&self) {
-        self.send(1);
-    }
-
-    /// Like [`send_one`](Self::send_one), for `events` events sent together.
-    #[inline]
-    pub(crate) fn send(&self, events: u64) {
-        let sent = self.sent.fetch_add(events, Ordering::Relaxed) + events;
+        let sent = self.sent.fetch_add(1, Ordering::Relaxed) + 1;
         if sent.saturating_sub(self.written.load(Ordering::Relaxed)) > CAP {
-            self.wait();
+            self.wait_while(|| self.pending() > CAP);
         }
     }
 
+    /// Waits, as [`send_one`](Self::send_one) does, while `behind` says the writer is too far
+    /// behind (for the stepping thread's batches: see `batch`).
     #[cold]
-    fn wait(&self) {
+    pub(crate) fn wait_while(&self, behind: impl Fn() -> bool) {
         let start = Instant::now();
         let mut spins = 0u32;
-        while self.pending() > CAP && start.elapsed() < MAX_WAIT {
+        while behind() && start.elapsed() < MAX_WAIT {
             if spins < 64 {
                 spins += 1;
                 std::thread::yield_now();
@@ -76,12 +72,6 @@ impl Backlog {
     /// every event line after the first starts on a new line.
     pub(crate) fn received(&self, chunk: &[u8]) {
         let lines = memchr::memchr_iter(b'\n', chunk).count() as u64;
-        self.written.fetch_add(lines, Ordering::Relaxed);
-    }
-
-    /// Called by the segment writer for event lines it writes beyond those it received (a
-    /// batch's lines in place of the one line that announced it).
-    pub(crate) fn received_more(&self, lines: u64) {
         self.written.fetch_add(lines, Ordering::Relaxed);
     }
 

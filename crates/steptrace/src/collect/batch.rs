@@ -41,6 +41,13 @@ pub(crate) const BATCH_TARGET: &str = "steptrace::batch";
 pub(crate) const MAX_RECORDS: usize = 1024;
 /// Emptied batches kept for reuse.
 const KEEP_FREE: usize = 4;
+/// Most records queued for the writer before the stepping thread waits for it (about 15 MB).
+///
+/// tracing-chrome's writer buffers its output 8 KiB at a time, so the segment writer sees an
+/// announcement (and takes its batch off the queue) only once some 70 more have followed it:
+/// the bound must hold that many full batches, or a thread waiting for the queue to shrink
+/// would wait for announcements that only it can send.
+pub(crate) const QUEUE_CAP: u64 = 256 * MAX_RECORDS as u64;
 
 /// Where a record's name comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -128,6 +135,8 @@ pub(crate) struct Batches {
     /// steptrace's id of the thread that enters the step spans (0: none yet).
     stepping: AtomicU64,
     next_id: AtomicU64,
+    /// Records in the queue.
+    queued: AtomicU64,
     queue: Mutex<VecDeque<Batch>>,
     free: Mutex<Vec<Batch>>,
 }
@@ -153,6 +162,11 @@ impl Batches {
 
     pub(crate) fn set_stepping(&self, thread: u64) {
         self.stepping.store(thread, Ordering::Relaxed);
+    }
+
+    /// Records queued for the writer.
+    pub(crate) fn queued(&self) -> u64 {
+        self.queued.load(Ordering::Relaxed)
     }
 
     /// Whether `thread` enters the step spans.
@@ -217,6 +231,7 @@ impl Batches {
         batch.id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
         let (id, records) = (batch.id, batch.records.len());
         self.queue.lock().ok()?.push_back(batch);
+        self.queued.fetch_add(records as u64, Ordering::Relaxed);
         Some((id, records))
     }
 
@@ -229,6 +244,7 @@ impl Batches {
                 return None;
             }
             let batch = queue.pop_front()?;
+            self.queued.fetch_sub(batch.records.len() as u64, Ordering::Relaxed);
             if batch.id == id {
                 return Some(batch);
             }
@@ -325,8 +341,10 @@ mod tests {
         batches.record(1, 1, 1, &SPAN, NameSource::Static, None, Ph::End);
         let (next, _) = batches.hand_over(1, 1).unwrap();
         assert!(next > lost);
+        assert_eq!(batches.queued(), 2);
         assert!(batches.claim(next).is_some());
         assert!(batches.claim(lost).is_none());
+        assert_eq!(batches.queued(), 0, "a dropped batch leaves the count too");
     }
 
     #[test]

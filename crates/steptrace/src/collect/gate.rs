@@ -421,10 +421,13 @@ where
     /// Hands this thread's kept spans to the writer, announced by one event through
     /// tracing-chrome.
     fn hand_over(&self, segment: u64, ctx: &Context<'_, S>) {
-        if let Some((id, records)) = self.shared.batches.hand_over(self.shared.sink_id, segment) {
-            // Counted as the lines they become, so that the bound on events in flight holds.
-            self.shared.backlog.send(records as u64);
+        let batches = &self.shared.batches;
+        if let Some((id, _)) = batches.hand_over(self.shared.sink_id, segment) {
+            self.shared.backlog.send_one();
             super::batch::announce(id, |event| self.inner.on_event(event, ctx.clone()));
+            if batches.queued() > super::batch::QUEUE_CAP {
+                self.shared.backlog.wait_while(|| batches.queued() > super::batch::QUEUE_CAP);
+            }
         }
     }
 }

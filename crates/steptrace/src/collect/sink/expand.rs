@@ -38,9 +38,6 @@ pub(crate) struct Expander {
     carry: Vec<u8>,
     /// Lines built for one batch.
     built: Vec<u8>,
-    /// Lines written beyond those received (a batch's records less its announcement), not
-    /// yet counted by the backlog.
-    pub(crate) extra_lines: u64,
 }
 
 impl Expander {
@@ -125,7 +122,6 @@ impl Expander {
             }
             write_line(&mut self.built, &batch, record, announcement.tid, origin);
         }
-        self.extra_lines += (batch.records.len() as u64).saturating_sub(1);
         batches.recycle(batch);
         Some(&self.built)
     }

@@ -176,6 +176,9 @@ impl SegmentWriter {
     }
 
     fn write_file(&mut self, buf: &[u8]) -> io::Result<()> {
+        if self.error.is_some() {
+            return Ok(());
+        }
         if let Some(limit) = self.limit {
             if self.written + buf.len() as u64 > limit {
                 return Err(io::Error::new(
@@ -205,9 +208,7 @@ impl SegmentWriter {
         if complete && result.is_ok() {
             result = expander.finish(batches, &mut out);
         }
-        let extra = std::mem::take(&mut expander.extra_lines);
         self.expander = expander;
-        context.shared.backlog.received_more(extra);
         result
     }
 }
@@ -245,6 +246,8 @@ impl Write for SegmentWriter {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.context.shared.backlog.received(buf);
         if self.error.is_some() {
+            // Nothing more is written, but announced batches still leave the queue.
+            let _ = self.write_lines(buf, false);
             return Ok(buf.len());
         }
         let result = match self.header.take() {
@@ -263,19 +266,20 @@ impl Write for SegmentWriter {
     /// Runs on tracing-chrome's writer thread once per recorded step, then
     /// lingers there until the next step (see [`Linger`](super::Linger)).
     fn flush(&mut self) -> io::Result<()> {
-        if self.error.is_none() {
-            if let Err(err) = self.write_lines(&[], true) {
-                self.error = Some(err);
-            }
+        // (After an error too: nothing is written, but announced batches leave the queue.)
+        if let Err(err) = self.write_lines(&[], true) {
+            self.error.get_or_insert(err);
         }
         if self.error.is_none() {
             if let Some(Err(err)) = self.file.as_mut().map(File::flush) {
                 self.error = Some(err);
             }
         }
-        // Lingering lets events queue: stop when half the bound is queued.
-        let backlog = &self.context.shared.backlog;
-        self.context.linger.serve(|| backlog.pending() > crate::collect::backlog::CAP / 2);
+        // Lingering lets events queue: stop when half a bound is queued.
+        let (backlog, batches) = (&self.context.shared.backlog, &self.context.shared.batches);
+        self.context.linger.serve(|| {
+            backlog.pending() > crate::collect::backlog::CAP / 2 || batches.queued() > crate::collect::batch::QUEUE_CAP / 2
+        });
         Ok(())
     }
 }
@@ -286,10 +290,9 @@ impl Drop for SegmentWriter {
         // it back through the page cache and removes it once the final file is written and
         // synced, so syncing it would only wait for the disk (385 ms for a 65 MB window on the
         // 2-core VM, docs/benchmarks.md). A write that failed was seen by `write_file`.
-        if self.error.is_none() {
-            if let Err(err) = self.write_lines(&[], true) {
-                self.error = Some(err);
-            }
+        // (After an error too: nothing is written, but announced batches leave the queue.)
+        if let Err(err) = self.write_lines(&[], true) {
+            self.error.get_or_insert(err);
         }
         drop(self.file.take());
         let Ok(info) = self.info.lock() else { return };
