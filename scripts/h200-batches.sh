@@ -10,7 +10,8 @@
 #    step, no batch announcement left, every file parses);
 # 3. `bench --profile interleaved`, MLP at batch 256: host spans only with the null check
 #    (`--baseline`), host spans with `--memory`, and the default (CUPTI); then the ConvNet's host
-#    spans. RUNS processes a condition (default 6).
+#    spans. RUNS processes a condition (default 6). With LINGER=1, the MLP's host spans again with
+#    the writer parked between steps, and with it polling every 5 ms (STEPTRACE_LINGER).
 #
 #   bash scripts/h200-batches.sh
 #
@@ -30,7 +31,7 @@ st_start "$W"
 mkdir -p "$FINAL"
 
 if [ -x "$W/bin/overhead" ]; then
-  st_run_capped criterion 60 "$W/bin/overhead" --bench 'span_paced|span_enter_exit/(inside_window|tracing_chrome_alone)' \
+  st_run_capped criterion "${CRITERION_CAP:-60}" "$W/bin/overhead" --bench 'span_paced|span_enter_exit/(inside_window|tracing_chrome_alone)' \
     --noplot --warm-up-time 1 --measurement-time 3
   # The sink's rate, spans emitted on a thread that is not the stepping one (tracing-chrome's
   # path) and on the stepping thread (batches), beside tracing-chrome alone.
@@ -68,7 +69,15 @@ st_run_capped mlp-host 120 "$B" "${common[@]}" --model mlp --dataset digits --de
 st_run_capped mlp-memory 60 "$B" "${common[@]}" --model mlp --dataset digits --device-activity off --memory \
   --json mlp-memory.json
 st_run_capped mlp-cupti 60 "$B" "${common[@]}" --model mlp --dataset digits --json mlp-cupti.json
-st_run_capped convnet-host 90 "$B" "${common[@]}" --model convnet --dataset fashion-mnist --device-activity off \
+# With LINGER=1: the MLP's host spans with the writer parked between steps (STEPTRACE_LINGER=off)
+# and polling every 5 ms instead of 0.5 ms: does the lingering writer's polling cost the step?
+if [ "${LINGER:-0}" = 1 ]; then
+  for setting in off 5000; do
+    st_run_capped "mlp-linger-$setting" 120 env STEPTRACE_LINGER=$setting "$B" "${common[@]}" --model mlp \
+      --dataset digits --device-activity off --baseline --json "mlp-linger-$setting.json"
+  done
+fi
+[ "${CONVNET:-1}" = 1 ] && st_run_capped convnet-host 90 "$B" "${common[@]}" --model convnet --dataset fashion-mnist --device-activity off \
   --json convnet-host.json
 echo "== done [${SECONDS}s]"
 cat "$R/rc.txt" 2> /dev/null || true

@@ -121,6 +121,8 @@ pub mod counters {
 
 /// Chrome metadata (`"ph":"M"`) event names and argument keys.
 pub mod meta {
+    /// The metadata key that says how the writer thread waited between a window's steps.
+    pub const WRITER_LINGER: &str = "writer_linger";
     /// Names a process track.
     pub const PROCESS_NAME: &str = "process_name";
     /// Labels a process track (shown under its name in Perfetto).

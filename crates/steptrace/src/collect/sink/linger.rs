@@ -15,15 +15,20 @@
 //! the next step's flush is requested, the deadline passes, or the window
 //! closes. Files still receive every step as it begins, and with fast steps
 //! the writer never falls behind: a flush that finds a newer one pending
-//! returns at once.
+//! returns at once. [`LINGER_ENV`] changes the poll period, or parks the writer instead, for
+//! an experiment (every trace's `writer_linger` says which).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// How long the writer waits for the next step's flush request.
 pub(crate) const LINGER: Duration = Duration::from_millis(50);
-/// How often a lingering writer looks for a newer request.
+/// How often a lingering writer looks for a newer request, by default.
 const POLL: Duration = Duration::from_micros(500);
+/// An experiment's knob: how the writer waits between a window's steps. `off` parks it on its
+/// channel (the step's first message then wakes it); a number is the poll period in µs (10 to
+/// 50,000). Anything else keeps the default, and the trace's `writer_linger` says so.
+pub(crate) const LINGER_ENV: &str = "STEPTRACE_LINGER";
 
 /// The deadline and the requests the profiler and the writer thread share.
 #[derive(Debug)]
@@ -33,11 +38,44 @@ pub(crate) struct Linger {
     until_us: AtomicU64,
     requests: AtomicU64,
     served: AtomicU64,
+    /// The poll period (`None`: the writer never lingers).
+    poll: Option<Duration>,
+    /// What the trace's metadata says of it.
+    described: String,
 }
 
 impl Linger {
+    /// The default, or what [`LINGER_ENV`] sets.
     pub(crate) fn new() -> Linger {
-        Linger { origin: Instant::now(), until_us: AtomicU64::new(0), requests: AtomicU64::new(0), served: AtomicU64::new(0) }
+        Linger::with_setting(std::env::var(LINGER_ENV).ok().as_deref())
+    }
+
+    fn with_setting(setting: Option<&str>) -> Linger {
+        let default = || (Some(POLL), format!("polls every {} µs", POLL.as_micros()));
+        let (poll, described) = match setting.map(str::trim) {
+            None | Some("") => default(),
+            Some("off") => (None, format!("off ({LINGER_ENV}=off): parked on its channel between steps")),
+            Some(text) => match text.parse::<u64>() {
+                Ok(us @ 10..=50_000) => (Some(Duration::from_micros(us)), format!("polls every {us} µs ({LINGER_ENV})")),
+                _ => {
+                    let (poll, described) = default();
+                    (poll, format!("{described} ({LINGER_ENV}={text:?} not understood: off, or 10 to 50000 µs)"))
+                }
+            },
+        };
+        Linger {
+            origin: Instant::now(),
+            until_us: AtomicU64::new(0),
+            requests: AtomicU64::new(0),
+            served: AtomicU64::new(0),
+            poll,
+            described,
+        }
+    }
+
+    /// How the writer waits between steps, for the trace's metadata.
+    pub(crate) fn describe(&self) -> &str {
+        &self.described
     }
 
     fn now_us(&self) -> u64 {
@@ -46,6 +84,9 @@ impl Linger {
 
     /// Called by the profiler right before it asks for a flush.
     pub(crate) fn request(&self, linger: Duration) {
+        if self.poll.is_none() {
+            return;
+        }
         let until = self.now_us().saturating_add(u64::try_from(linger.as_micros()).unwrap_or(u64::MAX));
         self.until_us.store(until, Ordering::Release);
         self.requests.fetch_add(1, Ordering::AcqRel);
@@ -70,7 +111,7 @@ impl Linger {
             if now >= until {
                 return;
             }
-            std::thread::sleep(POLL.min(Duration::from_micros(until - now)));
+            std::thread::sleep(self.poll.unwrap_or(POLL).min(Duration::from_micros(until - now)));
         }
     }
 }
@@ -101,6 +142,22 @@ mod tests {
         // That newer request's own flush returns at once once stopped.
         linger.stop();
         linger.serve(|| false);
+    }
+
+    #[test]
+    fn the_knob_parks_the_writer_or_sets_its_poll_and_says_what_it_did_not_understand() {
+        let off = Linger::with_setting(Some("off"));
+        off.request(Duration::from_secs(60));
+        // Returns at once: no deadline was set.
+        off.serve(|| false);
+        assert!(off.describe().starts_with("off"), "{}", off.describe());
+        assert_eq!(Linger::with_setting(Some("2000")).poll, Some(Duration::from_millis(2)));
+        assert_eq!(Linger::with_setting(None).describe(), "polls every 500 µs");
+        for bad in ["5", "fast", "-1"] {
+            let linger = Linger::with_setting(Some(bad));
+            assert_eq!(linger.poll, Some(POLL));
+            assert!(linger.describe().contains("not understood"), "{}", linger.describe());
+        }
     }
 
     #[test]

@@ -174,6 +174,6 @@ fn metadata(
         label_warnings: labels.into_warnings(),
         manifest,
         device_activity: None,
-        extra: serde_json::Map::new(),
+        extra: serde_json::Map::from_iter([(meta::WRITER_LINGER.to_owned(), json!(context.linger.describe()))]),
     }
 }
