@@ -48,6 +48,8 @@ const KEEP_FREE: usize = 4;
 /// the bound must hold that many full batches, or a thread waiting for the queue to shrink
 /// would wait for announcements that only it can send.
 pub(crate) const QUEUE_CAP: u64 = 256 * MAX_RECORDS as u64;
+/// Most batches queued (a small batch's buffers take a few KB whatever it holds: about 2 MB).
+pub(crate) const QUEUE_BATCHES: u64 = 512;
 
 /// Where a record's name comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -137,6 +139,8 @@ pub(crate) struct Batches {
     next_id: AtomicU64,
     /// Records in the queue.
     queued: AtomicU64,
+    /// Batches in the queue.
+    queued_batches: AtomicU64,
     queue: Mutex<VecDeque<Batch>>,
     free: Mutex<Vec<Batch>>,
 }
@@ -167,6 +171,13 @@ impl Batches {
     /// Records queued for the writer.
     pub(crate) fn queued(&self) -> u64 {
         self.queued.load(Ordering::Relaxed)
+    }
+
+    /// Whether more than `1/part` of either bound ([`QUEUE_CAP`] records, [`QUEUE_BATCHES`]
+    /// batches) is queued: with `part` 1 the stepping thread waits for the writer; the writer
+    /// stops lingering at 2.
+    pub(crate) fn over(&self, part: u64) -> bool {
+        self.queued() > QUEUE_CAP / part || self.queued_batches.load(Ordering::Relaxed) > QUEUE_BATCHES / part
     }
 
     /// Whether `thread` enters the step spans.
@@ -232,6 +243,7 @@ impl Batches {
         let (id, records) = (batch.id, batch.records.len());
         self.queue.lock().ok()?.push_back(batch);
         self.queued.fetch_add(records as u64, Ordering::Relaxed);
+        self.queued_batches.fetch_add(1, Ordering::Relaxed);
         Some((id, records))
     }
 
@@ -245,6 +257,7 @@ impl Batches {
             }
             let batch = queue.pop_front()?;
             self.queued.fetch_sub(batch.records.len() as u64, Ordering::Relaxed);
+            self.queued_batches.fetch_sub(1, Ordering::Relaxed);
             if batch.id == id {
                 return Some(batch);
             }
@@ -342,9 +355,16 @@ mod tests {
         let (next, _) = batches.hand_over(1, 1).unwrap();
         assert!(next > lost);
         assert_eq!(batches.queued(), 2);
+        assert!(!batches.over(1));
         assert!(batches.claim(next).is_some());
         assert!(batches.claim(lost).is_none());
         assert_eq!(batches.queued(), 0, "a dropped batch leaves the count too");
+        // Many small batches reach the bound on batches long before the one on records.
+        for _ in 0..=QUEUE_BATCHES / 2 {
+            batches.record(1, 1, 1, &SPAN, NameSource::Static, None, Ph::Begin);
+            batches.hand_over(1, 1).unwrap();
+        }
+        assert!(batches.over(2) && !batches.over(1));
     }
 
     #[test]

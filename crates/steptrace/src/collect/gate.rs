@@ -425,8 +425,8 @@ where
         if let Some((id, _)) = batches.hand_over(self.shared.sink_id, segment) {
             self.shared.backlog.send_one();
             super::batch::announce(id, |event| self.inner.on_event(event, ctx.clone()));
-            if batches.queued() > super::batch::QUEUE_CAP {
-                self.shared.backlog.wait_while(|| batches.queued() > super::batch::QUEUE_CAP);
+            if batches.over(1) {
+                self.shared.backlog.wait_while(|| batches.over(1));
             }
         }
     }

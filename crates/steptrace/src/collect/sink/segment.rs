@@ -278,7 +278,7 @@ impl Write for SegmentWriter {
         // Lingering lets events queue: stop when half a bound is queued.
         let (backlog, batches) = (&self.context.shared.backlog, &self.context.shared.batches);
         self.context.linger.serve(|| {
-            backlog.pending() > crate::collect::backlog::CAP / 2 || batches.queued() > crate::collect::batch::QUEUE_CAP / 2
+            backlog.pending() > crate::collect::backlog::CAP / 2 || batches.over(2)
         });
         Ok(())
     }
