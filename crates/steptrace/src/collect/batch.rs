@@ -305,31 +305,35 @@ pub(crate) fn announce(id: u64, emit: impl FnOnce(&Event<'_>)) {
     emit(&Event::new(&ANNOUNCE, &set));
 }
 
+/// A span's metadata for tests: `forward`, of steptrace's target.
+#[cfg(test)]
+pub(crate) static TEST_SPAN: Metadata<'static> = Metadata::new(
+    "forward",
+    "steptrace",
+    Level::INFO,
+    None,
+    None,
+    None,
+    FieldSet::new(&[], tracing_core::identify_callsite!(&ANNOUNCE_CALLSITE)),
+    Kind::SPAN,
+);
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    static SPAN: Metadata<'static> = Metadata::new(
-        "forward",
-        "steptrace",
-        Level::INFO,
-        None,
-        None,
-        None,
-        FieldSet::new(&[], tracing_core::identify_callsite!(&ANNOUNCE_CALLSITE)),
-        Kind::SPAN,
-    );
+    static SPAN: &Metadata<'static> = &TEST_SPAN;
 
     #[test]
     fn records_are_handed_over_in_order_with_their_text_and_only_to_their_segment() {
         let batches = Batches::default();
-        assert!(!batches.record(1, 7, 3, &SPAN, NameSource::Text("conv1"), Some(r#"{"a":"1"}"#), Ph::Begin));
-        assert!(!batches.record(1, 7, 3, &SPAN, NameSource::Step(4), None, Ph::End));
+        assert!(!batches.record(1, 7, 3, SPAN, NameSource::Text("conv1"), Some(r#"{"a":"1"}"#), Ph::Begin));
+        assert!(!batches.record(1, 7, 3, SPAN, NameSource::Step(4), None, Ph::End));
         let (id, records) = batches.hand_over(1, 7).expect("two records");
         assert_eq!(records, 2);
         // Nothing more to hand over, and a closed segment's records are dropped.
         assert_eq!(batches.hand_over(1, 7), None);
-        batches.record(1, 7, 3, &SPAN, NameSource::Static, None, Ph::Begin);
+        batches.record(1, 7, 3, SPAN, NameSource::Static, None, Ph::Begin);
         assert_eq!(batches.hand_over(1, 8), None);
         assert_eq!(batches.hand_over(1, 7), None);
 
@@ -349,9 +353,9 @@ mod tests {
     #[test]
     fn a_later_announcement_drops_batches_whose_announcement_was_lost() {
         let batches = Batches::default();
-        batches.record(1, 1, 1, &SPAN, NameSource::Static, None, Ph::Begin);
+        batches.record(1, 1, 1, SPAN, NameSource::Static, None, Ph::Begin);
         let (lost, _) = batches.hand_over(1, 1).unwrap();
-        batches.record(1, 1, 1, &SPAN, NameSource::Static, None, Ph::End);
+        batches.record(1, 1, 1, SPAN, NameSource::Static, None, Ph::End);
         let (next, _) = batches.hand_over(1, 1).unwrap();
         assert!(next > lost);
         assert_eq!(batches.queued(), 2);
@@ -361,7 +365,7 @@ mod tests {
         assert_eq!(batches.queued(), 0, "a dropped batch leaves the count too");
         // Many small batches reach the bound on batches long before the one on records.
         for _ in 0..=QUEUE_BATCHES / 2 {
-            batches.record(1, 1, 1, &SPAN, NameSource::Static, None, Ph::Begin);
+            batches.record(1, 1, 1, SPAN, NameSource::Static, None, Ph::Begin);
             batches.hand_over(1, 1).unwrap();
         }
         assert!(batches.over(2) && !batches.over(1));
@@ -370,7 +374,7 @@ mod tests {
     #[test]
     fn a_full_buffer_says_so() {
         let batches = Batches::default();
-        let full = (0..MAX_RECORDS).map(|_| batches.record(2, 1, 1, &SPAN, NameSource::Static, None, Ph::Instant));
+        let full = (0..MAX_RECORDS).map(|_| batches.record(2, 1, 1, SPAN, NameSource::Static, None, Ph::Instant));
         assert_eq!(full.filter(|full| *full).count(), 1);
         let (id, _) = batches.hand_over(2, 1).unwrap();
         assert_eq!(batches.claim(id).unwrap().records.len(), MAX_RECORDS);

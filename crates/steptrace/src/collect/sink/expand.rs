@@ -175,22 +175,7 @@ mod tests {
     use super::*;
     use crate::collect::batch::NameSource;
     use serde_json::{json, Value};
-    use tracing_core::callsite::DefaultCallsite;
-    use tracing_core::field::FieldSet;
-    use tracing_core::metadata::Kind;
-    use tracing_core::{Level, Metadata};
-
-    static CALLSITE: DefaultCallsite = DefaultCallsite::new(&FORWARD);
-    static FORWARD: Metadata<'static> = Metadata::new(
-        "forward",
-        "steptrace",
-        Level::INFO,
-        None,
-        None,
-        None,
-        FieldSet::new(&[], tracing_core::identify_callsite!(&CALLSITE)),
-        Kind::SPAN,
-    );
+    use crate::collect::batch::TEST_SPAN as FORWARD;
 
     fn announcing_line(id: u64, tid: u64) -> String {
         format!(r#"{{"args":{{"message":"{id}"}},"cat":"steptrace::batch\u001f9","name":"{id}","ph":"i","pid":1,"s":"t","tid":{tid},"ts":5.5}}"#)
