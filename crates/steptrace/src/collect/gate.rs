@@ -299,6 +299,8 @@ where
         // tracing-chrome (threaded style) only keeps a span's args here: a
         // span without fields has none, now or later, and its events come out
         // the same without the empty args object it would store.
+        // A span's fields are kept where it is made: for the stepping thread's records, or for
+        // tracing-chrome. A span made on one and entered on the other is written without them.
         if self.shared.open_segment() != 0 && !meta.fields().is_empty() {
             if self.stepping_here() {
                 if self.shared.include_args {
