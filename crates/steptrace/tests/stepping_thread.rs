@@ -56,6 +56,8 @@ fn work(n: u64) {
         tracing::info!(target: "user", note = "a \"quoted\" value", "note");
     });
     tracing::info!(target: "steptrace::counter", bytes = 1000 + n, "device memory");
+    // The batches' own target, used by someone else: dropped, never taken for an announcement.
+    tracing::info!(target: "steptrace::batch", "1");
     drop(tracing::info_span!(target: "steptrace", "loss").entered());
 }
 
@@ -154,4 +156,37 @@ fn the_same_through_a_per_layer_filter() {
 #[test]
 fn the_same_without_args() {
     check(&run(true, false), false);
+}
+
+#[test]
+fn a_span_keeps_its_args_on_whichever_thread_enters_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let schedule: Schedule = "wait=0,warmup=0,active=1,repeat=1".parse().unwrap();
+    let (layer, mut profiler) = Profiler::builder(schedule).out_dir(dir.path()).build_global().unwrap();
+    let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    let saved = tracing::dispatcher::with_default(&dispatch, || {
+        profiler.start();
+        // Made on the stepping thread, entered on another one.
+        let made_here = tracing::info_span!(target: "steptrace", "made_here", batch = 1u64);
+        let d = dispatch.clone();
+        std::thread::spawn(move || tracing::dispatcher::with_default(&d, || drop(made_here.entered()))).join().unwrap();
+        // Made on another thread, entered on the stepping one.
+        let d = dispatch.clone();
+        let made_there = std::thread::spawn(move || {
+            tracing::dispatcher::with_default(&d, || tracing::info_span!(target: "steptrace", "made_there", batch = 2u64))
+        })
+        .join()
+        .unwrap();
+        drop(made_there.entered());
+        profiler.step();
+        profiler.finish().unwrap()
+    });
+    let text = std::fs::read_to_string(&saved[0].path).unwrap();
+    let file: Value = serde_json::from_str(&text).unwrap();
+    let events = file["traceEvents"].as_array().unwrap();
+    for (name, batch) in [("made_here", "1"), ("made_there", "2")] {
+        let span = named(events, name);
+        assert_eq!(span.len(), 1, "{name}: {events:?}");
+        assert_eq!(span[0]["args"]["batch"], batch, "{}", span[0]);
+    }
 }

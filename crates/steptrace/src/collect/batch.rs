@@ -48,8 +48,10 @@ const KEEP_FREE: usize = 4;
 /// the bound must hold that many full batches, or a thread waiting for the queue to shrink
 /// would wait for announcements that only it can send.
 pub(crate) const QUEUE_CAP: u64 = 256 * MAX_RECORDS as u64;
-/// Most batches queued (a small batch's buffers take a few KB whatever it holds: about 2 MB).
-pub(crate) const QUEUE_BATCHES: u64 = 512;
+/// Most batches queued: some 6,000 steps' worth, so that a window's steps outlast the
+/// previous window's finalising (which the writer does between messages) without waiting,
+/// and a small batch's buffers (about 2 KB, whatever it holds) stay under 10 MB in all.
+pub(crate) const QUEUE_BATCHES: u64 = 4096;
 
 /// Where a record's name comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -103,7 +105,7 @@ pub(crate) struct Batch {
 
 impl Batch {
     fn new() -> Batch {
-        Batch { id: 0, sink: 0, segment: 0, thread: 0, records: Vec::with_capacity(64), text: String::with_capacity(256) }
+        Batch { id: 0, sink: 0, segment: 0, thread: 0, records: Vec::with_capacity(32), text: String::with_capacity(128) }
     }
 
     fn clear(&mut self) {
@@ -199,7 +201,9 @@ impl Batches {
         ph: Ph,
     ) -> bool {
         let at = Instant::now();
-        BUFFER.with(|buffer| {
+        // (`try_with`: a profiler finished from a thread-local destructor may get here after
+        // this buffer is gone; its record is then lost, not the process.)
+        let kept = BUFFER.try_with(|buffer| {
             let Ok(mut buffer) = buffer.try_borrow_mut() else { return false };
             let batch = buffer.get_or_insert_with(|| self.fresh());
             if batch.sink != sink || batch.segment != segment || batch.thread != thread {
@@ -218,13 +222,14 @@ impl Batches {
             let args = args.map(|text| batch.keep_text(text));
             batch.records.push(Record { at, meta, name, args, ph });
             batch.records.len() >= MAX_RECORDS
-        })
+        });
+        kept.unwrap_or(false)
     }
 
     /// Moves this thread's records for `sink`'s `segment` to the queue; returns the id to
     /// announce and the number of records (`None`: nothing to hand over).
     pub(crate) fn hand_over(&self, sink: u64, segment: u64) -> Option<(u64, usize)> {
-        let batch = BUFFER.with(|buffer| {
+        let batch = BUFFER.try_with(|buffer| {
             let mut buffer = buffer.try_borrow_mut().ok()?;
             let current = buffer.as_mut()?;
             if current.records.is_empty() {
@@ -237,7 +242,8 @@ impl Batches {
             let mut next = self.fresh();
             (next.sink, next.segment, next.thread) = (current.sink, current.segment, current.thread);
             Some(std::mem::replace(current, next))
-        })?;
+        });
+        let batch = batch.ok().flatten()?;
         let mut batch = batch;
         batch.id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
         let (id, records) = (batch.id, batch.records.len());

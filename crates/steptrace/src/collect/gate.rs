@@ -299,18 +299,15 @@ where
         // tracing-chrome (threaded style) only keeps a span's args here: a
         // span without fields has none, now or later, and its events come out
         // the same without the empty args object it would store.
-        // A span's fields are kept where it is made: for the stepping thread's records, or for
-        // tracing-chrome. A span made on one and entered on the other is written without them.
+        // A span's fields are kept twice, for the stepping thread's records and for
+        // tracing-chrome, since a span made on one thread may be entered on another.
         if self.shared.open_segment() != 0 && !meta.fields().is_empty() {
-            if self.stepping_here() {
-                if self.shared.include_args {
-                    if let Some(span) = ctx.span(id) {
-                        span.extensions_mut().insert(SpanArgs::of(attrs));
-                    }
+            if self.shared.include_args {
+                if let Some(span) = ctx.span(id) {
+                    span.extensions_mut().insert(SpanArgs::of(attrs));
                 }
-            } else {
-                self.inner.on_new_span(attrs, id, ctx);
             }
+            self.inner.on_new_span(attrs, id, ctx);
         }
     }
 
@@ -319,7 +316,6 @@ where
             if let Some(span) = ctx.span(id) {
                 if let Some(args) = span.extensions_mut().get_mut::<SpanArgs>() {
                     args.record(values);
-                    return;
                 }
             }
             self.inner.on_record(id, values, ctx);
@@ -362,6 +358,11 @@ where
 
     fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
         let segment = self.shared.open_segment();
+        // The batches' announcements own their target: another event of it is dropped, so
+        // that the writer never takes it for one.
+        if event.metadata().target() == super::batch::BATCH_TARGET {
+            return;
+        }
         if segment != 0 && self.shared.bound_here() {
             if self.stepping_here() {
                 if self.keep_event(event, segment) {

@@ -50,18 +50,22 @@ impl Expander {
         out: &mut dyn FnMut(&[u8]) -> io::Result<()>,
     ) -> io::Result<()> {
         if self.carry.is_empty() {
-            self.pass(chunk, batches, out)
-        } else {
-            let mut data = std::mem::take(&mut self.carry);
-            data.extend_from_slice(chunk);
-            let result = self.pass(&data, batches, out);
-            if self.carry.is_empty() {
-                // Keep the allocation for the next incomplete line.
-                data.clear();
-                self.carry = data;
-            }
-            result
+            return self.pass(chunk, batches, out);
         }
+        // The waiting line ends in this chunk, or the chunk only makes it longer (a long line
+        // arrives in many chunks: each is looked at once).
+        let Some(end) = memchr::memchr(b'\n', chunk) else {
+            self.carry.extend_from_slice(chunk);
+            return Ok(());
+        };
+        let (head, rest) = chunk.split_at(end + 1);
+        let mut line = std::mem::take(&mut self.carry);
+        line.extend_from_slice(head);
+        let result = self.lines(&line, batches, out);
+        // Keep the allocation for the next incomplete line.
+        line.clear();
+        self.carry = line;
+        result.and_then(|()| self.pass(rest, batches, out))
     }
 
     /// At a flush, or when the file closes: the waiting line is complete (tracing-chrome

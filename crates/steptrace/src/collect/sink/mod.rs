@@ -47,7 +47,8 @@
 //! without its closing `]`, holding every event flushed up to the last
 //! completed step (the profiler flushes at each step while collecting), and
 //! possibly a cut-off last event. It has no window clipping and includes the
-//! warmup steps. [`read_trace_file`](crate::reader::read_trace_file) loads
+//! warmup steps. The stepping thread's spans and events reach it when their step ends, so
+//! the step in progress is not in it. [`read_trace_file`](crate::reader::read_trace_file) loads
 //! it and reports it as truncated; viewers of the array format accept the
 //! missing bracket.
 //!
