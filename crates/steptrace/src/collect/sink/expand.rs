@@ -240,12 +240,14 @@ mod tests {
             format!("[\n{},\n{{\"ph\":\"i\"}}\n]", announcing_line(id, 1))
         };
         let mut expected = None;
-        for cut in 0..40 {
+        for (first, second) in (0..20).flat_map(|i| (i..20).map(move |j| (i, j))) {
             let batches = Batches::default();
             let stream = stream_for(&batches);
-            let cut = cut * stream.len() / 40;
-            let (a, b) = stream.as_bytes().split_at(cut);
-            let file = run(&[a, b], &batches, &mut Expander::default());
+            let (cut, cut2) = (first * stream.len() / 20, second * stream.len() / 20);
+            // Three chunks: the middle one may hold no newline at all.
+            let (a, rest) = stream.as_bytes().split_at(cut);
+            let (b, c) = rest.split_at(cut2 - cut);
+            let file = run(&[a, b, c], &batches, &mut Expander::default());
             assert!(!file.contains("steptrace::batch"), "{file}");
             // Times differ between runs: compare without them.
             let shape: String = file.split("\"ts\":").map(|s| s.trim_start_matches(|c: char| c.is_ascii_digit() || c == '.')).collect();
