@@ -414,7 +414,7 @@ where
         let args = self.shared.include_args.then(|| {
             let mut fields = serde_json::Map::new();
             event.record(&mut ArgsVisitor(&mut fields));
-            serde_json::Value::Object(fields).to_string()
+            serde_json::to_string(&fields).unwrap_or_default()
         });
         let (sink, thread) = (self.shared.sink_id, thread_id());
         let args = args.as_deref().filter(|text| *text != "{}");
@@ -443,8 +443,8 @@ struct Kept {
     step: bool,
 }
 
-/// A stepping-thread span's fields, as the Chrome layer writes them: each field's `Debug`
-/// text (see `batch`).
+/// A span's fields for the stepping thread's records, as the Chrome layer writes them: each
+/// field's `Debug` text (see `batch`).
 struct SpanArgs {
     fields: serde_json::Map<String, serde_json::Value>,
     text: String,
@@ -454,13 +454,13 @@ impl SpanArgs {
     fn of(attrs: &Attributes<'_>) -> SpanArgs {
         let mut args = SpanArgs { fields: serde_json::Map::new(), text: String::new() };
         attrs.record(&mut ArgsVisitor(&mut args.fields));
-        args.text = serde_json::Value::Object(args.fields.clone()).to_string();
+        args.text = serde_json::to_string(&args.fields).unwrap_or_default();
         args
     }
 
     fn record(&mut self, values: &Record<'_>) {
         values.record(&mut ArgsVisitor(&mut self.fields));
-        self.text = serde_json::Value::Object(self.fields.clone()).to_string();
+        self.text = serde_json::to_string(&self.fields).unwrap_or_default();
     }
 }
 
