@@ -11,16 +11,17 @@
 //! events (instants and counter samples) are records too, their name and fields rendered on
 //! the spot into the buffer's text.
 //!
-//! When the step span ends (or the buffer is full), the buffer becomes a [`Batch`] in the
-//! sink's queue, and one event of the target [`BATCH_TARGET`] goes through tracing-chrome in
-//! its place, named by the batch's id.
+//! When the step span begins or ends (or the buffer is full), the buffer becomes a [`Batch`]
+//! in the sink's queue, and one event of the target [`BATCH_TARGET`] goes through
+//! tracing-chrome in its place, named by the batch's id.
 //! The segment writer replaces that event's line with the batch's lines, in the form
 //! tracing-chrome writes them ([`sink::expand`](crate::sink)), so the partial file, the
 //! finaliser and every reader see what they saw before.
 //!
 //! Order: the finaliser pairs begins with ends per thread, in file order. Everything the
 //! stepping thread writes is a record, and its batches are announced in order, so its lines
-//! keep their order. A step reaches the partial file when it ends. Time: records use
+//! keep their order. A step's begin reaches the partial file when the step starts (the
+//! profiler flushes then), the rest of it when it ends. Time: records use
 //! tracing-chrome's clock, from an origin taken right after its layer is built (a few
 //! nanoseconds after tracing-chrome's own, so a record's time is at most that much early).
 

@@ -326,7 +326,11 @@ where
         let segment = self.shared.open_segment();
         if segment != 0 && self.shared.bound_here() {
             if self.stepping_here() {
-                if self.keep(id, &ctx, segment, true).full {
+                let kept = self.keep(id, &ctx, segment, true);
+                // A step's begin is handed over at once too (with the previous step's end): the
+                // profiler's flush then puts it in the partial file, so that a run that hangs or
+                // is killed inside a step leaves the step it was in.
+                if kept.full || kept.step {
                     self.hand_over(segment, &ctx);
                 }
             } else {
