@@ -323,21 +323,7 @@ where
     }
 
     fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
-        let segment = self.shared.open_segment();
-        if segment != 0 && self.shared.bound_here() {
-            if self.stepping_here() {
-                let kept = self.keep(id, &ctx, segment, true);
-                // A step's begin is handed over at once too (with the previous step's end): the
-                // profiler's flush then puts it in the partial file, so that a run that hangs or
-                // is killed inside a step leaves the step it was in.
-                if kept.full || kept.step {
-                    self.hand_over(segment, &ctx);
-                }
-            } else {
-                self.shared.backlog.send_one();
-                self.inner.on_enter(id, ctx);
-            }
-        }
+        self.boundary(id, ctx, true);
     }
 
     /// Ends are forwarded while a segment is open, without per-span
@@ -345,19 +331,7 @@ where
     /// none) has no begin in this file, and spans on one thread nest, so the
     /// finaliser's per-thread pairing finds it unmatched and drops it.
     fn on_exit(&self, id: &Id, ctx: Context<'_, S>) {
-        let segment = self.shared.open_segment();
-        if segment != 0 && self.shared.bound_here() {
-            if self.stepping_here() {
-                let kept = self.keep(id, &ctx, segment, false);
-                // A step's end hands its spans over, before the profiler may close the segment.
-                if kept.full || kept.step {
-                    self.hand_over(segment, &ctx);
-                }
-            } else {
-                self.shared.backlog.send_one();
-                self.inner.on_exit(id, ctx);
-            }
-        }
+        self.boundary(id, ctx, false);
     }
 
     fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
@@ -384,6 +358,30 @@ impl<S> GateLayer<S>
 where
     S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
 {
+    /// A span's begin or end: kept on the stepping thread, sent to tracing-chrome elsewhere.
+    fn boundary(&self, id: &Id, ctx: Context<'_, S>, begin: bool) {
+        let segment = self.shared.open_segment();
+        if segment == 0 || !self.shared.bound_here() {
+            return;
+        }
+        if !self.stepping_here() {
+            self.shared.backlog.send_one();
+            if begin {
+                self.inner.on_enter(id, ctx);
+            } else {
+                self.inner.on_exit(id, ctx);
+            }
+            return;
+        }
+        let kept = self.keep(id, &ctx, segment, begin);
+        // A step's end hands its spans over before the profiler may close the segment; its
+        // begin is handed over at once too, so that the profiler's flush puts it in the partial
+        // file and a run that hangs or is killed inside a step leaves the step it was in.
+        if kept.full || kept.step {
+            self.hand_over(segment, &ctx);
+        }
+    }
+
     #[inline]
     fn stepping_here(&self) -> bool {
         self.shared.batches.is_stepping(thread_id())
