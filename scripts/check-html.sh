@@ -137,9 +137,27 @@ browser() {
   [[ $(id -u) -eq 0 ]] && flags+=(--no-sandbox)
   timeout --kill-after=5 "$TIMEOUT" "$CHROMIUM" "${flags[@]}" "$@"
 }
+# OUT ERR NAME ARGS...: `browser` with its output in OUT and ERR (the same file when equal), once
+# more with a fresh profile and fresh files when chromium hung until the timeout (seen once on a
+# 2-core machine right after chromium's install: zygote errors, no output).
+browser_to() {
+  local out=$1 err=$2 name=$3 rc=0 try
+  shift 3
+  for try in "$name" "$name-again"; do
+    rc=0
+    if [[ "$out" == "$err" ]]; then
+      browser "$try" "$@" >"$out" 2>&1 || rc=$?
+    else
+      browser "$try" "$@" >"$out" 2>"$err" || rc=$?
+    fi
+    [[ $rc -eq 124 || $rc -eq 137 ]] || break
+    [[ "$try" == "$name" ]] && echo "check-html: note: chromium hung ($name, exit $rc); trying once more" >&2
+  done
+  return $rc
+}
 URL="file://$PAGE"
 rc=0
-browser dom --log-net-log="$WORK/netlog.json" --dump-dom "$URL" >"$WORK/dom.html" 2>"$WORK/dom.log" || rc=$?
+browser_to "$WORK/dom.html" "$WORK/dom.log" dom --log-net-log="$WORK/netlog.json" --dump-dom "$URL" || rc=$?
 if [[ $rc -ne 0 || ! -s "$WORK/dom.html" ]]; then
   echo "check-html: error: chromium could not render $PAGE (exit $rc):" >&2
   grep -v 'dbus\|unexpected operator' "$WORK/dom.log" | tail -5 | sed 's/^/  | /' >&2
@@ -147,8 +165,8 @@ if [[ $rc -ne 0 || ! -s "$WORK/dom.html" ]]; then
 fi
 # A viewport as tall as any report; the picture is cut below its last drawn row.
 rc=0
-browser shot --window-size=1200,16000 --run-all-compositor-stages-before-draw --screenshot="$WORK/shot.png" "$URL" \
-  >"$WORK/shot.log" 2>&1 || rc=$?
+browser_to "$WORK/shot.log" "$WORK/shot.log" shot --window-size=1200,16000 --run-all-compositor-stages-before-draw \
+  --screenshot="$WORK/shot.png" "$URL" || rc=$?
 if [[ $rc -ne 0 || ! -s "$WORK/shot.png" ]]; then
   echo "check-html: error: chromium took no screenshot of $PAGE (exit $rc):" >&2
   grep -v 'dbus\|unexpected operator' "$WORK/shot.log" | tail -5 | sed 's/^/  | /' >&2
