@@ -244,8 +244,7 @@ impl Batches {
             (next.sink, next.segment, next.thread) = (current.sink, current.segment, current.thread);
             Some(std::mem::replace(current, next))
         });
-        let batch = batch.ok().flatten()?;
-        let mut batch = batch;
+        let mut batch = batch.ok().flatten()?;
         batch.id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
         let (id, records) = (batch.id, batch.records.len());
         self.queue.lock().ok()?.push_back(batch);
@@ -258,21 +257,20 @@ impl Batches {
     /// announcements never reached this writer, are dropped.
     pub(crate) fn claim(&self, id: u64) -> Option<Batch> {
         let mut queue = self.queue.lock().ok()?;
-        while let Some(front) = queue.front() {
-            if front.id > id {
-                return None;
-            }
-            let batch = queue.pop_front()?;
+        let through = queue.iter().take_while(|batch| batch.id <= id).count();
+        let taken: Vec<Batch> = queue.drain(..through).collect();
+        drop(queue);
+        let mut claimed = None;
+        for batch in taken {
             self.queued.fetch_sub(batch.records.len() as u64, Ordering::Relaxed);
             self.queued_batches.fetch_sub(1, Ordering::Relaxed);
             if batch.id == id {
-                return Some(batch);
+                claimed = Some(batch);
+            } else {
+                self.recycle(batch);
             }
-            drop(queue);
-            self.recycle(batch);
-            queue = self.queue.lock().ok()?;
         }
-        None
+        claimed
     }
 
     /// Gives a written batch back for reuse.
