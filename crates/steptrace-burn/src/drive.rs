@@ -212,7 +212,8 @@ impl<'a> Job<'a> {
         let memory = state.memory.as_ref();
         let highest = memory.and_then(|m| {
             let (snapshot, after, at_step) = m.highest?;
-            let updated = at_step > 0 || after == crate::memory::STEP_END || after == steptrace::format::names::OPTIMIZER;
+            // A step's start holds the state the optimizer's updates made, from step 1 on.
+            let updated = at_step > 0 || after == steptrace::format::names::OPTIMIZER;
             Some(crate::oom::Sample {
                 in_use: snapshot.bytes_in_use,
                 gradients: if after == steptrace::format::names::BACKWARD { state.parameters.bytes } else { 0 },
@@ -262,6 +263,11 @@ impl<'a> Job<'a> {
     /// One step: read, transfer, train or serve, sync, record.
     fn one_step<M: StepModel>(&mut self, step: u64, state: &mut Loop<M>, step_start: Instant, setup_ms: f64) -> Result<StepRecord> {
         let cfg = self.cfg;
+        // A recorded step's memory is sampled at its start: the helper asks the allocator while
+        // this thread reads the batch, which touches no device (crate::memory).
+        if let Some(memory) = &mut state.memory {
+            memory.begin_step(self.profiler.as_ref().is_some_and(|p| matches!(p.action(), Action::Record | Action::RecordAndSave)));
+        }
         let batch: HostBatch = self.loader.next_batch()?;
         let samples = batch.samples;
         self.watch_shape(step, step::input_shape(&batch.input), state);
@@ -274,12 +280,15 @@ impl<'a> Job<'a> {
         let batch_bytes = step::batch_device_bytes(&batch, &target_device);
         state.batch_bytes = batch_bytes;
         state.reached = None;
-        let on_device = step::transfer(batch, &target_device).map_err(exec)?;
         if let Some(memory) = &mut state.memory {
-            let recorded = self.profiler.as_ref().is_some_and(|p| matches!(p.action(), Action::Record | Action::RecordAndSave));
-            memory.on = recorded;
+            // Before the batch's copy, the device's first operation of the step.
             memory.batch = batch_bytes;
+            memory.step_start(step);
+            if memory.unanswered > 0 && state.memory_note.is_none() {
+                state.memory_note = Some(format!("not observed: {} does not report memory in use", self.selection.kind));
+            }
         }
+        let on_device = step::transfer(batch, &target_device).map_err(exec)?;
         let read_loss = step == 0 || step + 1 == cfg.steps || (cfg.loss_every > 0 && step % cfg.loss_every == 0);
         let loss = match cfg.mode {
             Mode::Train => {
@@ -321,12 +330,6 @@ impl<'a> Job<'a> {
                 Ok(Ok(bytes)) => m.optimizer_state = Some(bytes),
                 Ok(Err(why)) => tracing::warn!(target: TARGET, "--memory: optimizer state not observed: {why}"),
                 Err(panic) => tracing::warn!(target: TARGET, "--memory: optimizer state not observed: reading it panicked: {panic}"),
-            }
-        }
-        if let Some(memory) = &mut state.memory {
-            memory.sample(crate::memory::STEP_END, step);
-            if memory.unanswered > 0 && state.memory_note.is_none() {
-                state.memory_note = Some(format!("not observed: {} does not report memory in use", self.selection.kind));
             }
         }
         let step_end = Instant::now();

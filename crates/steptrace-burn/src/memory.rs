@@ -18,33 +18,40 @@
 //! - input batch: the batch's tensors as copied, held until `backward` has used the graph that
 //!   keeps the input.
 //!
-//! Each sample asks the device's allocator (a blocking round trip to cubecl's device thread,
-//! not a device sync), so samples are taken in recorded steps only: at the step's end, after
-//! its sync, and with `--memory-phases` after each phase too. burn's fusion holds a phase's
-//! operations back until something flushes them: a phase sample flushes first, so that what
-//! the phase queued is allocated, which cuts fusion at the phase boundaries of recorded steps
-//! and waits for cubecl's device thread (docs/benchmarks.md has the cost).
+//! Samples are taken in recorded steps only. The step's start is always sampled: before the
+//! batch is copied, the device holds what the step before left (the step boundary). That
+//! sample's query goes to a helper thread ([`ask`]) while the training thread reads the batch,
+//! when each step ends with a sync; without one, the training thread asks through burn, which
+//! first runs what burn's fusion still holds. With `--memory-phases`, a sample after each
+//! phase too: burn's fusion holds a phase's operations back until something flushes them, so
+//! such a sample flushes first, which cuts fusion at the phase boundaries of recorded steps,
+//! and then waits for cubecl's device thread (docs/benchmarks.md has the costs).
 
 use burn::module::{Module, ModuleVisitor, Param};
+use std::time::Instant;
+
 use burn::prelude::{Device, Tensor};
 use steptrace::format::names::{counters, BACKWARD, COUNTER_TARGET, FORWARD, LOSS};
 
 use crate::backend::{self, MemorySnapshot};
+
+mod ask;
 
 /// How the categories are obtained, for the manifest.
 pub(crate) const METHOD: &str = "parameters: elements x element size of every float parameter; optimizer state: \
     elements x element size of every tensor of the optimizer's record, read once after its first update \
     (0 before it); gradients: one per trainable parameter, of its shape, from the end of backward until \
     the optimizer consumes them; input batch: the batch's tensors as copied, until backward; other \
-    (activations, temporaries): in use less the rest. Sampled at the end of recorded steps (and, with \
-    --memory-phases, after each phase, flushing burn's fusion queue first): a blocking round trip to the \
-    device thread, not a device sync.";
+    (activations, temporaries): in use less the rest. Sampled at the start of recorded steps, before the \
+    batch is copied (what the step before left), by a helper thread while the training thread reads the \
+    batch when steps end with a sync; with --memory-phases also after each phase, flushing burn's fusion \
+    queue first, on the training thread. Each query is a round trip to the device thread, not a device sync.";
 
 /// How many query times a run keeps for its summary (512 KiB), however long it runs.
 const QUERY_TIMES_KEPT: usize = 65_536;
 
-/// The sample taken at the step boundary, after the step's sync.
-pub(crate) const STEP_END: &str = counters::STEP_END;
+/// The sample taken at the step boundary: the step's start, before its batch is copied.
+pub(crate) const STEP_START: &str = counters::STEP_START;
 
 /// The model's float parameters: their bytes (elements times element size), and the largest
 /// one with its path in the module (`hidden1.weight`) and shape.
@@ -102,11 +109,17 @@ pub(crate) struct MemorySampler {
     device: Device,
     /// Whether this step is recorded (samples are taken in recorded steps only).
     pub(crate) on: bool,
-    /// Whether to sample after each phase too, not only at the step's end.
+    /// Whether to sample after each phase too, not only at the step's start.
     phases: bool,
-    /// Whether each step ends with a sync, so that the step-end sample can ask cubecl
+    /// Whether each step ends with a sync, so that the step-start sample can ask cubecl
     /// directly, without burn-fusion's drain ([`backend::memory_usage_after_sync`]).
     step_end_synced: bool,
+    /// The helper that asks for the step-start sample (with `step_end_synced`; `None`: the
+    /// training thread asks).
+    asker: Option<ask::Asker>,
+    /// Whether the helper was asked for this step's start, and how long asking took the
+    /// training thread, ns.
+    asked: Option<u64>,
     parameters: u64,
     /// `None` until the optimizer's record has been read.
     pub(crate) optimizer_state: Option<u64>,
@@ -118,21 +131,25 @@ pub(crate) struct MemorySampler {
     pub(crate) highest: Option<(MemorySnapshot, &'static str, u64)>,
     /// Samples the allocator did not answer.
     pub(crate) unanswered: u64,
-    /// How long each answered query of the allocator took (the blocking round trip, ns): the
-    /// first [`QUERY_TIMES_KEPT`] of the run.
+    /// How long each answered query of the allocator took (the round trip, ns, on whichever
+    /// thread asked): the first [`QUERY_TIMES_KEPT`] of the run.
     pub(crate) query_ns: Vec<u64>,
-    /// How long each answered sample took on the training thread as a whole (a phase sample's
-    /// fusion flush, the query, the counter events), ns: as many as `query_ns`.
+    /// How long each answered sample took the training thread (asking or waiting for the
+    /// helper, a phase sample's fusion flush and query, the counter events), ns: as many as
+    /// `query_ns`.
     pub(crate) sample_ns: Vec<u64>,
 }
 
 impl MemorySampler {
     pub(crate) fn new(device: Device, parameters: u64, phases: bool, step_end_synced: bool) -> MemorySampler {
+        let asker = if step_end_synced { ask::Asker::start(device.clone()) } else { None };
         MemorySampler {
             device,
             on: false,
             phases,
             step_end_synced,
+            asker,
+            asked: None,
             parameters,
             optimizer_state: None,
             batch: 0,
@@ -145,13 +162,14 @@ impl MemorySampler {
     }
 
     /// The allocator queries' round trips, for the summary: "N queries, median X µs (max Y µs)",
-    /// over the kept ones, then the whole samples' median.
+    /// over the kept ones, then what a whole sample took the training thread at the median.
     pub(crate) fn query_times(&self) -> Option<String> {
         let (median, max) = median_and_most(&self.query_ns)?;
         let us = |n: u64| n as f64 / 1_000.0;
         let mut text = format!("{} allocator queries took {:.1} µs each at the median ({:.1} µs at most)", self.query_ns.len(), us(median), us(max));
         if let Some((whole, _)) = median_and_most(&self.sample_ns) {
-            text.push_str(&format!("; a whole sample, with its counter events, {:.1} µs", us(whole)));
+            let helper = if self.asker.is_some() { " (step-start queries on a helper thread)" } else { "" };
+            text.push_str(&format!("; a whole sample took the training thread {:.1} µs{helper}", us(whole)));
         }
         Some(text)
     }
@@ -161,26 +179,62 @@ impl MemorySampler {
         self.phases
     }
 
-    /// Samples the allocator after the phase `after` (or at [`STEP_END`]) of step `step`, when
-    /// the step is recorded, and writes the two counter events.
-    pub(crate) fn sample(&mut self, after: &'static str, step: u64) {
-        if !self.on || (after != STEP_END && !self.phases) {
+    /// A step begins (`recorded`: whether it is recorded). In a recorded step the helper is
+    /// asked for the step-start sample now, before the batch is read; [`step_start`](Self::step_start)
+    /// takes the answer.
+    pub(crate) fn begin_step(&mut self, recorded: bool) {
+        self.on = recorded;
+        self.asked = None;
+        if let (true, Some(asker)) = (recorded, &self.asker) {
+            let started = Instant::now();
+            asker.ask();
+            self.asked = Some(elapsed_ns(started));
+        }
+    }
+
+    /// The step-start sample of step `step` (recorded steps only), taken before the batch is
+    /// copied: the helper's answer, or the training thread's own query.
+    pub(crate) fn step_start(&mut self, step: u64) {
+        if !self.on {
             return;
         }
-        let started = std::time::Instant::now();
-        if after != STEP_END {
-            // What the phase queued is allocated once the fusion queue is flushed.
-            let _ = self.device.flush();
+        let started = Instant::now();
+        let (answer, query_ns, asking_ns) = match (&self.asker, self.asked.take()) {
+            (Some(asker), Some(asking_ns)) => {
+                let (answer, query_ns) = asker.answer();
+                (answer, query_ns, asking_ns)
+            }
+            _ => {
+                let answer = if self.step_end_synced { backend::memory_usage_after_sync(&self.device) } else { backend::memory_usage(&self.device) };
+                (answer, elapsed_ns(started), 0)
+            }
+        };
+        self.record(answer, STEP_START, step, query_ns, started, asking_ns);
+    }
+
+    /// Samples the allocator after the phase `after` of step `step`, with `--memory-phases`,
+    /// when the step is recorded, and writes the two counter events.
+    pub(crate) fn sample(&mut self, after: &'static str, step: u64) {
+        if !self.on || !self.phases {
+            return;
         }
-        let asked = std::time::Instant::now();
-        let asked_cubecl = after == STEP_END && self.step_end_synced;
-        let answer = if asked_cubecl { backend::memory_usage_after_sync(&self.device) } else { backend::memory_usage(&self.device) };
+        let started = Instant::now();
+        // What the phase queued is allocated once the fusion queue is flushed.
+        let _ = self.device.flush();
+        let asked = Instant::now();
+        let answer = backend::memory_usage(&self.device);
+        self.record(answer, after, step, elapsed_ns(asked), started, 0);
+    }
+
+    /// Writes the counter events of a sample taken at `after` and keeps its figures; `started`
+    /// is when the training thread began on it, `extra_ns` what it spent on it before then.
+    fn record(&mut self, answer: Option<MemorySnapshot>, after: &'static str, step: u64, query_ns: u64, started: Instant, extra_ns: u64) {
         let Some(m) = answer else {
             self.unanswered += 1;
             return;
         };
         if self.query_ns.len() < QUERY_TIMES_KEPT {
-            self.query_ns.push(u64::try_from(asked.elapsed().as_nanos()).unwrap_or(u64::MAX));
+            self.query_ns.push(query_ns);
         }
         tracing::info!(target: COUNTER_TARGET, in_use = m.bytes_in_use, reserved = m.bytes_reserved, "{}", counters::DEVICE_MEMORY);
         let gradients = if after == BACKWARD { self.parameters } else { 0 };
@@ -204,9 +258,13 @@ impl MemorySampler {
         }
         self.last = Some((m, after));
         if self.sample_ns.len() < QUERY_TIMES_KEPT {
-            self.sample_ns.push(u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX));
+            self.sample_ns.push(elapsed_ns(started).saturating_add(extra_ns));
         }
     }
+}
+
+fn elapsed_ns(since: Instant) -> u64 {
+    u64::try_from(since.elapsed().as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// The median and the largest of `ns` (`None`: empty).
@@ -222,11 +280,11 @@ mod tests {
 
     #[test]
     fn query_times_give_the_median_and_the_most_or_nothing_before_a_query() {
-        let mut m = MemorySampler::new(Device::flex(), 0, false, true);
+        let mut m = MemorySampler::new(Device::flex(), 0, false, false);
         assert_eq!(m.query_times(), None, "no query, no figure");
         m.query_ns = vec![40_000, 12_000, 15_500];
         assert_eq!(m.query_times().unwrap(), "3 allocator queries took 15.5 µs each at the median (40.0 µs at most)");
         m.sample_ns = vec![90_000, 30_000, 20_000];
-        assert!(m.query_times().unwrap().ends_with("; a whole sample, with its counter events, 30.0 µs"));
+        assert!(m.query_times().unwrap().ends_with("; a whole sample took the training thread 30.0 µs"), "{:?}", m.query_times());
     }
 }

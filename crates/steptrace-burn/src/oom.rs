@@ -375,14 +375,14 @@ fn per_sample(f: &Facts<'_>) -> Result<Bounded, String> {
             let where_ = if s.inside_step {
                 "the highest of the samples taken after each phase"
             } else {
-                "the highest of the samples taken at step ends (--memory-phases samples inside the step, where the peak is)"
+                "the highest of the samples taken at step starts (--memory-phases samples inside the step, where the peak is)"
             };
             return Ok(Bounded {
                 value: activations.div_ceil(f.batch_size),
                 bound: "at least",
                 method_note: format!(
-                    "in use less parameters, gradients and optimizer state, over the batch size, at {where_}: after {} of step {}",
-                    s.after, s.step
+                    "in use less parameters, gradients and optimizer state, over the batch size, at {where_}: {}",
+                    if s.after == crate::memory::STEP_START { format!("the start of step {}", s.step) } else { format!("after {} of step {}", s.after, s.step) }
                 ),
             });
         }

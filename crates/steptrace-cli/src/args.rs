@@ -307,8 +307,9 @@ pub struct TrainArgs {
     /// elsewhere.
     #[arg(long, value_enum, default_value = "auto")]
     pub device_activity: DeviceActivityArg,
-    /// Sample device memory at the end of each recorded step (in use, reserved, and what
-    /// holds it: parameters, optimizer state, gradients, input batch, the rest).
+    /// Sample device memory at the start of each recorded step, before its batch is copied
+    /// (in use, reserved, and what holds it: parameters, optimizer state, gradients, input
+    /// batch, the rest).
     #[arg(long)]
     pub memory: bool,
     /// With --memory, also sample after each phase (forward, loss, backward, optimizer): each

@@ -1,4 +1,4 @@
-//! `train --memory` end to end on wgpu (lavapipe here and in CI): samples at the end of every
+//! `train --memory` end to end on wgpu (lavapipe here and in CI): samples at the start of every
 //! recorded step with parameters and optimizer state that match the model's own count, the
 //! report's memory section in text, JSON and HTML; on the CPU backend, "not observed".
 
@@ -29,7 +29,7 @@ fn memory_on_wgpu_is_sampled_by_category_and_reported() {
     let report: Value = serde_json::from_str(&stdout).unwrap();
     let m = &report["memory"];
     let points: Vec<&str> = m["points"].as_array().expect("points").iter().map(|p| p["after"].as_str().unwrap()).collect();
-    assert_eq!(points, ["step end"], "without --memory-phases, the step's end only");
+    assert_eq!(points, ["step start"], "without --memory-phases, the step's start only");
     let category = |name: &str| {
         m["categories"].as_array().unwrap().iter().find(|c| c["name"] == name).map(|c| c["mb"].as_f64().unwrap())
     };

@@ -3,9 +3,10 @@
 //! categories there, headroom, and the growth rule.
 //!
 //! Each 10 ms step holds `train.step` > forward, loss, backward, optimizer (2 ms each from
-//! 1 ms), and a sample after each phase and at the step's end (MB):
+//! 1 ms), and a sample after each phase and at the step's boundary (MB): at its start, before
+//! any phase, as steptrace samples it now, or after `train.step` ended, as earlier traces did:
 //! in use 100 after forward, 110 after loss, 150 after backward, 60 after the optimizer, 50 at
-//! the end; reserved 200 (+`growth` MB per step). At the highest sample (after backward):
+//! the boundary; reserved 200 (+`growth` MB per step). At the highest sample (after backward):
 //! parameters 20, optimizer state 40, gradients 20, input batch 0, other 70.
 
 use serde_json::{json, Value};
@@ -15,7 +16,7 @@ use steptrace::reader::parse_trace;
 
 const MB: f64 = 1024.0 * 1024.0;
 
-fn trace(steps: u64, growth: f64) -> Value {
+fn trace(steps: u64, growth: f64, boundary_at_start: bool) -> Value {
     let mut ev = Vec::new();
     let x = |name: &str, ts: f64, dur: f64| {
         json!({"ph": "X", "cat": "steptrace", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur, "args": {}})
@@ -37,7 +38,8 @@ fn trace(steps: u64, growth: f64) -> Value {
                 "args": {"parameters": 20.0 * MB, "optimizer_state": 40.0 * MB, "gradients": grads * MB,
                          "input_batch": batch * MB, "other": (in_use - known) * MB}}));
         }
-        ev.push(json!({"ph": "C", "name": counters::DEVICE_MEMORY, "pid": 1, "tid": 1, "ts": t + 9_500.0,
+        let boundary = if boundary_at_start { t + 200.0 } else { t + 9_500.0 };
+        ev.push(json!({"ph": "C", "name": counters::DEVICE_MEMORY, "pid": 1, "tid": 1, "ts": boundary,
             "args": {"in_use": 50.0 * MB, "reserved": reserved}}));
     }
     json!({"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "GPU", "totalGlobalMem": 1000.0 * MB}],
@@ -45,7 +47,11 @@ fn trace(steps: u64, growth: f64) -> Value {
 }
 
 fn report(growth: f64) -> Report {
-    let trace = parse_trace(&serde_json::to_vec(&trace(6, growth)).unwrap()).unwrap();
+    report_of(growth, false)
+}
+
+fn report_of(growth: f64, boundary_at_start: bool) -> Report {
+    let trace = parse_trace(&serde_json::to_vec(&trace(6, growth, boundary_at_start)).unwrap()).unwrap();
     Report::build(&[("memory.json".into(), trace)], &ReportOptions::default()).unwrap()
 }
 
@@ -81,6 +87,22 @@ fn reserved_memory_that_grows_every_step_is_a_hypothesis() {
     let h = r.hypotheses.iter().find(|h| h.id == "memory-growth").expect("memory-growth");
     assert!(h.evidence.contains("grew in 4 of 4 steps"), "{}", h.evidence);
     assert!(h.experiment.is_some());
+}
+
+#[test]
+fn a_sample_before_any_phase_ended_is_the_step_start_and_comes_first() {
+    let r = report_of(10.0, true);
+    let m = r.memory.as_ref().expect("memory view");
+    let points: Vec<(&str, f64, f64)> =
+        m.points.iter().map(|p| (p.after.as_str(), p.in_use_mb.median, p.reserved_mb.as_ref().unwrap().median)).collect();
+    // Reserved grows by 10 MB a step: the steady steps 1..=5 are counted, their median is step 3's 230.
+    assert_eq!(
+        points,
+        [("step start", 50.0, 230.0), ("forward", 100.0, 230.0), ("loss", 110.0, 230.0), ("backward", 150.0, 230.0), ("optimizer", 60.0, 230.0)]
+    );
+    assert_eq!((m.highest_mb.median, m.highest_after.as_str()), (150.0, "backward"));
+    let g = m.reserved_growth.as_ref().expect("growth read at the step starts");
+    assert_eq!((g.first_mb, g.last_mb, g.rising_steps, g.compared), (210.0, 250.0, 4, 4));
 }
 
 #[test]

@@ -104,18 +104,23 @@ pub mod args {
 /// Counter tracks the run loop writes.
 pub mod counters {
     /// Device memory, series `in_use` (bytes in live allocations) and `reserved` (bytes the
-    /// allocator holds from the device), after each phase and at the step's end of recorded
-    /// steps (`--memory`). Traces before 0.2 wrote one series, `bytes` (in use), at the step's
-    /// end.
+    /// allocator holds from the device), at the start of recorded steps and, with
+    /// `--memory-phases`, after each phase (`--memory`). Earlier 0.2 traces sampled the step's
+    /// end instead of its start; traces before 0.2 wrote one series, `bytes` (in use), at the
+    /// step's end.
     pub const DEVICE_MEMORY: &str = "device memory in use";
     /// What holds device memory, at the same moments as [`DEVICE_MEMORY`]: series
     /// `parameters`, `optimizer_state`, `gradients`, `input_batch` and `other` (activations
     /// and temporaries: in use less the rest), or `unattributed` (negative: the categories
     /// come to more than in use). A series that is absent was not observed.
     pub const MEMORY_CATEGORIES: &str = "device memory by category";
-    /// The point of the step a memory sample taken after the step's sync is read at (the
+    /// The point of the step a memory sample taken before any of the step's phases ended is
+    /// read at: the step's start, where the device holds what the step before left (the
     /// others are read at the phase that ended last: `forward`, `loss`, `backward`,
-    /// `optimizer`).
+    /// `optimizer`, or [`STEP_END`]).
+    pub const STEP_START: &str = "step start";
+    /// The point of the step a memory sample taken after the step's `train.step` (or
+    /// `infer.request`) ended is read at: how earlier traces sampled the step boundary.
     pub const STEP_END: &str = "step end";
 }
 

@@ -90,7 +90,7 @@ pub(super) fn render_memory(o: &mut String, m: &MemoryView) {
     if let Some(g) = &m.reserved_growth {
         let _ = writeln!(
             o,
-            "reserved at the step's end: {} MB to {} MB ({}), growing in {} of {} steps",
+            "reserved at the step boundary: {} MB to {} MB ({}), growing in {} of {} steps",
             mb(g.first_mb),
             mb(g.last_mb),
             change(g.last_mb - g.first_mb),

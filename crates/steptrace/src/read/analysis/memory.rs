@@ -9,7 +9,7 @@ use serde::Serialize;
 use super::loaded::Loaded;
 use super::stats::Stats;
 use super::steps::StepRow;
-use crate::format::names::counters::{self, STEP_END};
+use crate::format::names::counters::{self, STEP_END, STEP_START};
 use crate::format::names::{BACKWARD, FORWARD, INFER_REQUEST, LOSS, OPTIMIZER, TRAIN_STEP};
 use crate::reader::{Trace, TrackId};
 
@@ -62,7 +62,8 @@ pub(crate) fn samples(trace: &Trace) -> Vec<MemorySample> {
 /// Memory at one point of the step, over the counted steps, MB.
 #[derive(Clone, Debug, Serialize)]
 pub struct MemoryPoint {
-    /// After which phase (`forward`, `loss`, `backward`, `optimizer`) or `step end`.
+    /// `step start`, after which phase (`forward`, `loss`, `backward`, `optimizer`), or `step
+    /// end` (earlier traces).
     pub after: String,
     /// Bytes in live allocations, MB.
     pub in_use_mb: Stats,
@@ -103,36 +104,38 @@ pub struct MemoryView {
     pub device_mb: Option<f64>,
     /// The device's memory less the highest reserved sample, MB.
     pub headroom_mb: Option<f64>,
-    /// Reserved memory at the step's end, first and last counted step, MB, and how many of
+    /// Reserved memory at the step boundary, first and last counted step, MB, and how many of
     /// the steps after the first grew it.
     pub reserved_growth: Option<ReservedGrowth>,
 }
 
-/// Reserved memory at each step's end, across the counted steps.
+/// Reserved memory at each step's boundary (its start; the end in earlier traces), across the
+/// counted steps.
 #[derive(Clone, Debug, Serialize)]
 pub struct ReservedGrowth {
-    /// At the first counted step's end, MB.
+    /// At the first counted step's boundary, MB.
     pub first_mb: f64,
-    /// At the last counted step's end, MB.
+    /// At the last counted step's boundary, MB.
     pub last_mb: f64,
-    /// Steps whose end holds more than the step before's.
+    /// Steps whose boundary sample holds more than the step before's.
     pub rising_steps: usize,
-    /// Steps compared (counted steps with a step-end sample, less one).
+    /// Steps compared (counted steps with a boundary sample, less one).
     pub compared: usize,
 }
 
 const MB: f64 = 1024.0 * 1024.0;
 
-/// The point a sample at `ts` was taken at: after the last phase of the step that ended by
-/// then, or [`STEP_END`] once the step's `train.step` (or `infer.request`) has ended.
-fn point_of(l: &Loaded, step: &StepRow, ts: f64) -> Option<&'static str> {
+/// The point a sample at `ts` was taken at: [`STEP_END`] once the step's `train.step` (or
+/// `infer.request`) has ended (how earlier traces sampled the boundary), else after the last
+/// phase of the step that ended by then, else [`STEP_START`].
+fn point_of(l: &Loaded, step: &StepRow, ts: f64) -> &'static str {
     let mut last: Option<(&'static str, f64)> = None;
     for (_, s) in l.spans.starting_in(step.start, step.end) {
         if s.thread != step.thread || s.end > ts {
             continue;
         }
         if s.name == TRAIN_STEP || s.name == INFER_REQUEST {
-            return Some(STEP_END);
+            return STEP_END;
         }
         if let Some(p) = PHASES.iter().find(|p| **p == s.name) {
             if last.is_none_or(|(_, end)| s.end >= end) {
@@ -140,12 +143,15 @@ fn point_of(l: &Loaded, step: &StepRow, ts: f64) -> Option<&'static str> {
             }
         }
     }
-    last.map(|(p, _)| p)
+    last.map_or(STEP_START, |(p, _)| p)
 }
+
+/// The points of a step in their order: its start, its phases, its end.
+const POINTS: [&str; 6] = [STEP_START, FORWARD, LOSS, BACKWARD, OPTIMIZER, STEP_END];
 
 pub(crate) fn memory_view(loaded: &[Loaded], steps: &[(usize, &StepRow)], device_bytes: Option<u64>) -> Option<MemoryView> {
     let mut at: BTreeMap<usize, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
-    let (mut highest, mut overhead, mut step_end_reserved) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut highest, mut overhead, mut boundary_reserved) = (Vec::new(), Vec::new(), Vec::new());
     let mut where_highest: BTreeMap<&'static str, usize> = BTreeMap::new();
     let mut categories: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     let mut shares: BTreeMap<String, Vec<f64>> = BTreeMap::new();
@@ -162,15 +168,15 @@ pub(crate) fn memory_view(loaded: &[Loaded], steps: &[(usize, &StepRow)], device
         counted += 1;
         let mut top: Option<(&MemorySample, &'static str)> = None;
         for s in &here {
-            let point = point_of(l, step, s.ts).unwrap_or(STEP_END);
-            let order = PHASES.iter().position(|p| *p == point).unwrap_or(PHASES.len());
+            let point = point_of(l, step, s.ts);
+            let order = POINTS.iter().position(|p| *p == point).unwrap_or(POINTS.len() - 1);
             let slot = at.entry(order).or_default();
             slot.0.push(s.in_use.unwrap_or(0.0) / MB);
             if let Some(r) = s.reserved {
                 slot.1.push(r / MB);
                 max_reserved = Some(max_reserved.map_or(r, |m: f64| m.max(r)));
-                if point == STEP_END {
-                    step_end_reserved.push(r / MB);
+                if point == STEP_START || point == STEP_END {
+                    boundary_reserved.push(r / MB);
                 }
             }
             if top.is_none_or(|(t, _)| s.in_use > t.in_use) {
@@ -194,7 +200,7 @@ pub(crate) fn memory_view(loaded: &[Loaded], steps: &[(usize, &StepRow)], device
         .into_iter()
         .filter_map(|(order, (in_use, reserved))| {
             Some(MemoryPoint {
-                after: PHASES.get(order).copied().unwrap_or(STEP_END).to_owned(),
+                after: POINTS[order].to_owned(),
                 in_use_mb: Stats::of(&in_use)?,
                 reserved_mb: Stats::of(&reserved),
             })
@@ -218,11 +224,11 @@ pub(crate) fn memory_view(loaded: &[Loaded], steps: &[(usize, &StepRow)], device
         order[..5].iter().filter(|o| !categories.contains_key(**o)).map(|o| (*o).to_owned()).collect()
     };
     let device_mb = device_bytes.filter(|b| *b > 0).map(|b| b as f64 / MB);
-    let reserved_growth = (step_end_reserved.len() >= 2).then(|| ReservedGrowth {
-        first_mb: step_end_reserved[0],
-        last_mb: step_end_reserved[step_end_reserved.len() - 1],
-        rising_steps: step_end_reserved.windows(2).filter(|w| w[1] > w[0]).count(),
-        compared: step_end_reserved.len() - 1,
+    let reserved_growth = (boundary_reserved.len() >= 2).then(|| ReservedGrowth {
+        first_mb: boundary_reserved[0],
+        last_mb: boundary_reserved[boundary_reserved.len() - 1],
+        rising_steps: boundary_reserved.windows(2).filter(|w| w[1] > w[0]).count(),
+        compared: boundary_reserved.len() - 1,
     });
     Some(MemoryView {
         steps: counted,

@@ -24,7 +24,7 @@ pub(super) fn check(cx: &Context<'_>, found: &mut Vec<Hypothesis>) {
     found.push(Hypothesis {
         id: "memory-growth",
         evidence: format!(
-            "reserved device memory at the step's end grew in {} of {} steps, from {:.1} MB to {:.1} MB (+{:.1} MB, \
+            "reserved device memory at the step boundary grew in {} of {} steps, from {:.1} MB to {:.1} MB (+{:.1} MB, \
              {:+.1}% per step), while in use at the highest sample stayed within {:.1}–{:.1} MB",
             g.rising_steps,
             g.compared,
