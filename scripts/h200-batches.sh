@@ -15,9 +15,11 @@
 #
 #   bash scripts/h200-batches.sh
 #
+# Knobs: RUNS, BUDGET, CRITERION=0, HOST=0, MEMORY_CAP, CUPTI=0, TORCH=1, LINGER=1, CONVNET=0.
 # Needs .devbin/steptrace.xz and .devbin/overhead.gz (.devbin/overhead-before.gz optional). What comes back: $OUT/h200-batches.tgz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+REPO=$PWD
 W=${WORK:-/tmp/st-batches}
 R=$W/results
 FINAL=${OUT:-$W/out}
@@ -30,7 +32,7 @@ trap 'st_pack h200-batches' EXIT
 st_start "$W"
 mkdir -p "$FINAL"
 
-if [ -x "$W/bin/overhead" ]; then
+if [ -x "$W/bin/overhead" ] && [ "${CRITERION:-1}" = 1 ]; then
   st_run_capped criterion "${CRITERION_CAP:-60}" "$W/bin/overhead" --bench 'span_paced|span_enter_exit/(inside_window|tracing_chrome_alone)' \
     --noplot --warm-up-time 1 --measurement-time 3
   # The sink's rate, spans emitted on a thread that is not the stepping one (tracing-chrome's
@@ -64,11 +66,26 @@ PY
 
 common=(bench --profile interleaved --backend cuda --runs "$RUNS" --cache-dir "$CACHE" --batch 256
   --schedule wait=7,warmup=1,active=2)
-st_run_capped mlp-host 120 "$B" "${common[@]}" --model mlp --dataset digits --device-activity off --baseline \
+[ "${HOST:-1}" = 1 ] && st_run_capped mlp-host 120 "$B" "${common[@]}" --model mlp --dataset digits --device-activity off --baseline \
   --json mlp-host.json
-st_run_capped mlp-memory 60 "$B" "${common[@]}" --model mlp --dataset digits --device-activity off --memory \
+st_run_capped mlp-memory "${MEMORY_CAP:-60}" "$B" "${common[@]}" --model mlp --dataset digits --device-activity off --memory \
   --json mlp-memory.json
-st_run_capped mlp-cupti 60 "$B" "${common[@]}" --model mlp --dataset digits --json mlp-cupti.json
+# One short run whose summary times the memory samples: the helper's query and the training
+# thread's share of each step-start sample.
+CAP=60 st_train memory-queries --model mlp --dataset digits --batch 256 --steps 80 --device-activity off --memory \
+  --schedule skip_first=20,wait=2,warmup=1,active=3
+python3 -c 'import json,sys; print("memory:", json.load(open(sys.argv[1]))["memory"])' "$R/memory-queries.json" \
+  | tee -a "$R/rc.txt" || true
+[ "${CUPTI:-1}" = 1 ] && st_run_capped mlp-cupti 60 "$B" "${common[@]}" --model mlp --dataset digits --json mlp-cupti.json
+# With TORCH=1: torch.profiler's cost on the same MLP in the same call (benches/torch_twin.py,
+# the same schedule, one process each).
+if [ "${TORCH:-0}" = 1 ]; then
+  for p in 1 2 3; do
+    st_run_capped "torch-mlp-$p" 60 env PYTHONUNBUFFERED=1 python3 "$REPO/benches/torch_twin.py" --model mlp --batch 256 \
+      --runs 1 --warmup 20 --steps 100 --profile interleaved --schedule wait=7,warmup=1,active=2 \
+      --activities cpu+cuda --out "torch-mlp-$p.json"
+  done
+fi
 # With LINGER=1: the MLP's host spans with the writer parked between steps (STEPTRACE_LINGER=off)
 # and polling every 5 ms instead of 0.5 ms: does the lingering writer's polling cost the step?
 if [ "${LINGER:-0}" = 1 ]; then

@@ -332,6 +332,11 @@ impl<'a> Job<'a> {
                 Err(panic) => tracing::warn!(target: TARGET, "--memory: optimizer state not observed: reading it panicked: {panic}"),
             }
         }
+        if let Some(memory) = &mut state.memory {
+            // The next step's start sample, asked now so that its answer is ready then.
+            let next = self.profiler.as_ref().is_some_and(|p| p.schedule().action(p.step_num() + 1).records());
+            memory.ask_ahead(next);
+        }
         let step_end = Instant::now();
         let elapsed = ms(step_end - step_start);
         self.watch_time(step, elapsed, state);

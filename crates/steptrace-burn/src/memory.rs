@@ -19,9 +19,10 @@
 //!   keeps the input.
 //!
 //! Samples are taken in recorded steps only. The step's start is always sampled: before the
-//! batch is copied, the device holds what the step before left (the step boundary). That
-//! sample's query goes to a helper thread ([`ask`]) while the training thread reads the batch,
-//! when each step ends with a sync; without one, the training thread asks through burn, which
+//! batch is copied, the device holds what the step before left (the step boundary). When each
+//! step ends with a sync, that sample's query goes to a helper thread ([`ask`]), asked at the
+//! end of the step before (after its sync), which answers while the profiler steps and the
+//! training thread reads the next batch; without one, the training thread asks through burn, which
 //! first runs what burn's fusion still holds. With `--memory-phases`, a sample after each
 //! phase too: burn's fusion holds a phase's operations back until something flushes them, so
 //! such a sample flushes first, which cuts fusion at the phase boundaries of recorded steps,
@@ -179,16 +180,36 @@ impl MemorySampler {
         self.phases
     }
 
-    /// A step begins (`recorded`: whether it is recorded). In a recorded step the helper is
-    /// asked for the step-start sample now, before the batch is read; [`step_start`](Self::step_start)
-    /// takes the answer.
-    pub(crate) fn begin_step(&mut self, recorded: bool) {
-        self.on = recorded;
-        self.asked = None;
-        if let (true, Some(asker)) = (recorded, &self.asker) {
+    /// A step ends, and the next one is recorded as far as the schedule says: the helper is
+    /// asked for the next step's start sample now, so that it has the profiler's step and the
+    /// next batch's read to answer in.
+    pub(crate) fn ask_ahead(&mut self, next_recorded: bool) {
+        if let (true, None, Some(asker)) = (next_recorded, self.asked, &self.asker) {
             let started = Instant::now();
             asker.ask();
             self.asked = Some(elapsed_ns(started));
+        }
+    }
+
+    /// A step begins (`recorded`: whether it is recorded). In a recorded step the helper is
+    /// asked for the step-start sample now unless [`ask_ahead`](Self::ask_ahead) did;
+    /// [`step_start`](Self::step_start) takes the answer.
+    pub(crate) fn begin_step(&mut self, recorded: bool) {
+        self.on = recorded;
+        let Some(asker) = &self.asker else { return };
+        match (recorded, self.asked) {
+            (true, None) => {
+                let started = Instant::now();
+                asker.ask();
+                self.asked = Some(elapsed_ns(started));
+            }
+            (false, Some(_)) => {
+                // Asked ahead for a step that is not recorded after all (a capture or a cut
+                // short changed the plan): the answer is not this step's to keep.
+                let _ = asker.answer();
+                self.asked = None;
+            }
+            _ => {}
         }
     }
 
