@@ -20,23 +20,23 @@
 //!
 //! Samples are taken in recorded steps only. The step's start is always sampled: before the
 //! batch is copied, the device holds what the step before left (the step boundary). When each
-//! step ends with a sync, that sample's query goes to a helper thread ([`ask`]), asked at the
-//! end of the step before (after its sync), which answers while the profiler steps and the
-//! training thread reads the next batch; without one, the training thread asks through burn, which
-//! first runs what burn's fusion still holds. With `--memory-phases`, a sample after each
-//! phase too: burn's fusion holds a phase's operations back until something flushes them, so
-//! such a sample flushes first, which cuts fusion at the phase boundaries of recorded steps,
-//! and then waits for cubecl's device thread (docs/benchmarks.md has the costs).
+//! step ends with a sync, that sample's question is queued for cubecl's device thread at the
+//! end of the step before, after its sync, without waiting ([`backend::MemoryAsker`]): it is
+//! answered behind every task already queued and ahead of the next step's, and read before the
+//! batch's copy. Without a sync, or on a runtime whose queue steptrace cannot reach, the training
+//! thread asks and waits (through burn without a sync, which first runs what burn's fusion still
+//! holds). With `--memory-phases`, a sample after each phase too: burn's fusion holds a phase's
+//! operations back until something flushes them, so such a sample flushes first, which cuts
+//! fusion at the phase boundaries of recorded steps, and then waits for cubecl's device thread
+//! (docs/benchmarks.md has the costs).
 
-use burn::module::{Module, ModuleVisitor, Param};
 use std::time::Instant;
 
+use burn::module::{Module, ModuleVisitor, Param};
 use burn::prelude::{Device, Tensor};
 use steptrace::format::names::{counters, BACKWARD, COUNTER_TARGET, FORWARD, LOSS};
 
 use crate::backend::{self, MemorySnapshot};
-
-mod ask;
 
 /// How the categories are obtained, for the manifest.
 pub(crate) const METHOD: &str = "parameters: elements x element size of every float parameter; optimizer state: \
@@ -44,9 +44,9 @@ pub(crate) const METHOD: &str = "parameters: elements x element size of every fl
     (0 before it); gradients: one per trainable parameter, of its shape, from the end of backward until \
     the optimizer consumes them; input batch: the batch's tensors as copied, until backward; other \
     (activations, temporaries): in use less the rest. Sampled at the start of recorded steps, before the \
-    batch is copied (what the step before left), by a helper thread while the training thread reads the \
-    batch when steps end with a sync; with --memory-phases also after each phase, flushing burn's fusion \
-    queue first, on the training thread. Each query is a round trip to the device thread, not a device sync.";
+    batch is copied (what the step before left): when steps end with a sync, asked of the device thread \
+    at the step before's end without waiting, and read before the copy; with --memory-phases also after \
+    each phase, flushing burn's fusion queue first, and waiting. Never a device sync.";
 
 /// How many query times a run keeps for its summary (512 KiB), however long it runs.
 const QUERY_TIMES_KEPT: usize = 65_536;
@@ -115,12 +115,11 @@ pub(crate) struct MemorySampler {
     /// Whether each step ends with a sync, so that the step-start sample can ask cubecl
     /// directly, without burn-fusion's drain ([`backend::memory_usage_after_sync`]).
     step_end_synced: bool,
-    /// The helper that asks for the step-start sample (with `step_end_synced`; `None`: the
-    /// training thread asks).
-    asker: Option<ask::Asker>,
-    /// Whether the helper was asked for this step's start, and how long asking took the
-    /// training thread, ns.
-    asked: Option<u64>,
+    /// Asks the device thread for the step-start sample without waiting (with
+    /// `step_end_synced`, on CUDA and wgpu; `None`: the training thread asks and waits).
+    asker: Option<backend::MemoryAsker>,
+    /// The step-start question on its way, and how long asking took, ns.
+    asked: Option<(backend::PendingUsage, u64)>,
     parameters: u64,
     /// `None` until the optimizer's record has been read.
     pub(crate) optimizer_state: Option<u64>,
@@ -132,18 +131,19 @@ pub(crate) struct MemorySampler {
     pub(crate) highest: Option<(MemorySnapshot, &'static str, u64)>,
     /// Samples the allocator did not answer.
     pub(crate) unanswered: u64,
-    /// How long each answered query of the allocator took (the round trip, ns, on whichever
-    /// thread asked): the first [`QUERY_TIMES_KEPT`] of the run.
+    /// How long each answered query of the allocator kept the training thread waiting (the
+    /// round trip, or for a question asked ahead what was left of it), ns: the first
+    /// [`QUERY_TIMES_KEPT`] of the run.
     pub(crate) query_ns: Vec<u64>,
     /// How long each answered sample took the training thread (asking or waiting for the
-    /// helper, a phase sample's fusion flush and query, the counter events), ns: as many as
+    /// answer asked ahead, a phase sample's fusion flush and query, the counter events), ns: as many as
     /// `query_ns`.
     pub(crate) sample_ns: Vec<u64>,
 }
 
 impl MemorySampler {
     pub(crate) fn new(device: Device, parameters: u64, phases: bool, step_end_synced: bool) -> MemorySampler {
-        let asker = if step_end_synced { ask::Asker::start(device.clone()) } else { None };
+        let asker = if step_end_synced { backend::MemoryAsker::new(&device) } else { None };
         MemorySampler {
             device,
             on: false,
@@ -169,7 +169,7 @@ impl MemorySampler {
         let us = |n: u64| n as f64 / 1_000.0;
         let mut text = format!("{} allocator queries took {:.1} µs each at the median ({:.1} µs at most)", self.query_ns.len(), us(median), us(max));
         if let Some((whole, _)) = median_and_most(&self.sample_ns) {
-            let helper = if self.asker.is_some() { " (step-start queries on a helper thread)" } else { "" };
+            let helper = if self.asker.is_some() { " (step-start queries asked ahead: their time is what was left to wait for)" } else { "" };
             text.push_str(&format!("; a whole sample took the training thread {:.1} µs{helper}", us(whole)));
         }
         Some(text)
@@ -180,52 +180,49 @@ impl MemorySampler {
         self.phases
     }
 
-    /// A step ends, and the next one is recorded as far as the schedule says: the helper is
-    /// asked for the next step's start sample now, so that it has the profiler's step and the
-    /// next batch's read to answer in.
+    /// A step ends, after its sync, and the next one is recorded as far as the schedule says:
+    /// the next step's start sample is asked for now, without waiting, so that the device
+    /// thread has the profiler's step and the next batch's read to answer in.
     pub(crate) fn ask_ahead(&mut self, next_recorded: bool) {
-        if let (true, None, Some(asker)) = (next_recorded, self.asked, &self.asker) {
-            let started = Instant::now();
-            asker.ask();
-            self.asked = Some(elapsed_ns(started));
+        if next_recorded && self.asked.is_none() {
+            self.ask();
         }
     }
 
-    /// A step begins (`recorded`: whether it is recorded). In a recorded step the helper is
-    /// asked for the step-start sample now unless [`ask_ahead`](Self::ask_ahead) did;
-    /// [`step_start`](Self::step_start) takes the answer.
+    fn ask(&mut self) {
+        let Some(asker) = &self.asker else { return };
+        let started = Instant::now();
+        self.asked = asker.ask().map(|pending| (pending, elapsed_ns(started)));
+    }
+
+    /// A step begins (`recorded`: whether it is recorded). In a recorded step the start sample
+    /// is asked for now unless [`ask_ahead`](Self::ask_ahead) did; [`step_start`](Self::step_start)
+    /// takes the answer.
     pub(crate) fn begin_step(&mut self, recorded: bool) {
         self.on = recorded;
-        let Some(asker) = &self.asker else { return };
-        match (recorded, self.asked) {
-            (true, None) => {
-                let started = Instant::now();
-                asker.ask();
-                self.asked = Some(elapsed_ns(started));
-            }
-            (false, Some(_)) => {
-                // Asked ahead for a step that is not recorded after all (a capture or a cut
-                // short changed the plan): the answer is not this step's to keep.
-                let _ = asker.answer();
-                self.asked = None;
-            }
-            _ => {}
+        if !recorded {
+            // Asked ahead for a step that is not recorded after all (a capture or a cut short
+            // changed the plan): the answer is not this step's to keep.
+            self.asked = None;
+        } else if self.asked.is_none() {
+            self.ask();
         }
     }
 
     /// The step-start sample of step `step` (recorded steps only), taken before the batch is
-    /// copied: the helper's answer, or the training thread's own query.
+    /// copied: the device thread's answer to the question asked ahead, or the training
+    /// thread's own query.
     pub(crate) fn step_start(&mut self, step: u64) {
         if !self.on {
             return;
         }
         let started = Instant::now();
-        let (answer, query_ns, asking_ns) = match (&self.asker, self.asked.take()) {
-            (Some(asker), Some(asking_ns)) => {
-                let (answer, query_ns) = asker.answer();
-                (answer, query_ns, asking_ns)
+        let (answer, query_ns, asking_ns) = match self.asked.take() {
+            Some((pending, asking_ns)) => {
+                let answer = pending.wait();
+                (answer, elapsed_ns(started), asking_ns)
             }
-            _ => {
+            None => {
                 let answer = if self.step_end_synced { backend::memory_usage_after_sync(&self.device) } else { backend::memory_usage(&self.device) };
                 (answer, elapsed_ns(started), 0)
             }

@@ -86,6 +86,114 @@ pub fn memory_usage_after_sync(device: &Device) -> Option<MemorySnapshot> {
     })
 }
 
+/// Asks cubecl's device thread for [`memory_usage_after_sync`]'s figures without waiting for the
+/// answer ([`MemoryAsker::ask`]): the question is queued behind every task already queued for
+/// the device thread, and answered there, so the answer holds what the device held once those
+/// tasks ran, however late it is read. cubecl's client only asks and waits in one call (a
+/// blocking round trip, whose wake-up on the H200 cost about 20 µs); this reaches the device's
+/// queue through cubecl's `DeviceHandle` for the runtime's server type instead.
+pub struct MemoryAsker {
+    #[cfg(any(feature = "cuda", feature = "wgpu"))]
+    submit: Box<dyn Fn(std::sync::mpsc::SyncSender<MemorySnapshot>) + Send>,
+}
+
+/// An answer on its way from [`MemoryAsker::ask`].
+pub struct PendingUsage {
+    answer: std::sync::mpsc::Receiver<MemorySnapshot>,
+}
+
+impl PendingUsage {
+    /// The answer, waiting for it if need be: first by spinning and yielding for a while (the
+    /// device thread answers within microseconds when it is awake), then by blocking. `None`:
+    /// the device thread dropped the question (its task panicked).
+    pub fn wait(self) -> Option<MemorySnapshot> {
+        use std::sync::mpsc::TryRecvError;
+        for round in 0u32..2_000 {
+            match self.answer.try_recv() {
+                Ok(m) => return Some(m),
+                Err(TryRecvError::Disconnected) => return None,
+                Err(TryRecvError::Empty) if round < 1_000 => std::hint::spin_loop(),
+                Err(TryRecvError::Empty) => std::thread::yield_now(),
+            }
+        }
+        self.answer.recv().ok()
+    }
+}
+
+impl MemoryAsker {
+    /// An asker for `device` (CUDA and wgpu, once opened in this process as for
+    /// [`memory_usage`]); `None` otherwise, where the caller asks and waits.
+    pub fn new(device: &Device) -> Option<MemoryAsker> {
+        #[cfg(any(feature = "cuda", feature = "wgpu"))]
+        {
+            use burn::backend::DispatchDevice;
+            let gpu_known = known_usable(BackendKind::Cuda) || known_usable(BackendKind::Wgpu);
+            if !gpu_known || !is_cubecl(device) {
+                return None;
+            }
+            let DispatchDevice::Cube(cube) = device.clone().without_autodiff().as_dispatch().clone() else { return None };
+            let service = catch_silently(|| cube.client().service_id()).ok()?;
+            #[cfg(feature = "cuda")]
+            if let Some(asker) = asker_for::<<cubecl::cuda::CudaRuntime as cubecl_runtime::runtime::Runtime>::Server>(service) {
+                return Some(asker);
+            }
+            #[cfg(feature = "wgpu")]
+            if let Some(asker) = asker_for::<<cubecl::wgpu::WgpuRuntime as cubecl_runtime::runtime::Runtime>::Server>(service) {
+                return Some(asker);
+            }
+            None
+        }
+        #[cfg(not(any(feature = "cuda", feature = "wgpu")))]
+        {
+            let _ = device;
+            None
+        }
+    }
+
+    /// Queues the question; `None` when it could not be queued.
+    pub fn ask(&self) -> Option<PendingUsage> {
+        #[cfg(any(feature = "cuda", feature = "wgpu"))]
+        {
+            let (tx, answer) = std::sync::mpsc::sync_channel(1);
+            catch_silently(|| (self.submit)(tx)).ok()?;
+            Some(PendingUsage { answer })
+        }
+        #[cfg(not(any(feature = "cuda", feature = "wgpu")))]
+        None
+    }
+}
+
+/// An asker through the device queue of the server type `S`, when `service` is one of `S`.
+#[cfg(any(feature = "cuda", feature = "wgpu"))]
+fn asker_for<S>(service: cubecl_common::device::ServiceId) -> Option<MemoryAsker>
+where
+    S: cubecl::server::Server + cubecl_common::device::DeviceService,
+{
+    if service.service != std::any::TypeId::of::<S>() {
+        return None;
+    }
+    // The server is registered already (the client above reached it): this finds its queue.
+    let handle = catch_silently(|| cubecl_common::device_handle::DeviceHandle::<S>::new(service.device)).ok()?;
+    Some(MemoryAsker {
+        submit: Box::new(move |tx| {
+            handle.submit(move |server: &mut S| {
+                let report = cubecl::MemoryReport {
+                    streams: server.stream_ids().into_iter().filter_map(|id| server.memory_report(id)).collect(),
+                };
+                let u = report.usage();
+                let _ = tx.send(MemorySnapshot {
+                    bytes_in_use: u.bytes_in_use,
+                    bytes_padding: u.bytes_padding,
+                    bytes_reserved: u.bytes_reserved,
+                    allocations: u.number_allocs,
+                });
+            });
+            // A task is written to the queue's buffer; the server looks at it once flushed.
+            handle.flush_queue();
+        }),
+    })
+}
+
 /// Runs `ask` on a cubecl device that a probe or a selection opened in this process (`None`
 /// otherwise, and for a panic, logged as `what` panicking).
 fn query(device: &Device, what: &str, ask: impl FnOnce(&Device) -> Option<MemorySnapshot>) -> Option<MemorySnapshot> {

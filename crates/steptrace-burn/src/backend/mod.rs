@@ -51,7 +51,8 @@ pub use adapter::WgpuTarget;
 pub(crate) use guard::{catch_silently, panic_message};
 pub use cache::{configure_cubecl_cache, count_cache_files, AutotuneLevel, CacheConfig, CacheState};
 pub use memory::{
-    memory_in_use, memory_limits, memory_usage, memory_usage_after_sync, pool_largest_allocations, MemoryLimits, MemorySnapshot,
+    memory_in_use, memory_limits, memory_usage, memory_usage_after_sync, pool_largest_allocations, MemoryAsker, MemoryLimits, MemorySnapshot,
+    PendingUsage,
 };
 pub use probe::{cuda_kernel_compiler, probe, probe_all, Probe};
 pub use select::{select, Selection};
