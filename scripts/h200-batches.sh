@@ -72,7 +72,7 @@ st_run_capped mlp-memory "${MEMORY_CAP:-60}" "$B" "${common[@]}" --model mlp --d
   --json mlp-memory.json
 # One short run whose summary times the memory samples: the helper's query and the training
 # thread's share of each step-start sample.
-ST_DEBUG_MEM=1 CAP=60 st_train memory-queries --model mlp --dataset digits --batch 256 --steps 80 --device-activity off --memory \
+CAP=60 st_train memory-queries --model mlp --dataset digits --batch 256 --steps 80 --device-activity off --memory \
   --schedule skip_first=20,wait=2,warmup=1,active=3
 python3 -c 'import json,sys; print("memory:", json.load(open(sys.argv[1]))["memory"])' "$R/memory-queries.json" \
   | tee -a "$R/rc.txt" || true

@@ -80,6 +80,11 @@ mod tests {
         // After a sync, cubecl asked directly (the step-end sample's way) answers what burn's
         // fusion-draining query answers.
         assert_eq!(crate::backend::memory_usage_after_sync(&device), crate::backend::memory_usage(&device));
+        // Asked through the device's queue without waiting, the answer is the same.
+        if let Some(asker) = crate::backend::MemoryAsker::new(&device) {
+            let pending = asker.ask().expect("the question is queued");
+            assert_eq!(pending.wait(), crate::backend::memory_usage_after_sync(&device));
+        }
         let values = sum.into_data().try_to_vec::<f32>().unwrap_or_default();
         let doubled = live.into_data().try_to_vec::<f32>().unwrap_or_default();
         assert_eq!(doubled, vec![22.0, 44.0, 66.0]);
@@ -123,6 +128,21 @@ mod tests {
         assert_eq!(values, vec![11.0, 22.0, 33.0]);
         assert!(name.contains("wgpu"), "{name}");
         assert!(mem.is_some_and(|m| m > 0), "wgpu memory should be observable: {mem:?}");
+
+        // A question asked ahead is answered behind the tasks queued before it and ahead of
+        // those queued after: 4 MiB made after asking are not in its answer, and are in the
+        // next query's.
+        let device = s.device().expect("compiled in").autodiff();
+        let asker = crate::backend::MemoryAsker::new(&device).expect("wgpu's queue is reachable");
+        let before = crate::backend::memory_usage_after_sync(&device).expect("observed").bytes_in_use;
+        let pending = asker.ask().expect("the question is queued");
+        let big = Tensor::<1>::from_data(TensorData::from(vec![1.0f32; 1 << 20].as_slice()), &device);
+        crate::sync::sync(&device).expect("device sync");
+        let after = crate::backend::memory_usage_after_sync(&device).expect("observed").bytes_in_use;
+        let asked = pending.wait().expect("answered").bytes_in_use;
+        assert_eq!(asked, before, "the answer holds what the device held when it was asked");
+        assert!(after >= before + (4 << 20), "the tensor made after asking is allocated: {before} -> {after}");
+        drop(big);
     }
 
     /// Where CUDA works (skipped elsewhere): the same job through cubecl's CUDA runtime.
