@@ -263,8 +263,8 @@ impl<'a> Job<'a> {
     /// One step: read, transfer, train or serve, sync, record.
     fn one_step<M: StepModel>(&mut self, step: u64, state: &mut Loop<M>, step_start: Instant, setup_ms: f64) -> Result<StepRecord> {
         let cfg = self.cfg;
-        // A recorded step's memory is sampled at its start: the helper asks the allocator while
-        // this thread reads the batch, which touches no device (crate::memory).
+        // A recorded step's memory is sampled at its start, before the batch is copied: the
+        // question asked at the end of the step before is answered meanwhile (crate::memory).
         if let Some(memory) = &mut state.memory {
             memory.begin_step(self.profiler.as_ref().is_some_and(|p| matches!(p.action(), Action::Record | Action::RecordAndSave)));
         }
@@ -334,7 +334,7 @@ impl<'a> Job<'a> {
         }
         if let Some(memory) = &mut state.memory {
             // The next step's start sample, asked now so that its answer is ready then.
-            let next = self.profiler.as_ref().is_some_and(|p| p.schedule().action(p.step_num() + 1).records());
+            let next = step + 1 < cfg.steps && self.profiler.as_ref().is_some_and(|p| p.schedule().action(p.step_num() + 1).records());
             memory.ask_ahead(next);
         }
         let step_end = Instant::now();

@@ -108,7 +108,7 @@ impl PendingUsage {
     /// the device thread dropped the question (its task panicked).
     pub fn wait(self) -> Option<MemorySnapshot> {
         use std::sync::mpsc::TryRecvError;
-        for round in 0u32..2_000 {
+        for round in 0u32..1_200 {
             match self.answer.try_recv() {
                 Ok(m) => return Some(m),
                 Err(TryRecvError::Disconnected) => return None,
