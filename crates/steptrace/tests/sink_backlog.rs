@@ -57,6 +57,9 @@ fn spans_without_fields_have_no_args_and_fields_are_kept() {
     if std::env::var_os("STEPTRACE_LINGER").is_none() {
         assert_eq!(metadata["writer_linger"], "polls every 500 µs", "{metadata}");
     }
+    if std::env::var_os("STEPTRACE_SPANS").is_none() {
+        assert!(metadata.get("span_filter").is_none(), "no experiment, no span filter: {metadata}");
+    }
 }
 
 #[test]

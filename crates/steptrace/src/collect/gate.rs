@@ -80,7 +80,14 @@ pub(crate) struct Shared {
     pub(crate) batches: super::batch::Batches,
     /// Whether spans' fields are written as `args`.
     include_args: bool,
+    /// An experiment ([`SPANS_ENV`]`=steps`): only the `ProfilerStep` spans are made while
+    /// collecting, so that a step's cost can be split between its spans and the rest.
+    only_steps: bool,
 }
+
+/// An experiment's knob: `steps` keeps only the `ProfilerStep` spans while collecting (events,
+/// counters included, are kept); every trace's `span_filter` says so. Anything else: every span.
+pub(crate) const SPANS_ENV: &str = "STEPTRACE_SPANS";
 
 impl Shared {
     pub(crate) fn new(include_args: bool) -> Shared {
@@ -93,7 +100,19 @@ impl Shared {
             sink_id: NEXT_SINK.fetch_add(1, Ordering::Relaxed),
             lost_events: AtomicU64::new(0),
             backlog: super::backlog::Backlog::default(),
+            only_steps: std::env::var(SPANS_ENV).is_ok_and(|v| v.trim() == "steps"),
         }
+    }
+
+    /// What the trace's metadata says of [`SPANS_ENV`] (`None`: every span is kept).
+    pub(crate) fn span_filter(&self) -> Option<String> {
+        self.only_steps.then(|| format!("{SPANS_ENV}=steps: only the ProfilerStep spans were made (an experiment)"))
+    }
+
+    /// Whether `meta` is a span the [`SPANS_ENV`] experiment leaves out.
+    #[inline]
+    fn left_out(&self, meta: &Metadata<'_>) -> bool {
+        self.only_steps && meta.is_span() && !(meta.name() == STEP_SPAN && meta.target() == TARGET)
     }
 
     pub(crate) fn set_action(&self, action: Action) {
@@ -168,7 +187,7 @@ impl GateFilter {
 impl<S> Filter<S> for GateFilter {
     #[inline]
     fn enabled(&self, meta: &Metadata<'_>, _cx: &Context<'_, S>) -> bool {
-        self.shared.collecting() && self.targets.would_enable(meta.target(), meta.level())
+        self.shared.collecting() && self.targets.would_enable(meta.target(), meta.level()) && !self.shared.left_out(meta)
     }
 
     fn callsite_enabled(&self, meta: &'static Metadata<'static>) -> Interest {
@@ -260,7 +279,7 @@ where
         match &self.global {
             Some(targets) => {
                 let kept = self.shared.collecting() || (self.own_spans && meta.is_span() && meta.target() == TARGET);
-                kept && targets.would_enable(meta.target(), meta.level())
+                kept && targets.would_enable(meta.target(), meta.level()) && !self.shared.left_out(meta)
             }
             None => true,
         }

@@ -128,6 +128,9 @@ pub mod counters {
 pub mod meta {
     /// The metadata key that says how the writer thread waited between a window's steps.
     pub const WRITER_LINGER: &str = "writer_linger";
+    /// The metadata key present only when an experiment kept some spans out of the trace
+    /// (`STEPTRACE_SPANS=steps`).
+    pub const SPAN_FILTER: &str = "span_filter";
     /// Names a process track.
     pub const PROCESS_NAME: &str = "process_name";
     /// Labels a process track (shown under its name in Perfetto).

@@ -174,6 +174,10 @@ fn metadata(
         label_warnings: labels.into_warnings(),
         manifest,
         device_activity: None,
-        extra: serde_json::Map::from_iter([(meta::WRITER_LINGER.to_owned(), json!(context.linger.describe()))]),
+        extra: serde_json::Map::from_iter(
+            [(meta::WRITER_LINGER.to_owned(), json!(context.linger.describe()))]
+                .into_iter()
+                .chain(context.shared.span_filter().map(|f| (meta::SPAN_FILTER.to_owned(), json!(f)))),
+        ),
     }
 }
