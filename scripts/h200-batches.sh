@@ -15,7 +15,8 @@
 #
 #   bash scripts/h200-batches.sh
 #
-# Knobs: RUNS, BUDGET, CRITERION=0, HOST=0, MEMORY_CAP, CUPTI=0, TORCH=1, LINGER=1, CONVNET=0.
+# Knobs: RUNS, BUDGET, CRITERION=0, HOST=0, MEMORY=0, MEMORY_CAP, CUPTI=0, TORCH=1, LINGER=1, SPANS=1,
+# CONVNET=0.
 # Needs .devbin/steptrace.xz and .devbin/overhead.gz (.devbin/overhead-before.gz optional). What comes back: $OUT/h200-batches.tgz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -68,7 +69,7 @@ common=(bench --profile interleaved --backend cuda --runs "$RUNS" --cache-dir "$
   --schedule wait=7,warmup=1,active=2)
 [ "${HOST:-1}" = 1 ] && st_run_capped mlp-host 120 "$B" "${common[@]}" --model mlp --dataset digits --device-activity off --baseline \
   --json mlp-host.json
-st_run_capped mlp-memory "${MEMORY_CAP:-60}" "$B" "${common[@]}" --model mlp --dataset digits --device-activity off --memory \
+[ "${MEMORY:-1}" = 1 ] && st_run_capped mlp-memory "${MEMORY_CAP:-60}" "$B" "${common[@]}" --model mlp --dataset digits --device-activity off --memory \
   --json mlp-memory.json
 # One short run whose summary times the memory samples: the helper's query and the training
 # thread's share of each step-start sample.
@@ -93,6 +94,12 @@ if [ "${LINGER:-0}" = 1 ]; then
     st_run_capped "mlp-linger-$setting" 120 env STEPTRACE_LINGER=$setting "$B" "${common[@]}" --model mlp \
       --dataset digits --device-activity off --baseline --json "mlp-linger-$setting.json"
   done
+fi
+# With SPANS=1: the MLP with only the ProfilerStep spans made (STEPTRACE_SPANS=steps): what a
+# recorded step costs without its spans.
+if [ "${SPANS:-0}" = 1 ]; then
+  st_run_capped mlp-steps-only 120 env STEPTRACE_SPANS=steps "$B" "${common[@]}" --model mlp \
+    --dataset digits --device-activity off --baseline --json mlp-steps-only.json
 fi
 [ "${CONVNET:-1}" = 1 ] && st_run_capped convnet-host 90 "$B" "${common[@]}" --model convnet --dataset fashion-mnist --device-activity off \
   --json convnet-host.json
