@@ -1,0 +1,153 @@
+//! What a training step's instrumentation costs the thread that runs it, span by span, as
+//! steptrace's training loop makes it: the step boundary (`Profiler::step`), `data.load` and
+//! `transfer.h2d` with their fields, `train.step`, `forward` with three layer spans, `loss`,
+//! `backward`, `optimizer` and `sync`. Between spans the thread spins for [`WORK_US`] (untimed);
+//! only the instrumentation is timed (each span's making and entering, its exit and drop, and
+//! the step boundary), so one iteration's figure is what one step pays.
+//!
+//! Two conditions: `recorded` (inside an active window, written to a size-capped file) and
+//! `wait` (the schedule's wait phase). Their difference is what recording adds to a step;
+//! the paired bench on a real model (`steptrace bench --profile interleaved`) is the figure
+//! that counts, this one says where it goes.
+//!
+//! Run with `cargo bench -p steptrace --bench step`; figures are kept in docs/benchmarks.md.
+
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use steptrace::format::names::{
+    BACKWARD, DATA_LOAD, FORWARD, LAYER_SPAN, LOSS, OPTIMIZER, SYNC, TARGET, TRAIN_STEP, TRANSFER_H2D,
+};
+use steptrace::{Profiler, Schedule};
+use tracing::span::EnteredSpan;
+use tracing::Dispatch;
+use tracing_subscriber::prelude::*;
+
+/// The untimed work between two instrumentation points, in µs; `STEP_BENCH_WORK_US` changes it
+/// (0 for a profile of the instrumentation alone).
+const WORK_US: u64 = 10;
+/// Bytes kept on disk before the rest is discarded.
+const CAP: u64 = 256 << 20;
+
+fn dispatch_for(schedule: &str, dir: &std::path::Path) -> (Dispatch, Profiler) {
+    let schedule: Schedule = schedule.parse().expect("schedule");
+    let (layer, profiler) = Profiler::builder(schedule)
+        .out_dir(dir)
+        .max_file_bytes(CAP)
+        .build_global()
+        .expect("profiler");
+    (Dispatch::new(tracing_subscriber::registry().with(layer)), profiler)
+}
+
+fn work() {
+    static WORK: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+    let work = *WORK.get_or_init(|| {
+        let us = std::env::var("STEP_BENCH_WORK_US").ok().and_then(|v| v.parse().ok());
+        Duration::from_micros(us.unwrap_or(WORK_US))
+    });
+    let start = Instant::now();
+    while start.elapsed() < work {
+        std::hint::spin_loop();
+    }
+}
+
+/// A step's instrumentation time, in total and by point (in the order of [`POINTS`]).
+#[derive(Default)]
+struct Times {
+    total: Duration,
+    by_point: Vec<Duration>,
+    next: usize,
+}
+
+/// The points [`one_step`] times, in order.
+const POINTS: &[&str] = &[
+    "step boundary", "data.load begin", "data.load end", "transfer.h2d begin", "transfer.h2d end",
+    "train.step begin", "forward begin", "hidden0 begin", "hidden0 end", "hidden1 begin", "hidden1 end",
+    "output begin", "output end", "forward end", "loss begin", "loss end", "backward begin", "backward end",
+    "optimizer begin", "optimizer end", "train.step end", "sync begin", "sync end",
+];
+
+/// Times `f` into `total` and into the next point.
+fn timed<T>(times: &mut Times, f: impl FnOnce() -> T) -> T {
+    let start = Instant::now();
+    let out = f();
+    let took = start.elapsed();
+    times.total += took;
+    if times.by_point.len() <= times.next {
+        times.by_point.resize(times.next + 1, Duration::ZERO);
+    }
+    times.by_point[times.next] += took;
+    times.next += 1;
+    out
+}
+
+/// A span around `WORK`, timed apart from it.
+fn around(total: &mut Times, enter: impl FnOnce() -> EnteredSpan) {
+    let span = timed(total, enter);
+    work();
+    timed(total, || drop(span));
+}
+
+/// One step; adds the time its instrumentation took to `t`.
+fn one_step(profiler: &mut Profiler, batch: u64, t: &mut Times) {
+    t.next = 0;
+    let t = &mut *t;
+    timed(t, || profiler.step());
+    work();
+    around(t, || tracing::info_span!(target: TARGET, DATA_LOAD, batch).entered());
+    work();
+    around(t, || {
+        tracing::info_span!(target: TARGET, TRANSFER_H2D, batch, input_bytes = 65_536u64, target_bytes = 1_024u64)
+            .entered()
+    });
+    let step = timed(t, || tracing::info_span!(target: TARGET, TRAIN_STEP).entered());
+    let forward = timed(t, || tracing::info_span!(target: TARGET, FORWARD).entered());
+    for name in ["hidden0", "hidden1", "output"] {
+        work();
+        around(t, || tracing::info_span!(target: TARGET, LAYER_SPAN, name).entered());
+    }
+    timed(t, || drop(forward));
+    around(t, || tracing::info_span!(target: TARGET, LOSS).entered());
+    around(t, || tracing::info_span!(target: TARGET, BACKWARD).entered());
+    around(t, || tracing::info_span!(target: TARGET, OPTIMIZER).entered());
+    timed(t, || drop(step));
+    around(t, || tracing::info_span!(target: TARGET, SYNC).entered());
+    work();
+}
+
+fn recorded_step(c: &mut Criterion) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut group = c.benchmark_group("training_step");
+    group.measurement_time(Duration::from_secs(5));
+    for (name, schedule) in [("wait", "skip_first=1000000000,active=1"), ("recorded", "wait=0,warmup=1,active=1000000000")] {
+        // The profiler's steps run on the thread that built it (its sink binds that thread).
+        let (dispatch, mut profiler) = dispatch_for(schedule, dir.path());
+        tracing::dispatcher::with_default(&dispatch, || {
+            profiler.start();
+            profiler.step(); // past a warmup step, where there is one
+            let mut batch = 0;
+            let mut times = Times::default();
+            let mut steps = 0u64;
+            group.bench_function(name, |b| {
+                b.iter_custom(|iters| {
+                    let before = times.total;
+                    for _ in 0..iters {
+                        batch += 1;
+                        one_step(&mut profiler, batch, &mut times);
+                    }
+                    steps += iters;
+                    times.total - before
+                })
+            });
+            // Where the step's time went, over every step run (warm-up included).
+            let per_step = |d: &Duration| d.as_nanos() as f64 / steps.max(1) as f64;
+            let points: Vec<String> = POINTS.iter().zip(&times.by_point).map(|(p, d)| format!("{p} {:.0}", per_step(d))).collect();
+            println!("training_step/{name}: ns a step by point: {}", points.join(", "));
+        });
+        drop(profiler);
+    }
+    group.finish();
+}
+
+criterion_group!(benches, recorded_step);
+criterion_main!(benches);
