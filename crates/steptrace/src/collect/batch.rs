@@ -185,6 +185,12 @@ impl Batches {
 
     /// Whether `thread` enters the step spans.
     #[inline]
+    /// How many batches were handed over so far.
+    #[cfg(test)]
+    pub(crate) fn handed_over(&self) -> u64 {
+        self.next_id.load(Ordering::Relaxed)
+    }
+
     pub(crate) fn is_stepping(&self, thread: u64) -> bool {
         self.stepping.load(Ordering::Relaxed) == thread
     }

@@ -46,7 +46,7 @@ use tracing_subscriber::registry::LookupSpan;
 use crate::schedule::Action;
 
 pub use crate::format::names::{STEP_SPAN, TARGET};
-use crate::format::names::{LAYER_NAME_CHARS, LAYER_SPAN};
+use crate::format::names::LAYER_SPAN;
 
 static NEXT_SINK: AtomicU64 = AtomicU64::new(1);
 
@@ -63,6 +63,8 @@ thread_local! {
 }
 
 pub(crate) use super::threads::{tagged_category, thread_name};
+pub(crate) use super::args::{LayerName, MessageVisitor, StepNumber};
+use super::args::{Fields, LayerVisitor, SpanArgs, StepVisitor};
 use super::batch::{NameSource, Ph};
 use super::threads::thread_id;
 
@@ -83,6 +85,10 @@ pub(crate) struct Shared {
     /// An experiment ([`SPANS_ENV`]`=steps`): only the `ProfilerStep` spans are made while
     /// collecting, so that a step's cost can be split between its spans and the rest.
     only_steps: bool,
+    /// Set by the profiler while it ends a step whose next step writes to the same file: that
+    /// step's end waits in the stepping thread's buffer and goes to the writer with the next
+    /// step's begin, one hand-over a step instead of two.
+    step_end_waits: AtomicBool,
 }
 
 /// An experiment's knob: `steps` keeps only the `ProfilerStep` spans while collecting (events,
@@ -101,7 +107,13 @@ impl Shared {
             lost_events: AtomicU64::new(0),
             backlog: super::backlog::Backlog::default(),
             only_steps: std::env::var(SPANS_ENV).is_ok_and(|v| v.trim() == "steps"),
+            step_end_waits: AtomicBool::new(false),
         }
+    }
+
+    /// Whether the step that ends now leaves its end for the next step's begin to hand over.
+    pub(crate) fn set_step_end_waits(&self, waits: bool) {
+        self.step_end_waits.store(waits, Ordering::Release);
     }
 
     /// What the trace's metadata says of [`SPANS_ENV`] (`None`: every span is kept).
@@ -244,25 +256,6 @@ where
     }
 }
 
-/// The step number of a `ProfilerStep` span, used to render its name.
-pub(crate) struct StepNumber(pub(crate) u64);
-
-struct StepVisitor(Option<u64>);
-
-impl tracing_core::field::Visit for StepVisitor {
-    fn record_u64(&mut self, field: &tracing_core::Field, value: u64) {
-        if field.name() == "step" {
-            self.0 = Some(value);
-        }
-    }
-    fn record_i64(&mut self, field: &tracing_core::Field, value: i64) {
-        if field.name() == "step" {
-            self.0 = u64::try_from(value).ok();
-        }
-    }
-    fn record_debug(&mut self, _field: &tracing_core::Field, _value: &dyn std::fmt::Debug) {}
-}
-
 impl<S> Layer<S> for GateLayer<S>
 where
     S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
@@ -318,15 +311,24 @@ where
         // tracing-chrome (threaded style) only keeps a span's args here: a
         // span without fields has none, now or later, and its events come out
         // the same without the empty args object it would store.
-        // A span's fields are kept twice, for the stepping thread's records and for
-        // tracing-chrome, since a span made on one thread may be entered on another.
+        // A span's fields are kept for the stepping thread's records and, since a span made on
+        // one thread may be entered on another, for tracing-chrome too; but steptrace's own
+        // spans are entered where they are made, and those of the stepping thread never reach
+        // tracing-chrome, so they skip its copy (a map, a key and a text per field).
+        // (Should such a span be entered on another thread after all, tracing-chrome gets its
+        // copy then: `give_chrome_args`.)
         if self.shared.open_segment() != 0 && !meta.fields().is_empty() {
+            let skip_chrome = meta.target() == TARGET && self.stepping_here();
             if self.shared.include_args {
                 if let Some(span) = ctx.span(id) {
-                    span.extensions_mut().insert(SpanArgs::of(attrs));
+                    let mut args = SpanArgs::of(attrs);
+                    args.chrome_pending = skip_chrome;
+                    span.extensions_mut().insert(args);
                 }
             }
-            self.inner.on_new_span(attrs, id, ctx);
+            if !skip_chrome {
+                self.inner.on_new_span(attrs, id, ctx);
+            }
         }
     }
 
@@ -386,6 +388,7 @@ where
         if !self.stepping_here() {
             self.shared.backlog.send_one();
             if begin {
+                self.give_chrome_args(id, &ctx);
                 self.inner.on_enter(id, ctx);
             } else {
                 self.inner.on_exit(id, ctx);
@@ -393,12 +396,43 @@ where
             return;
         }
         let kept = self.keep(id, &ctx, segment, begin);
-        // A step's end hands its spans over before the profiler may close the segment; its
-        // begin is handed over at once too, so that the profiler's flush puts it in the partial
-        // file and a run that hangs or is killed inside a step leaves the step it was in.
-        if kept.full || kept.step {
+        // A step's begin hands the thread's records over at once, so that the profiler's flush
+        // puts it in the partial file and a run that hangs or is killed inside a step leaves
+        // the step it was in. Its end does too, before the profiler may close the segment,
+        // unless the next step writes to the same file: then the next begin takes both.
+        let end_waits = !begin && self.shared.step_end_waits.load(Ordering::Acquire);
+        if kept.full || (kept.step && !end_waits) {
             self.hand_over(segment, &ctx);
         }
+    }
+
+    /// Gives tracing-chrome the fields of a span made on the stepping thread, whose copy it
+    /// skipped, before another thread enters the span: one field at a time, the first as the
+    /// span's attributes and the rest as records, each with the text it had.
+    fn give_chrome_args(&self, id: &Id, ctx: &Context<'_, S>) {
+        let Some(span) = ctx.span(id) else { return };
+        let meta = span.metadata();
+        if meta.target() != TARGET || meta.fields().is_empty() {
+            return;
+        }
+        let fields = match span.extensions_mut().get_mut::<SpanArgs>() {
+            Some(args) if args.chrome_pending => {
+                args.chrome_pending = false;
+                args.fields.clone()
+            }
+            _ => return,
+        };
+        let mut first = true;
+        fields.each(|name, value| {
+            let Some(field) = meta.fields().field(name) else { return };
+            let values = [(&field, Some(value))];
+            let set = meta.fields().value_set(&values);
+            if std::mem::take(&mut first) {
+                self.inner.on_new_span(&Attributes::new(meta, &set), id, ctx.clone());
+            } else {
+                self.inner.on_record(id, &Record::new(&set), ctx.clone());
+            }
+        });
     }
 
     #[inline]
@@ -433,9 +467,9 @@ where
     fn keep_event(&self, event: &Event<'_>, segment: u64) -> bool {
         let name = crate::sink::event_name(event);
         let args = self.shared.include_args.then(|| {
-            let mut fields = serde_json::Map::new();
-            event.record(&mut ArgsVisitor(&mut fields));
-            serde_json::to_string(&fields).unwrap_or_default()
+            let mut fields = Fields::default();
+            event.record(&mut fields);
+            fields.to_json()
         });
         let (sink, thread) = (self.shared.sink_id, thread_id());
         let args = args.as_deref().filter(|text| *text != "{}");
@@ -464,73 +498,6 @@ struct Kept {
     step: bool,
 }
 
-/// A span's fields for the stepping thread's records, as the Chrome layer writes them: each
-/// field's `Debug` text (see `batch`).
-struct SpanArgs {
-    fields: serde_json::Map<String, serde_json::Value>,
-    text: String,
-}
-
-impl SpanArgs {
-    fn of(attrs: &Attributes<'_>) -> SpanArgs {
-        let mut args = SpanArgs { fields: serde_json::Map::new(), text: String::new() };
-        attrs.record(&mut ArgsVisitor(&mut args.fields));
-        args.text = serde_json::to_string(&args.fields).unwrap_or_default();
-        args
-    }
-
-    fn record(&mut self, values: &Record<'_>) {
-        values.record(&mut ArgsVisitor(&mut self.fields));
-        self.text = serde_json::to_string(&self.fields).unwrap_or_default();
-    }
-}
-
-struct ArgsVisitor<'a>(&'a mut serde_json::Map<String, serde_json::Value>);
-
-impl tracing_core::field::Visit for ArgsVisitor<'_> {
-    fn record_debug(&mut self, field: &tracing_core::Field, value: &dyn std::fmt::Debug) {
-        self.0.insert(field.name().to_owned(), format!("{value:?}").into());
-    }
-}
-
-/// Reads the `message` field of an event.
-/// The name a [`LAYER_SPAN`] is written under.
-pub(crate) struct LayerName(pub(crate) String);
-
-/// Reads a layer span's `name` field: printable, at most [`LAYER_NAME_CHARS`] characters.
-struct LayerVisitor(Option<String>);
-
-impl tracing_core::field::Visit for LayerVisitor {
-    fn record_str(&mut self, field: &tracing_core::Field, value: &str) {
-        if field.name() == "name" {
-            let name: String =
-                value.chars().filter(|c| !c.is_control()).take(LAYER_NAME_CHARS).collect();
-            if !name.trim().is_empty() {
-                self.0 = Some(name);
-            }
-        }
-    }
-    fn record_debug(&mut self, field: &tracing_core::Field, value: &dyn std::fmt::Debug) {
-        if self.0.is_none() {
-            tracing_core::field::Visit::record_str(self, field, &format!("{value:?}"));
-        }
-    }
-}
-
-pub(crate) struct MessageVisitor(pub(crate) Option<String>);
-
-impl tracing_core::field::Visit for MessageVisitor {
-    fn record_str(&mut self, field: &tracing_core::Field, value: &str) {
-        if field.name() == "message" {
-            self.0 = Some(value.to_owned());
-        }
-    }
-    fn record_debug(&mut self, field: &tracing_core::Field, value: &dyn std::fmt::Debug) {
-        if field.name() == "message" {
-            self.0 = Some(format!("{value:?}"));
-        }
-    }
-}
 
 #[cfg(test)]
 mod tests {
@@ -562,6 +529,39 @@ mod tests {
         });
         // tracing-subscriber keeps spans that only per-layer filters reject.
         assert!(!disabled);
+    }
+
+    #[test]
+    fn a_recorded_step_hands_its_records_over_once_and_every_step_is_written_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        // Two windows of three recorded steps each, then a step outside them.
+        let schedule: Schedule = "wait=1,warmup=1,active=3,repeat=2".parse().unwrap();
+        let (layer, mut profiler) = Profiler::builder(schedule).out_dir(dir.path()).build_global().unwrap();
+        let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+        let saved = tracing::dispatcher::with_default(&dispatch, || {
+            profiler.start();
+            for _ in 0..11 {
+                drop(tracing::info_span!(target: "steptrace", "forward", batch = 3u64).entered());
+                profiler.step();
+            }
+            let handed = profiler.shared().batches.handed_over();
+            // 8 collecting steps (2 x warmup and 3 active): one hand-over at each begin, and one
+            // at the end of each window's last step, whose next step writes elsewhere.
+            assert_eq!(handed, 8 + 2, "hand-overs");
+            profiler.finish().unwrap()
+        });
+        assert_eq!(saved.len(), 2);
+        for trace in &saved {
+            let text = std::fs::read_to_string(&trace.path).unwrap();
+            let file: serde_json::Value = serde_json::from_str(&text).unwrap();
+            let events = file["traceEvents"].as_array().unwrap();
+            let complete = |name: &str| {
+                events.iter().filter(|e| e["ph"] == "X" && e["name"].as_str().is_some_and(|n| n.starts_with(name))).count()
+            };
+            assert_eq!(complete("ProfilerStep#"), 3, "{text}");
+            assert_eq!(complete("forward"), 3, "{text}");
+            assert!(events.iter().any(|e| e["name"] == "forward" && e["args"]["batch"] == "3"), "{text}");
+        }
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! advances them ([`Profiler`]), and the [`gate`] that decides, once, which
 //! spans are kept. The [sink](crate::sink) writes what the gate keeps.
 
+mod args;
 pub(crate) mod backlog;
 pub(crate) mod batch;
 mod builder;

@@ -165,8 +165,14 @@ impl Profiler {
         if !self.core.started {
             self.start();
         }
-        self.current.take();
         let prev = self.core.action;
+        // Ending a step whose next one writes to the same file (the schedule says so before
+        // any capture request is read, and a request cannot end a cycle early): its end is
+        // handed to the writer with the next step's begin.
+        let same_file = prev.collects() && prev != Action::RecordAndSave && self.core.action_at(self.core.step + 1).collects();
+        self.core.shared.set_step_end_waits(same_file);
+        self.current.take();
+        self.core.shared.set_step_end_waits(false);
         self.core.step += 1;
         if let Some(on_demand) = &mut self.core.on_demand {
             on_demand.at_boundary(self.core.step);
@@ -177,10 +183,18 @@ impl Profiler {
             }
         }
         let next = self.core.action_at(self.core.step);
-        if prev.collects() && (prev == Action::RecordAndSave || !next.collects()) {
+        let closes = prev.collects() && (prev == Action::RecordAndSave || !next.collects());
+        debug_assert!(!(same_file && closes), "a step's end waited for a begin in a file that closed");
+        if closes {
             self.close_segment(false);
         }
         self.enter_step(next);
+    }
+
+    /// The state the gate shares, for tests.
+    #[cfg(test)]
+    pub(crate) fn shared(&self) -> &crate::gate::Shared {
+        &self.core.shared
     }
 
     /// The current step number (the `N` of `ProfilerStep#N`).
