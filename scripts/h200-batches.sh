@@ -17,7 +17,7 @@
 #
 # Knobs: RUNS, BUDGET, CRITERION=0, HOST=0, MEMORY=0, MEMORY_CAP, CUPTI=0, TORCH=1, LINGER=1, SPANS=1,
 # CONVNET=0.
-# Needs .devbin/steptrace.xz and .devbin/overhead.gz (.devbin/overhead-before.gz optional). What comes back: $OUT/h200-batches.tgz.
+# Needs .devbin/steptrace.xz and .devbin/overhead.gz (.devbin/overhead-before.gz, .devbin/step.gz and step-before.gz optional). What comes back: $OUT/h200-batches.tgz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
@@ -39,6 +39,14 @@ if [ -x "$W/bin/overhead" ] && [ "${CRITERION:-1}" = 1 ]; then
   # The sink's rate, spans emitted on a thread that is not the stepping one (tracing-chrome's
   # path) and on the stepping thread (batches), beside tracing-chrome alone.
   st_run_capped sink-rate 80 "$W/bin/overhead" --bench 'sink/' --noplot
+fi
+# What a training step's instrumentation costs its thread, point by point, recorded against
+# wait (the `step` bench), when carried (.devbin/step.gz).
+if [ -x "$W/bin/step" ]; then
+  st_run_capped step-bench 40 "$W/bin/step" --bench --noplot --warm-up-time 1 --measurement-time 4
+fi
+if [ -x "$W/bin/step-before" ]; then
+  st_run_capped step-bench-before 40 "$W/bin/step-before" --bench --noplot --warm-up-time 1 --measurement-time 4
 fi
 # The same criterion groups built from the tree before batches, when carried (.devbin/overhead-before.gz).
 if [ -x "$W/bin/overhead-before" ]; then
