@@ -5,8 +5,10 @@
 //! only the instrumentation is timed (each span's making and entering, its exit and drop, and
 //! the step boundary), so one iteration's figure is what one step pays.
 //!
-//! Two conditions: `recorded` (inside an active window, written to a size-capped file) and
-//! `wait` (the schedule's wait phase). Their difference is what recording adds to a step;
+//! Three conditions: `recorded` (inside an active window, written to a size-capped file),
+//! `wait` (the schedule's wait phase) and `registry_alone` (tracing's registry with no layer:
+//! every span made, nothing kept, the floor under any recording made of `tracing` spans).
+//! `recorded` less `wait` is what recording adds to a step;
 //! the paired bench on a real model (`steptrace bench --profile interleaved`) is the figure
 //! that counts, this one says where it goes.
 //!
@@ -90,9 +92,14 @@ fn around(total: &mut Times, enter: impl FnOnce() -> EnteredSpan) {
 
 /// One step; adds the time its instrumentation took to `t`.
 fn one_step(profiler: &mut Profiler, batch: u64, t: &mut Times) {
+    one_step_with(&mut || profiler.step(), batch, t);
+}
+
+/// One step whose boundary is `step`.
+fn one_step_with(step: &mut dyn FnMut(), batch: u64, t: &mut Times) {
     t.next = 0;
     let t = &mut *t;
-    timed(t, || profiler.step());
+    timed(t, step);
     work();
     around(t, || tracing::info_span!(target: TARGET, DATA_LOAD, batch).entered());
     work();
@@ -113,6 +120,13 @@ fn one_step(profiler: &mut Profiler, batch: u64, t: &mut Times) {
     timed(t, || drop(step));
     around(t, || tracing::info_span!(target: TARGET, SYNC).entered());
     work();
+}
+
+/// Where the step's time went, over every step run (warm-up included).
+fn print_points(name: &str, times: &Times, steps: u64) {
+    let per_step = |d: &Duration| d.as_nanos() as f64 / steps.max(1) as f64;
+    let points: Vec<String> = POINTS.iter().zip(&times.by_point).map(|(p, d)| format!("{p} {:.0}", per_step(d))).collect();
+    println!("training_step/{name}: ns a step by point: {}", points.join(", "));
 }
 
 fn recorded_step(c: &mut Criterion) {
@@ -139,13 +153,35 @@ fn recorded_step(c: &mut Criterion) {
                     times.total - before
                 })
             });
-            // Where the step's time went, over every step run (warm-up included).
-            let per_step = |d: &Duration| d.as_nanos() as f64 / steps.max(1) as f64;
-            let points: Vec<String> = POINTS.iter().zip(&times.by_point).map(|(p, d)| format!("{p} {:.0}", per_step(d))).collect();
-            println!("training_step/{name}: ns a step by point: {}", points.join(", "));
+            print_points(name, &times, steps);
         });
         drop(profiler);
     }
+    // The floor under any recording: tracing's registry alone, every span made, nothing kept.
+    // A step boundary here is nothing but a `ProfilerStep` span's end and the next one's begin.
+    let registry = Dispatch::new(tracing_subscriber::registry());
+    tracing::dispatcher::with_default(&registry, || {
+        let mut batch = 0;
+        let mut times = Times::default();
+        let mut steps = 0u64;
+        let mut current = None;
+        group.bench_function("registry_alone", |b| {
+            b.iter_custom(|iters| {
+                let before = times.total;
+                for _ in 0..iters {
+                    batch += 1;
+                    let mut step = || {
+                        current.take();
+                        current = Some(tracing::info_span!(target: TARGET, "ProfilerStep", step = batch).entered());
+                    };
+                    one_step_with(&mut step, batch, &mut times);
+                }
+                steps += iters;
+                times.total - before
+            })
+        });
+        print_points("registry_alone", &times, steps);
+    });
     group.finish();
 }
 

@@ -444,10 +444,18 @@ where
     fn keep(&self, id: &Id, ctx: &Context<'_, S>, segment: u64, begin: bool) -> Kept {
         let Some(span) = ctx.span(id) else { return Kept { full: false, step: false } };
         let meta = span.metadata();
+        let ph = if begin { Ph::Begin } else { Ph::End };
+        let record = |name, args| self.shared.batches.record(self.shared.sink_id, segment, thread_id(), meta, name, args, ph);
+        // A span without fields has neither a name of its own nor args: its extensions are not
+        // read (most of a step's spans).
+        if meta.fields().is_empty() {
+            return Kept { full: record(NameSource::Static, None), step: false };
+        }
         let extensions = span.extensions();
-        let step = meta.target() == TARGET && meta.name() == STEP_SPAN;
+        let ours = meta.target() == TARGET;
+        let step = ours && meta.name() == STEP_SPAN;
         // Named as the Chrome layer's `render_name` names them.
-        let name = if meta.target() != TARGET {
+        let name = if !ours {
             NameSource::Static
         } else if step {
             extensions.get::<StepNumber>().map_or(NameSource::Static, |n| NameSource::Step(n.0))
@@ -457,9 +465,7 @@ where
             NameSource::Static
         };
         let args = extensions.get::<SpanArgs>().map(|a| a.text.as_str()).filter(|text| *text != "{}");
-        let ph = if begin { Ph::Begin } else { Ph::End };
-        let full = self.shared.batches.record(self.shared.sink_id, segment, thread_id(), meta, name, args, ph);
-        Kept { full, step }
+        Kept { full: record(name, args), step }
     }
 
     /// Keeps an event of the stepping thread, named and with its fields as the Chrome layer
