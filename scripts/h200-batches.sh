@@ -44,6 +44,9 @@ fi
 # wait (the `step` bench), when carried (.devbin/step.gz).
 if [ -x "$W/bin/step" ]; then
   st_run_capped step-bench 40 "$W/bin/step" --bench --noplot --warm-up-time 1 --measurement-time 4
+  # The same with 8 MiB written between points, as a model's work evicts the caches in situ.
+  st_run_capped step-bench-evict 60 env STEP_BENCH_EVICT_KB=8192 "$W/bin/step" --bench --noplot --warm-up-time 1 \
+    --measurement-time 4
 fi
 if [ -x "$W/bin/step-before" ]; then
   st_run_capped step-bench-before 40 "$W/bin/step-before" --bench --noplot --warm-up-time 1 --measurement-time 4

@@ -26,7 +26,7 @@ use tracing::Dispatch;
 use tracing_subscriber::prelude::*;
 
 /// The untimed work between two instrumentation points, in µs; `STEP_BENCH_WORK_US` changes it
-/// (0 for a profile of the instrumentation alone).
+/// (0 for a profile of the instrumentation alone). See also [`evict`].
 const WORK_US: u64 = 10;
 /// Bytes kept on disk before the rest is discarded.
 const CAP: u64 = 256 << 20;
@@ -41,6 +41,18 @@ fn dispatch_for(schedule: &str, dir: &std::path::Path) -> (Dispatch, Profiler) {
     (Dispatch::new(tracing_subscriber::registry().with(layer)), profiler)
 }
 
+/// `STEP_BENCH_EVICT_KB`: the work between points also writes a buffer of this many KiB, as a
+/// model's work does to the caches between a real step's spans (0, the default: it only spins).
+fn evict() -> Option<&'static std::sync::Mutex<Vec<u8>>> {
+    static BUFFER: std::sync::OnceLock<Option<std::sync::Mutex<Vec<u8>>>> = std::sync::OnceLock::new();
+    BUFFER
+        .get_or_init(|| {
+            let kb: usize = std::env::var("STEP_BENCH_EVICT_KB").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+            (kb > 0).then(|| std::sync::Mutex::new(vec![0u8; kb * 1024]))
+        })
+        .as_ref()
+}
+
 fn work() {
     static WORK: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
     let work = *WORK.get_or_init(|| {
@@ -48,6 +60,13 @@ fn work() {
         Duration::from_micros(us.unwrap_or(WORK_US))
     });
     let start = Instant::now();
+    if let Some(buffer) = evict() {
+        let mut buffer = buffer.lock().expect("buffer");
+        for line in buffer.chunks_mut(64) {
+            line[0] = line[0].wrapping_add(1);
+        }
+        std::hint::black_box(&mut *buffer);
+    }
     while start.elapsed() < work {
         std::hint::spin_loop();
     }
