@@ -126,10 +126,13 @@ impl<'a> Job<'a> {
                 interrupted = Some(reason);
                 break;
             }
+            // The next step starts at its boundary: what the profiler does there (ending a
+            // recorded step, beginning the next, handing the records to the writer) is in the
+            // step it begins, as in the trace's `ProfilerStep` spans.
+            step_start = Instant::now();
             if let Some(profiler) = &mut self.profiler {
                 profiler.step();
             }
-            step_start = Instant::now();
         }
         let (traces, trace_errors) = self.finish_profiler();
         let held_out = match (&state.model, &state.eval_model) {
