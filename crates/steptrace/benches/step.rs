@@ -204,5 +204,47 @@ fn recorded_step(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, recorded_step);
+/// What opening a window costs the thread that steps: the `Profiler::step` that begins a
+/// cycle's warmup step (its file is created, the writer told), against the one that begins an
+/// active step of an open window. Each iteration runs one whole cycle (`wait=1,warmup=1,active=1`,
+/// a few spans a step, a wait step of 5 ms) and times one boundary of it.
+fn window_open(c: &mut Criterion) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut group = c.benchmark_group("window_boundary");
+    group.measurement_time(Duration::from_secs(8));
+    group.sample_size(20);
+    let (dispatch, mut profiler) = dispatch_for("wait=1,warmup=1,active=1", dir.path());
+    tracing::dispatcher::with_default(&dispatch, || {
+        profiler.start();
+        let spans = || {
+            for _ in 0..4 {
+                drop(tracing::info_span!(target: TARGET, FORWARD).entered());
+            }
+        };
+        // Boundaries of one cycle, from its wait step: into warmup (0), into active (1), out.
+        let mut cycle = |timed_boundary: usize| {
+            let mut took = Duration::ZERO;
+            // The wait step lasts long enough for the writer to finish the cycle before (it
+            // syncs the file), as a real run's steps do: otherwise this measures its backlog.
+            std::thread::sleep(Duration::from_millis(5));
+            spans();
+            for boundary in 0..3 {
+                let start = Instant::now();
+                profiler.step();
+                if boundary == timed_boundary {
+                    took = start.elapsed();
+                }
+                spans();
+            }
+            took
+        };
+        for (name, boundary) in [("into_warmup", 0), ("into_active", 1)] {
+            group.bench_function(name, |b| b.iter_custom(|iters| (0..iters).map(|_| cycle(boundary)).sum()));
+        }
+    });
+    drop(profiler);
+    group.finish();
+}
+
+criterion_group!(benches, recorded_step, window_open);
 criterion_main!(benches);

@@ -123,8 +123,13 @@ pub(crate) enum DeviceOutcome {
 /// on them): the first one is kept and reported when the segment ends.
 pub(crate) struct SegmentWriter {
     file: Option<File>,
+    /// The partial file is created on the writer thread, at the first write (see [`create`]).
+    ///
+    /// [`create`]: SegmentWriter::create
+    opening: Opening,
     partial: PathBuf,
-    header: Option<Vec<u8>>,
+    /// The cycle and its capture record, for the header written after the opening `[`.
+    header: Option<(u64, Option<Value>)>,
     error: Option<io::Error>,
     info: Arc<Mutex<SegmentInfo>>,
     context: Arc<SinkContext>,
@@ -137,8 +142,12 @@ pub(crate) struct SegmentWriter {
 }
 
 impl SegmentWriter {
-    /// Creates `NAME.partial` exclusively: an existing file is an error and
-    /// stays untouched.
+    /// A writer for `NAME.partial`. A name already taken (the final file or the partial one) is
+    /// an error here, so that the caller can choose another; the file itself is created
+    /// exclusively on tracing-chrome's writer thread, at the first write: creating a file costs
+    /// ext4 100 µs or more, which the step that opens a window would otherwise pay. Should the
+    /// name be taken in between (another process), nothing is overwritten: the cycle's error
+    /// says so.
     pub(crate) fn create(
         info: Arc<Mutex<SegmentInfo>>,
         context: Arc<SinkContext>,
@@ -152,19 +161,15 @@ impl SegmentWriter {
             return Err(Error::Exists { path: final_path });
         }
         let partial = partial_path(&final_path);
-        let file = OpenOptions::new().write(true).create_new(true).open(&partial).map_err(|source| {
-            if source.kind() == io::ErrorKind::AlreadyExists {
-                Error::Exists { path: partial.clone() }
-            } else {
-                Error::Write { path: final_path.clone(), kept: None, source }
-            }
-        })?;
-        let header = header_lines(&context, cycle, capture);
+        if partial.exists() {
+            return Err(Error::Exists { path: partial });
+        }
         let waits_at_start = context.shared.backlog.waits();
         Ok(SegmentWriter {
-            file: Some(file),
+            file: None,
+            opening: Opening::Pending,
             partial,
-            header: Some(header),
+            header: Some((cycle, capture)),
             error: None,
             info,
             context,
@@ -173,6 +178,23 @@ impl SegmentWriter {
             waits_at_start,
             expander: super::expand::Expander::default(),
         })
+    }
+
+    /// The partial file, created now if this is the first write.
+    fn open(&mut self) -> io::Result<&mut File> {
+        if self.opening == Opening::Pending {
+            self.opening = Opening::Failed;
+            let file = OpenOptions::new().write(true).create_new(true).open(&self.partial).map_err(|e| {
+                if e.kind() == io::ErrorKind::AlreadyExists {
+                    io::Error::new(e.kind(), format!("{} was created by someone else meanwhile: not overwritten", self.partial.display()))
+                } else {
+                    e
+                }
+            })?;
+            self.file = Some(file);
+            self.opening = Opening::Open;
+        }
+        self.file.as_mut().ok_or_else(|| io::Error::other("trace file already closed"))
     }
 
     fn write_file(&mut self, buf: &[u8]) -> io::Result<()> {
@@ -187,10 +209,7 @@ impl SegmentWriter {
                 ));
             }
         }
-        match self.file.as_mut() {
-            Some(file) => file.write_all(buf)?,
-            None => return Err(io::Error::other("trace file already closed")),
-        }
+        self.open()?.write_all(buf)?;
         self.written += buf.len() as u64;
         Ok(())
     }
@@ -211,6 +230,16 @@ impl SegmentWriter {
         self.expander = expander;
         result
     }
+}
+
+/// Where a segment's partial file stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Opening {
+    /// Not created yet: at the first write.
+    Pending,
+    Open,
+    /// Could not be created.
+    Failed,
 }
 
 /// Two metadata events written right after the opening `[`: the process name,
@@ -251,9 +280,9 @@ impl Write for SegmentWriter {
             return Ok(buf.len());
         }
         let result = match self.header.take() {
-            Some(header) if buf.starts_with(b"[\n") => self
+            Some((cycle, capture)) if buf.starts_with(b"[\n") => self
                 .write_file(b"[\n")
-                .and_then(|()| self.write_file(&header))
+                .and_then(|()| self.write_file(&header_lines(&self.context, cycle, capture)))
                 .and_then(|()| self.write_lines(&buf[2..], false)),
             _ => self.write_lines(buf, false),
         };
@@ -294,12 +323,20 @@ impl Drop for SegmentWriter {
         if let Err(err) = self.write_lines(&[], true) {
             self.error.get_or_insert(err);
         }
+        // A segment that never saw a write (tracing-chrome writes the opening `[` at once) still
+        // leaves its file.
+        if self.error.is_none() && self.opening == Opening::Pending {
+            if let Err(err) = self.open() {
+                self.error = Some(err);
+            }
+        }
         drop(self.file.take());
         let Ok(info) = self.info.lock() else { return };
         let result = match self.error.take() {
             Some(source) => Err(Error::Write {
                 path: info.final_path.clone(),
-                kept: crate::error::Kept::of(&self.partial),
+                // A partial file this writer did not create is not its to report, or remove.
+                kept: if self.opening == Opening::Open { crate::error::Kept::of(&self.partial) } else { None },
                 source,
             }),
             None => {
