@@ -16,7 +16,7 @@
 #   bash scripts/h200-batches.sh
 #
 # Knobs: RUNS, BUDGET, CRITERION=0, HOST=0, MEMORY=0, MEMORY_CAP, CUPTI=0, TORCH=1, LINGER=1, SPANS=1,
-# CONVNET=0.
+# CONVNET=0, EVICT=1.
 # Needs .devbin/steptrace.xz and .devbin/overhead.gz (.devbin/overhead-before.gz, .devbin/step.gz and step-before.gz optional). What comes back: $OUT/h200-batches.tgz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -43,9 +43,10 @@ fi
 # What a training step's instrumentation costs its thread, point by point, recorded against
 # wait (the `step` bench), when carried (.devbin/step.gz).
 if [ -x "$W/bin/step" ]; then
-  st_run_capped step-bench 40 "$W/bin/step" --bench --noplot --warm-up-time 1 --measurement-time 4
-  # The same with 8 MiB written between points, as a model's work evicts the caches in situ.
-  st_run_capped step-bench-evict 60 env STEP_BENCH_EVICT_KB=8192 "$W/bin/step" --bench --noplot --warm-up-time 1 \
+  st_run_capped step-bench 60 "$W/bin/step" --bench --noplot --warm-up-time 1 --measurement-time 4
+  # With EVICT=1, the same with 8 MiB written between points, as a model's work evicts the
+  # caches in situ.
+  [ "${EVICT:-0}" = 1 ] && st_run_capped step-bench-evict 60 env STEP_BENCH_EVICT_KB=8192 "$W/bin/step" --bench --noplot --warm-up-time 1 \
     --measurement-time 4
 fi
 if [ -x "$W/bin/step-before" ]; then
