@@ -17,11 +17,8 @@ use crate::format::names::{STEP_SPAN, TARGET};
 use crate::format::{Manifest, ManifestError};
 use crate::gate::Shared;
 use crate::schedule::{Action, Schedule};
-use crate::sink::{DeviceOutcome, FileNames, SavedTrace, SegmentInfo, SegmentWriter, SinkContext, LINGER};
+use crate::sink::{DeviceOutcome, FileNames, SavedTrace, SegmentInfo, SegmentWriter, SinkContext, LINGER, NAME_VARIANTS};
 
-/// Other names tried for a cycle whose first name is taken (see
-/// `FileNames::variant`).
-const NAME_VARIANTS: u32 = 16;
 
 /// How far ahead a closing window looks for the next one (see
 /// [`DeviceCollector::next_window_in`](crate::collect::DeviceCollector::next_window_in)).
@@ -377,12 +374,16 @@ impl Profiler {
         }
         .and_then(|()| self.create_segment(cycle, first.clone(), &capture, active));
         // A name taken by a concurrent run of the same worker in the same
-        // millisecond: try a few others rather than lose the cycle.
-        for n in 1..=NAME_VARIANTS {
+        // millisecond: try a few others rather than lose the cycle (here, and again on the
+        // writer thread should the name be taken by the time it creates the file).
+        let mut n = 1;
+        while n <= NAME_VARIANTS {
             let Err(Error::Exists { .. }) = &created else { break };
             let Some(path) = self.core.names.variant(&first, n) else { break };
             created = self.create_segment(cycle, path, &capture, active);
+            n += 1;
         }
+        let created = created.map(|(writer, info)| (writer.with_variants(self.core.names.clone(), first.clone(), n), info));
         match created {
             Ok((writer, info)) => {
                 if let Some(guard) = &self.core.guard {

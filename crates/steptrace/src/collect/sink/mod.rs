@@ -74,7 +74,7 @@ pub use names::{DEFAULT_FILE_NAME, RANK_FILE_NAME};
 pub(crate) use finalise::link_no_clobber;
 pub(crate) use names::FileNames;
 pub(crate) use names::{sanitize as sanitize_worker, utc_stamp};
-pub(crate) use segment::{DeviceOutcome, RankContext, SegmentInfo, SegmentWriter, SinkContext};
+pub(crate) use segment::{DeviceOutcome, RankContext, SegmentInfo, SegmentWriter, SinkContext, NAME_VARIANTS};
 
 use std::path::PathBuf;
 

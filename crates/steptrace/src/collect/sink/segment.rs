@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::{json, Value};
 
 use super::finalise::finalise;
-use super::names::partial_path;
+use super::names::{partial_path, FileNames};
 use super::SavedTrace;
 use crate::error::Error;
 use crate::format::names::meta;
@@ -139,7 +139,12 @@ pub(crate) struct SegmentWriter {
     waits_at_start: crate::format::WriterWaits,
     /// Writes the stepping thread's batches where they were announced.
     expander: super::expand::Expander,
+    /// Other names for the file, should its own be taken when it is created.
+    variants: Option<(FileNames, PathBuf, u32)>,
 }
+
+/// Other names tried for a cycle whose first name is taken (`NAME-1.trace.json` and on).
+pub(crate) const NAME_VARIANTS: u32 = 16;
 
 impl SegmentWriter {
     /// A writer for `NAME.partial`. A name already taken (the final file or the partial one) is
@@ -177,24 +182,57 @@ impl SegmentWriter {
             written: 0,
             waits_at_start,
             expander: super::expand::Expander::default(),
+            variants: None,
         })
     }
 
-    /// The partial file, created now if this is the first write.
+    /// The names to try, in order, should the name be taken by the time the file is created:
+    /// `names`' variants of `first` from the `next`th on.
+    pub(crate) fn with_variants(mut self, names: FileNames, first: PathBuf, next: u32) -> SegmentWriter {
+        self.variants = Some((names, first, next));
+        self
+    }
+
+    /// The partial file, created now if this is the first write. A name taken meanwhile (by
+    /// another run of the same worker) is left alone, and the next variant is tried.
     fn open(&mut self) -> io::Result<&mut File> {
         if self.opening == Opening::Pending {
             self.opening = Opening::Failed;
-            let file = OpenOptions::new().write(true).create_new(true).open(&self.partial).map_err(|e| {
-                if e.kind() == io::ErrorKind::AlreadyExists {
-                    io::Error::new(e.kind(), format!("{} was created by someone else meanwhile: not overwritten", self.partial.display()))
-                } else {
-                    e
+            let file = loop {
+                match OpenOptions::new().write(true).create_new(true).open(&self.partial) {
+                    Ok(file) => break file,
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => match self.next_variant() {
+                        Some(()) => continue,
+                        None => {
+                            return Err(io::Error::new(
+                                e.kind(),
+                                format!("{} was created by someone else meanwhile, and so were its variants: nothing was overwritten", self.partial.display()),
+                            ))
+                        }
+                    },
+                    Err(e) => return Err(e),
                 }
-            })?;
+            };
             self.file = Some(file);
             self.opening = Opening::Open;
         }
         self.file.as_mut().ok_or_else(|| io::Error::other("trace file already closed"))
+    }
+
+    /// Moves to the next free variant of the cycle's name (final and partial names both free).
+    fn next_variant(&mut self) -> Option<()> {
+        let (names, first, next) = self.variants.as_mut()?;
+        while *next <= NAME_VARIANTS {
+            let candidate = names.variant(first, *next)?;
+            *next += 1;
+            let partial = partial_path(&candidate);
+            if !candidate.exists() && !partial.exists() {
+                self.info.lock().ok()?.final_path = candidate;
+                self.partial = partial;
+                return Some(());
+            }
+        }
+        None
     }
 
     fn write_file(&mut self, buf: &[u8]) -> io::Result<()> {
