@@ -379,7 +379,8 @@ impl Drop for SegmentWriter {
             }),
             None => {
                 let waits = self.context.shared.backlog.waits().since(self.waits_at_start);
-                finalise(&info, &self.partial, &self.context, waits)
+                let variants = &mut self.variants;
+                finalise(&info, &self.partial, &self.context, waits, || next_final_name(variants))
             }
         };
         match result {
@@ -388,4 +389,18 @@ impl Drop for SegmentWriter {
             Err(err) => self.context.push_result(info.cycle, Err(err)),
         }
     }
+}
+
+/// The next variant of a cycle's name not taken as a final name, for a finished file whose
+/// name was taken while it was written.
+fn next_final_name(variants: &mut Option<(FileNames, PathBuf, u32)>) -> Option<PathBuf> {
+    let (names, first, next) = variants.as_mut()?;
+    while *next <= NAME_VARIANTS {
+        let candidate = names.variant(first, *next)?;
+        *next += 1;
+        if !candidate.exists() {
+            return Some(candidate);
+        }
+    }
+    None
 }

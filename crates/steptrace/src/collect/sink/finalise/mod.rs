@@ -16,7 +16,7 @@ pub(crate) use write::link_no_clobber;
 
 use std::fs;
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
@@ -32,11 +32,15 @@ use crate::hygiene::LabelScanner;
 /// Most distinct strings checked for label hygiene per file.
 const HYGIENE_CAP: usize = 4096;
 
+/// Writes `partial`'s window as the trace `info.final_path`; should that name be taken by the
+/// time the file is linked there (another run of the same worker, in the same millisecond),
+/// under the next name `other_name` gives, if any.
 pub(crate) fn finalise(
     info: &SegmentInfo,
     partial: &Path,
     context: &SinkContext,
     waits: crate::format::WriterWaits,
+    mut other_name: impl FnMut() -> Option<PathBuf>,
 ) -> Result<Option<SavedTrace>, Error> {
     let write_err = |source: io::Error| Error::Write {
         path: info.final_path.clone(),
@@ -58,18 +62,28 @@ pub(crate) fn finalise(
         let _ = fs::remove_file(&tmp);
         write_err(e)
     })?;
-    if let Err(err) = write::link_no_clobber(&tmp, &info.final_path) {
-        let _ = fs::remove_file(&tmp);
-        return Err(if err.kind() == io::ErrorKind::AlreadyExists {
-            Error::Exists { path: info.final_path.clone() }
-        } else {
-            write_err(err)
-        });
+    let mut path = info.final_path.clone();
+    loop {
+        match write::link_no_clobber(&tmp, &path) {
+            Ok(()) => break,
+            Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {
+                if let Some(other) = other_name() {
+                    path = other;
+                    continue;
+                }
+                let _ = fs::remove_file(&tmp);
+                return Err(Error::Exists { path });
+            }
+            Err(err) => {
+                let _ = fs::remove_file(&tmp);
+                return Err(write_err(err));
+            }
+        }
     }
     let _ = fs::remove_file(&tmp);
     let _ = fs::remove_file(partial);
     Ok(Some(SavedTrace {
-        path: info.final_path.clone(),
+        path,
         cycle: info.cycle,
         partial: metadata.partial,
         steps: metadata.steps,
