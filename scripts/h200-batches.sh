@@ -15,7 +15,7 @@
 #
 #   bash scripts/h200-batches.sh
 #
-# Knobs: RUNS, BUDGET, CRITERION=0, HOST=0, MEMORY=0, MEMORY_CAP, CUPTI=0, TORCH=1, LINGER=1, SPANS=1,
+# Knobs: RUNS, BUDGET, CRITERION=0, HOST=0, MEMORY=0, MEMORY_CAP, CUPTI=0, TORCH=1, LINGER=1, SPANS=1, OWN=1,
 # CONVNET=0, EVICT=1.
 # Needs .devbin/steptrace.xz and .devbin/overhead.gz (.devbin/overhead-before.gz, .devbin/step.gz and step-before.gz optional). What comes back: $OUT/h200-batches.tgz.
 set -uo pipefail
@@ -65,6 +65,7 @@ python3 - "$R/traces/spans" << 'PY' | tee -a "$R/spans.txt"
 import glob, json, sys
 files = [f for f in glob.glob(sys.argv[1] + "/**/*.json", recursive=True) if "manifest" not in f]
 steps = spans = events = 0
+own = set()
 for f in files:
     text = open(f).read()
     if "steptrace::batch" in text:
@@ -74,7 +75,9 @@ for f in files:
     events += len(ev)
     spans += sum(1 for e in ev if e.get("ph") in ("X", "B"))
     steps += sum(1 for e in ev if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep"))
+    own.add(str(d.get("metadata", {}).get("own_spans")))
 print(f"files {len(files)} events {events} host spans {spans} steps {steps} spans/step {spans / max(steps, 1):.1f}")
+print("own_spans:", sorted(own))
 PY
 
 common=(bench --profile interleaved --backend cuda --runs "$RUNS" --cache-dir "$CACHE" --batch 256
@@ -106,6 +109,13 @@ if [ "${LINGER:-0}" = 1 ]; then
     st_run_capped "mlp-linger-$setting" 120 env STEPTRACE_LINGER=$setting "$B" "${common[@]}" --model mlp \
       --dataset digits --device-activity off --baseline --json "mlp-linger-$setting.json"
   done
+fi
+# With OWN=1: the MLP's host spans with steptrace's own spans kept in tracing's registry
+# (STEPTRACE_OWN_SPANS=tracing), against the default, which keeps the stepping thread's own
+# spans as records around it (collect/direct.rs).
+if [ "${OWN:-0}" = 1 ]; then
+  st_run_capped mlp-own-tracing 120 env STEPTRACE_OWN_SPANS=tracing "$B" "${common[@]}" --model mlp \
+    --dataset digits --device-activity off --baseline --json mlp-own-tracing.json
 fi
 # With SPANS=1: the MLP with only the ProfilerStep spans made (STEPTRACE_SPANS=steps): what a
 # recorded step costs without its spans.

@@ -16,6 +16,14 @@
 
 #[cfg(feature = "attribution")]
 mod attribute;
+
+/// What keeps steptrace's own spans going through tracing
+/// ([`Profiler::record_own_spans_directly`](steptrace::Profiler::record_own_spans_directly)):
+/// kernel attribution's stamp layer, while a window records it.
+#[cfg(feature = "attribution")]
+pub(crate) const DIRECT_VETO: Option<fn() -> bool> = Some(attribute::recording);
+#[cfg(not(feature = "attribution"))]
+pub(crate) const DIRECT_VETO: Option<fn() -> bool> = None;
 pub mod backend;
 mod config;
 pub mod data;

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use burn::prelude::*;
 use serde::Serialize;
-use steptrace::format::names::{LOSS_READ, TARGET};
+use steptrace::format::names::LOSS_READ;
 use steptrace::format::{ColdStart, Figure, Manifest};
 use steptrace::Profiler;
 use steptrace_models::{CharTransformerConfig, ConvNetConfig, MlpConfig, ModelKind};
@@ -290,7 +290,7 @@ impl Job<'_> {
 /// Reads a scalar back to the host (it waits for the device): an error the device reports (a
 /// kernel that could not launch, memory that ran out) is returned, never a panic.
 pub(crate) fn read_scalar(t: Tensor<1>) -> std::result::Result<Option<f64>, StepError> {
-    let _read = tracing::info_span!(target: TARGET, LOSS_READ).entered();
+    let _read = steptrace::own_span!(LOSS_READ);
     let data = t.try_into_data().map_err(|e| StepError::Read { reason: e.to_string() })?;
     let value = data.iter::<f64>().next();
     Ok(value)

@@ -276,16 +276,16 @@ pub(crate) fn train_step_sampled<M: StepModel>(
     plant_upload: bool,
     sample: &mut dyn FnMut(&'static str),
 ) -> Result<(M, Tensor<1>), StepError> {
-    let _step = tracing::info_span!(target: TARGET, TRAIN_STEP).entered();
+    let _step = steptrace::own_span!(TRAIN_STEP);
     let logits = {
-        let _forward = tracing::info_span!(target: TARGET, FORWARD).entered();
+        let _forward = steptrace::own_span!(FORWARD);
         let logits = model.logits(batch.input)?;
         phase_sync(policy, device)?;
         logits
     };
     sample(FORWARD);
     let loss = {
-        let _loss = tracing::info_span!(target: TARGET, LOSS).entered();
+        let _loss = steptrace::own_span!(LOSS);
         let mut loss = loss(logits, batch.target)?;
         if plant_upload {
             loss = planted_upload(loss, device);
@@ -295,14 +295,14 @@ pub(crate) fn train_step_sampled<M: StepModel>(
     };
     sample(LOSS);
     let grads = {
-        let _backward = tracing::info_span!(target: TARGET, BACKWARD).entered();
+        let _backward = steptrace::own_span!(BACKWARD);
         let grads = loss.backward();
         phase_sync(policy, device)?;
         grads
     };
     sample(BACKWARD);
     let model = {
-        let _optimizer = tracing::info_span!(target: TARGET, OPTIMIZER).entered();
+        let _optimizer = steptrace::own_span!(OPTIMIZER);
         let grads = GradientsParams::from_grads(grads, &model);
         let model = optim.step(learning_rate, model, grads);
         phase_sync(policy, device)?;
@@ -320,9 +320,9 @@ pub fn infer_request<M: StepModel>(
     policy: SyncPolicy,
     device: &Device,
 ) -> Result<Tensor<1>, StepError> {
-    let _request = tracing::info_span!(target: TARGET, INFER_REQUEST).entered();
+    let _request = steptrace::own_span!(INFER_REQUEST);
     let logits = {
-        let _forward = tracing::info_span!(target: TARGET, FORWARD).entered();
+        let _forward = steptrace::own_span!(FORWARD);
         let logits = model.logits(batch.input)?;
         phase_sync(policy, device)?;
         logits

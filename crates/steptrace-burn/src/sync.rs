@@ -3,7 +3,7 @@
 use std::panic::{self, AssertUnwindSafe};
 
 use burn::prelude::Device;
-use steptrace::format::names::{SYNC, TARGET};
+use steptrace::format::names::SYNC;
 
 /// A device sync that failed, with the backend's explanation.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -19,7 +19,7 @@ pub struct SyncError {
 /// thread's work only. A failure is returned as a [`SyncError`], never a
 /// panic: a backend that panics while syncing yields `"panicked: <message>"`.
 pub fn sync(device: &Device) -> Result<(), SyncError> {
-    let _sync = tracing::info_span!(target: TARGET, SYNC).entered();
+    let _sync = steptrace::own_span!(SYNC);
     match panic::catch_unwind(AssertUnwindSafe(|| device.sync())) {
         Ok(result) => result.map_err(|e| SyncError { reason: e.to_string() }),
         Err(payload) => {

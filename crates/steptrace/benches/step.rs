@@ -5,7 +5,9 @@
 //! only the instrumentation is timed (each span's making and entering, its exit and drop, and
 //! the step boundary), so one iteration's figure is what one step pays.
 //!
-//! Three conditions: `recorded` (inside an active window, written to a size-capped file),
+//! Four conditions: `recorded` (inside an active window, written to a size-capped file, every
+//! span through tracing's registry), `recorded_direct` (the same, with steptrace's own spans
+//! kept around tracing as `steptrace train` keeps them: `Profiler::record_own_spans_directly`),
 //! `wait` (the schedule's wait phase) and `registry_alone` (tracing's registry with no layer:
 //! every span made, nothing kept, the floor under any recording made of `tracing` spans).
 //! `recorded` less `wait` is what recording adds to a step;
@@ -18,10 +20,9 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use steptrace::format::names::{
-    BACKWARD, DATA_LOAD, FORWARD, LAYER_SPAN, LOSS, OPTIMIZER, SYNC, TARGET, TRAIN_STEP, TRANSFER_H2D,
+    BACKWARD, DATA_LOAD, FORWARD, LOSS, OPTIMIZER, SYNC, TARGET, TRAIN_STEP, TRANSFER_H2D,
 };
-use steptrace::{Profiler, Schedule};
-use tracing::span::EnteredSpan;
+use steptrace::{own_span, Profiler, Schedule};
 use tracing::Dispatch;
 use tracing_subscriber::prelude::*;
 
@@ -103,7 +104,7 @@ fn timed<T>(times: &mut Times, f: impl FnOnce() -> T) -> T {
 }
 
 /// A span around `WORK`, timed apart from it.
-fn around(total: &mut Times, enter: impl FnOnce() -> EnteredSpan) {
+fn around<G>(total: &mut Times, enter: impl FnOnce() -> G) {
     let span = timed(total, enter);
     work();
     timed(total, || drop(span));
@@ -114,7 +115,9 @@ fn one_step(profiler: &mut Profiler, batch: u64, t: &mut Times) {
     one_step_with(&mut || profiler.step(), batch, t);
 }
 
-/// One step whose boundary is `step`.
+/// One step whose boundary is `step`, its spans as steptrace's training loop makes them:
+/// `own_span!` and `steptrace::layer` for those without fields (kept around tracing where the
+/// profiler allows it: the `recorded_direct` condition).
 fn one_step_with(step: &mut dyn FnMut(), batch: u64, t: &mut Times) {
     t.next = 0;
     let t = &mut *t;
@@ -126,18 +129,20 @@ fn one_step_with(step: &mut dyn FnMut(), batch: u64, t: &mut Times) {
         tracing::info_span!(target: TARGET, TRANSFER_H2D, batch, input_bytes = 65_536u64, target_bytes = 1_024u64)
             .entered()
     });
-    let step = timed(t, || tracing::info_span!(target: TARGET, TRAIN_STEP).entered());
-    let forward = timed(t, || tracing::info_span!(target: TARGET, FORWARD).entered());
+    let step = timed(t, || own_span!(TRAIN_STEP));
+    let forward = timed(t, || own_span!(FORWARD));
     for name in ["hidden0", "hidden1", "output"] {
         work();
-        around(t, || tracing::info_span!(target: TARGET, LAYER_SPAN, name).entered());
+        let span = timed(t, || steptrace::layer_span(name));
+        work();
+        timed(t, || drop(span));
     }
     timed(t, || drop(forward));
-    around(t, || tracing::info_span!(target: TARGET, LOSS).entered());
-    around(t, || tracing::info_span!(target: TARGET, BACKWARD).entered());
-    around(t, || tracing::info_span!(target: TARGET, OPTIMIZER).entered());
+    around(t, || own_span!(LOSS));
+    around(t, || own_span!(BACKWARD));
+    around(t, || own_span!(OPTIMIZER));
     timed(t, || drop(step));
-    around(t, || tracing::info_span!(target: TARGET, SYNC).entered());
+    around(t, || own_span!(SYNC));
     work();
 }
 
@@ -201,6 +206,42 @@ fn recorded_step(c: &mut Criterion) {
         });
         print_points("registry_alone", &times, steps);
     });
+    // steptrace's own spans kept around tracing (`Profiler::record_own_spans_directly`), as
+    // `steptrace train` keeps them: the gate installed as the global subscriber, which makes
+    // this condition the process's last of its kind, on a thread of its own (tracing-chrome
+    // binds a thread to the first sink it writes to). The thread times its steps as the others
+    // do and hands criterion the total.
+    let (ask, asked) = std::sync::mpsc::channel::<u64>();
+    let (tell, told) = std::sync::mpsc::channel::<Duration>();
+    let path = dir.path().to_owned();
+    let worker = std::thread::spawn(move || {
+        let schedule: Schedule = "wait=0,warmup=1,active=1000000000".parse().expect("schedule");
+        let mut profiler =
+            Profiler::builder(schedule).out_dir(&path).max_file_bytes(CAP).try_install().expect("install");
+        profiler.start();
+        profiler.step();
+        let (mut batch, mut times, mut steps) = (0, Times::default(), 0u64);
+        for iters in asked {
+            let before = times.total;
+            for _ in 0..iters {
+                batch += 1;
+                one_step(&mut profiler, batch, &mut times);
+            }
+            steps += iters;
+            if tell.send(times.total - before).is_err() {
+                break;
+            }
+        }
+        print_points("recorded_direct", &times, steps);
+    });
+    group.bench_function("recorded_direct", |b| {
+        b.iter_custom(|iters| {
+            ask.send(iters).expect("worker");
+            told.recv().expect("worker")
+        })
+    });
+    drop(ask);
+    worker.join().expect("worker");
     group.finish();
 }
 

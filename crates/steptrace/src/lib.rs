@@ -59,7 +59,7 @@ pub mod format;
 pub mod read;
 
 pub use collect::{capture, gate, ranks, schedule, sink};
-pub use collect::{layer, Action, Profiler, ProfilerBuilder, ProfilerLayer, RankLayer, RankProfilers, Schedule, ScheduleError};
+pub use collect::{layer, layer_span, Action, Profiler, ProfilerBuilder, ProfilerLayer, RankLayer, RankProfilers, Schedule, ScheduleError};
 pub use error::{Error, Kept, Result};
 pub use read::{analysis, bench, hygiene, reader};
 pub use sink::SavedTrace;

@@ -123,7 +123,7 @@ fn notes() -> MutexGuard<'static, Notes> {
     RECORDER.notes.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-fn recording() -> bool {
+pub(crate) fn recording() -> bool {
     RECORDER.recording.load(Ordering::Relaxed)
 }
 

@@ -77,6 +77,8 @@ impl LearnerProfiler {
         #[cfg(feature = "nvtx")]
         let subscriber = subscriber.with(crate::NvtxLayer);
         subscriber.try_init().map_err(|e| steptrace::Error::Install(e.to_string()))?;
+        // steptrace's own spans around tracing, except while kernel attribution stamps them.
+        profiler.record_own_spans_directly(crate::DIRECT_VETO);
         Ok(Self::from_profiler(profiler))
     }
 

@@ -19,9 +19,9 @@ use std::sync::Arc;
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::{LearningRate, Optimizer};
 use burn::prelude::{Device, Tensor};
-use steptrace::format::names::{OPTIMIZER, TARGET};
+use steptrace::format::names::OPTIMIZER;
 use steptrace::Profiler;
-use tracing::span::EnteredSpan;
+use steptrace::collect::direct::OwnSpan;
 
 use super::driver::Driver;
 use crate::backend::backend_runtime_name;
@@ -106,7 +106,7 @@ impl<O: Optimizer> Optimizer for Profiled<O> {
         }
         if moved.open {
             self.open(&tensor.device());
-            let span = tracing::info_span!(target: TARGET, OPTIMIZER).entered();
+            let span = steptrace::own_span!(OPTIMIZER);
             UPDATES.with(|cell| {
                 if let Some(update) = cell.borrow_mut().iter_mut().find(|u| u.driver == id) {
                     update.span = Some(span);
@@ -156,7 +156,7 @@ struct Update {
     driver: u64,
     cursor: Cursor,
     /// The open update's `optimizer` span, entered.
-    span: Option<EnteredSpan>,
+    span: Option<OwnSpan<'static>>,
 }
 
 impl Update {

@@ -17,7 +17,6 @@ use std::sync::OnceLock;
 use tracing_core::field::{Field, Visit};
 use tracing_core::span::{Attributes, Record};
 
-use crate::format::names::LAYER_NAME_CHARS;
 
 /// One field's value, as `Debug` would write it.
 #[derive(Clone, Debug)]
@@ -202,16 +201,15 @@ impl SpanArgs {
 /// The name a [`LAYER_SPAN`] is written under.
 pub(crate) struct LayerName(pub(crate) String);
 
-/// Reads a layer span's `name` field: printable, at most [`LAYER_NAME_CHARS`] characters.
+/// Reads a layer span's `name` field: printable, at most
+/// [`LAYER_NAME_CHARS`](crate::format::names::LAYER_NAME_CHARS) characters.
 pub(crate) struct LayerVisitor(pub(crate) Option<String>);
 
 impl tracing_core::field::Visit for LayerVisitor {
     fn record_str(&mut self, field: &tracing_core::Field, value: &str) {
         if field.name() == "name" {
-            let name: String =
-                value.chars().filter(|c| !c.is_control()).take(LAYER_NAME_CHARS).collect();
-            if !name.trim().is_empty() {
-                self.0 = Some(name);
+            if let Some(name) = super::direct::layer_name(value) {
+                self.0 = Some(name.into_owned());
             }
         }
     }

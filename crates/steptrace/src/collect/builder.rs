@@ -226,6 +226,9 @@ impl ProfilerBuilder {
     {
         let self_own = self.own_spans;
         let (chrome, targets, core) = self.parts::<S>(None)?;
+        if !self_own {
+            core.shared.allow_direct();
+        }
         let layer = GateLayer::new(chrome, core.shared.clone(), Some(targets)).keeping_own_spans(self_own);
         Ok((layer, core.into_profiler()))
     }
@@ -340,6 +343,8 @@ impl ProfilerBuilder {
             .with(layer)
             .try_init()
             .map_err(|e| Error::Install(e.to_string()))?;
+        // The registry and the gate alone: nothing else needs steptrace's own spans.
+        profiler.record_own_spans_directly(None);
         Ok(profiler)
     }
 

@@ -89,6 +89,27 @@ pub(crate) struct Shared {
     /// step's end waits in the stepping thread's buffer and goes to the writer with the next
     /// step's begin, one hand-over a step instead of two.
     step_end_waits: AtomicBool,
+    /// Whether this profiler's gate is global and nothing else wants steptrace's spans (see
+    /// [`allow_direct`](Self::allow_direct)).
+    direct_allowed: AtomicBool,
+    /// How steptrace's own spans are kept: [`OwnSpans`] as a number.
+    own_spans: AtomicU8,
+}
+
+/// An experiment's knob: `tracing` keeps steptrace's own spans going through tracing's registry
+/// where they would be kept around it ([`direct`](super::direct)); every trace's `own_spans`
+/// says which path they took.
+pub(crate) const OWN_SPANS_ENV: &str = "STEPTRACE_OWN_SPANS";
+
+/// How steptrace's own spans of the stepping thread were kept.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum OwnSpans {
+    /// Through tracing's registry and the gate.
+    Tracing = 0,
+    /// As records, around tracing ([`direct`](super::direct)).
+    Direct = 1,
+    /// Through tracing, because [`OWN_SPANS_ENV`] asked for it.
+    TracingAsked = 2,
 }
 
 /// An experiment's knob: `steps` keeps only the `ProfilerStep` spans while collecting (events,
@@ -108,6 +129,8 @@ impl Shared {
             backlog: super::backlog::Backlog::default(),
             only_steps: std::env::var(SPANS_ENV).is_ok_and(|v| v.trim() == "steps"),
             step_end_waits: AtomicBool::new(false),
+            direct_allowed: AtomicBool::new(false),
+            own_spans: AtomicU8::new(OwnSpans::Tracing as u8),
         }
     }
 
@@ -123,7 +146,7 @@ impl Shared {
 
     /// Whether `meta` is a span the [`SPANS_ENV`] experiment leaves out.
     #[inline]
-    fn left_out(&self, meta: &Metadata<'_>) -> bool {
+    pub(crate) fn left_out(&self, meta: &Metadata<'_>) -> bool {
         self.only_steps && meta.is_span() && !(meta.name() == STEP_SPAN && meta.target() == TARGET)
     }
 
@@ -141,6 +164,40 @@ impl Shared {
         self.set_segment(0);
     }
 
+    pub(crate) fn sink_id(&self) -> u64 {
+        self.sink_id
+    }
+
+    /// Whether the profiler has finished.
+    #[inline]
+    pub(crate) fn finished(&self) -> bool {
+        self.finished.load(Ordering::Acquire)
+    }
+
+    /// Lets the profiler keep its own spans around tracing ([`direct`](super::direct)): set
+    /// by a global gate that no other layer needs to see them through.
+    pub(crate) fn allow_direct(&self) {
+        self.direct_allowed.store(true, Ordering::Release);
+    }
+
+    pub(crate) fn direct_allowed(&self) -> bool {
+        self.direct_allowed.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn set_own_spans(&self, how: OwnSpans) {
+        self.own_spans.store(how as u8, Ordering::Release);
+    }
+
+    /// What every trace's metadata says of the path steptrace's own spans took (short words:
+    /// the label scan takes sentences in metadata for input text).
+    pub(crate) fn own_spans(&self) -> &'static str {
+        match self.own_spans.load(Ordering::Acquire) {
+            1 => "direct",
+            2 => "tracing (STEPTRACE_OWN_SPANS)",
+            _ => "tracing",
+        }
+    }
+
     pub(crate) fn lost_events(&self) -> u64 {
         self.lost_events.load(Ordering::Relaxed)
     }
@@ -152,13 +209,13 @@ impl Shared {
     }
 
     #[inline]
-    fn collecting(&self) -> bool {
+    pub(crate) fn collecting(&self) -> bool {
         self.action.load(Ordering::Acquire) != 0
     }
 
     /// The open segment, or 0 when nothing is being written.
     #[inline]
-    fn open_segment(&self) -> u64 {
+    pub(crate) fn open_segment(&self) -> u64 {
         if self.collecting() {
             self.segment.load(Ordering::Acquire)
         } else {

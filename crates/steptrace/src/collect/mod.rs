@@ -8,6 +8,7 @@ pub(crate) mod batch;
 mod builder;
 pub mod capture;
 pub mod device;
+pub mod direct;
 pub mod gate;
 mod spans;
 mod profiler;
@@ -17,7 +18,7 @@ pub mod sink;
 mod threads;
 
 pub use device::{DeviceCollector, DeviceError, DeviceWindow};
-pub use spans::layer;
+pub use spans::{layer, layer_span};
 pub use builder::{ProfilerBuilder, ProfilerLayer};
 pub use profiler::Profiler;
 pub use ranks::{RankLayer, RankProfilers};

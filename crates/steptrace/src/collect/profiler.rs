@@ -237,6 +237,35 @@ impl Profiler {
         self.core.update_manifest(change);
     }
 
+    /// Keeps steptrace's own spans of the stepping thread ([`own_span!`](crate::own_span) and
+    /// [`layer`](crate::layer)) as records in that thread's buffer, around tracing's registry
+    /// and layers: the lines written are the same, at a fraction of the cost inside a
+    /// launch-bound step (see [`direct`](crate::collect::direct)). Returns whether it is on.
+    ///
+    /// Call it only when this profiler's layer, from
+    /// [`build_global`](crate::ProfilerBuilder::build_global), is in the process's global
+    /// subscriber and no other layer needs steptrace's own spans, except while `veto` returns
+    /// true (it is asked at each span's begin). [`try_install`](crate::ProfilerBuilder::try_install)
+    /// calls it. It is refused (false) for a per-layer gate ([`build`](crate::ProfilerBuilder::build)),
+    /// with [`own_spans_in_every_step`](crate::ProfilerBuilder::own_spans_in_every_step), and
+    /// for a second profiler in one process.
+    ///
+    /// `STEPTRACE_OWN_SPANS=tracing` refuses it too (an experiment's knob, to measure one path
+    /// against the other); every trace's metadata says which path the spans took (`own_spans`).
+    pub fn record_own_spans_directly(&self, veto: Option<fn() -> bool>) -> bool {
+        use crate::gate::{OwnSpans, OWN_SPANS_ENV};
+        let shared = &self.core.shared;
+        if std::env::var(OWN_SPANS_ENV).is_ok_and(|v| v.trim() == "tracing") {
+            shared.set_own_spans(OwnSpans::TracingAsked);
+            return false;
+        }
+        let on = shared.direct_allowed() && super::direct::enable(shared.clone(), veto);
+        if on {
+            shared.set_own_spans(OwnSpans::Direct);
+        }
+        on
+    }
+
     /// Warnings about the configuration (for example a schedule without
     /// warmup), for the caller to show.
     pub fn warnings(&self) -> Vec<String> {

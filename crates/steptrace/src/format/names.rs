@@ -128,6 +128,10 @@ pub mod counters {
 pub mod meta {
     /// The metadata key that says how the writer thread waited between a window's steps.
     pub const WRITER_LINGER: &str = "writer_linger";
+    /// The metadata key that says how steptrace's own spans of the stepping thread were kept:
+    /// `direct` (as records, around tracing's registry: `collect::direct`), `tracing`, or
+    /// `tracing (STEPTRACE_OWN_SPANS)` (through tracing because that experiment's knob said so).
+    pub const OWN_SPANS: &str = "own_spans";
     /// The metadata key present only when an experiment kept some spans out of the trace
     /// (`STEPTRACE_SPANS=steps`).
     pub const SPAN_FILTER: &str = "span_filter";

@@ -44,6 +44,8 @@ pub fn install_profiler(builder: ProfilerBuilder) -> Result<Profiler, Error> {
     #[cfg(feature = "nvtx")]
     let subscriber = subscriber.with(crate::NvtxLayer);
     tracing::subscriber::set_global_default(subscriber).map_err(|e| Error::Install(e.to_string()))?;
+    // steptrace's own spans around tracing, except while kernel attribution stamps them.
+    profiler.record_own_spans_directly(crate::DIRECT_VETO);
     // Mirrors `try_init`, which would install LogTracer now; a slot already taken is
     // reported by the run's manifest.
     let _ = install_log_capture();

@@ -189,8 +189,11 @@ fn metadata(
         manifest,
         device_activity: None,
         extra: serde_json::Map::from_iter(
-            [(meta::WRITER_LINGER.to_owned(), json!(context.linger.describe()))]
-                .into_iter()
+            [
+                (meta::WRITER_LINGER.to_owned(), json!(context.linger.describe())),
+                (meta::OWN_SPANS.to_owned(), json!(context.shared.own_spans())),
+            ]
+            .into_iter()
                 .chain(context.shared.span_filter().map(|f| (meta::SPAN_FILTER.to_owned(), json!(f)))),
         ),
     }
