@@ -14,6 +14,7 @@ mod spans;
 mod profiler;
 pub mod ranks;
 pub mod schedule;
+mod shared;
 pub mod sink;
 mod threads;
 
