@@ -1,7 +1,7 @@
 //! The instrumented loader: the CPU batch read in a `data.load` span, on the
 //! training thread or on named prefetch threads.
 
-use steptrace::format::names::{DATA_LOAD, DATA_WAIT, TARGET};
+use steptrace::format::names::{DATA_LOAD, DATA_WAIT};
 use std::sync::mpsc::{sync_channel, Receiver};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
@@ -81,7 +81,7 @@ impl Loader {
             return read(self.source.as_ref(), index, self.delay);
         }
         let worker = &self.workers[(index % self.workers.len() as u64) as usize];
-        let _wait = tracing::info_span!(target: TARGET, DATA_WAIT, batch = index).entered();
+        let _wait = steptrace::own_span!(DATA_WAIT, batch = index);
         worker
             .rx
             .recv()
@@ -95,7 +95,7 @@ impl Loader {
 }
 
 fn read(source: &dyn BatchSource, index: u64, delay: Duration) -> Result<HostBatch> {
-    let _load = tracing::info_span!(target: TARGET, DATA_LOAD, batch = index).entered();
+    let _load = steptrace::own_span!(DATA_LOAD, batch = index);
     if !delay.is_zero() {
         thread::sleep(delay);
     }

@@ -125,14 +125,12 @@ pub fn transfer(batch: HostBatch, device: &Device) -> Result<DeviceBatch, StepEr
     // tracing takes literal field names: the test
     // `transfer_records_the_batch_bytes_under_the_format_names` keeps them
     // equal to `names::args::INPUT_BYTES` and `names::args::TARGET_BYTES`.
-    let _h2d = tracing::info_span!(
-        target: TARGET,
+    let _h2d = steptrace::own_span!(
         TRANSFER_H2D,
         batch = batch.index,
         input_bytes = device_bytes(&batch.input, device),
         target_bytes = device_bytes(&batch.target, device),
-    )
-    .entered();
+    );
     let input = match (batch.input.dtype(), batch.input.shape().len()) {
         (DType::F32, 2) => DeviceInput::Flat(Tensor::from_data(batch.input, device)),
         (DType::F32, 4) => DeviceInput::Images(Tensor::from_data(batch.input, device)),

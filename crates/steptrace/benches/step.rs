@@ -116,19 +116,17 @@ fn one_step(profiler: &mut Profiler, batch: u64, t: &mut Times) {
 }
 
 /// One step whose boundary is `step`, its spans as steptrace's training loop makes them:
-/// `own_span!` and `steptrace::layer` for those without fields (kept around tracing where the
-/// profiler allows it: the `recorded_direct` condition).
+/// `own_span!` (with the integer fields of `data.load` and `transfer.h2d`) and
+/// `steptrace::layer_span` (kept around tracing where the profiler allows it: the
+/// `recorded_direct` condition); the step boundary's `ProfilerStep` goes through tracing.
 fn one_step_with(step: &mut dyn FnMut(), batch: u64, t: &mut Times) {
     t.next = 0;
     let t = &mut *t;
     timed(t, step);
     work();
-    around(t, || tracing::info_span!(target: TARGET, DATA_LOAD, batch).entered());
+    around(t, || own_span!(DATA_LOAD, batch = batch));
     work();
-    around(t, || {
-        tracing::info_span!(target: TARGET, TRANSFER_H2D, batch, input_bytes = 65_536u64, target_bytes = 1_024u64)
-            .entered()
-    });
+    around(t, || own_span!(TRANSFER_H2D, batch = batch, input_bytes = 65_536, target_bytes = 1_024));
     let step = timed(t, || own_span!(TRAIN_STEP));
     let forward = timed(t, || own_span!(FORWARD));
     for name in ["hidden0", "hidden1", "output"] {

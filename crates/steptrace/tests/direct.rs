@@ -5,25 +5,36 @@
 use std::path::Path;
 
 use serde_json::Value;
-use steptrace::format::names::{DATA_LOAD, FORWARD, LAYER_NAME_CHARS, LOSS, TARGET};
+use steptrace::format::names::{BACKWARD, DATA_LOAD, FORWARD, LAYER_NAME_CHARS, LOSS, TARGET, TRANSFER_H2D};
 use steptrace::format::tag::SEPARATOR;
 use steptrace::{own_span, Profiler, Schedule};
 
 const SCHEDULE: &str = "wait=1,warmup=1,active=2";
 const STEPS: u64 = 4;
+/// `backward` spans a step (two records each): more than a thread's buffer of 1,024 records.
+const BACKWARDS: usize = 700;
 
 /// One step of a small model: spans of every kind the direct path meets, nested, with an
-/// event, a span with fields, and a thread of its own. Returns whether `forward` went around
+/// event, spans with fields (one of steptrace's own, one through tracing inside it), and a
+/// thread of its own. Returns whether `forward` went around
 /// tracing.
 fn one_step(step: u64, long_name: &str) -> bool {
     let forward = own_span!(FORWARD);
     let direct = forward.is_direct();
     steptrace::layer("encoder.block\n1", || {
-        let _load = tracing::info_span!(target: TARGET, DATA_LOAD, batch = step).entered();
+        let step_bytes = step * 1000;
+        // A value may read a variable a field's name shadows.
+        let load = own_span!(DATA_LOAD, batch = step, step_bytes = step_bytes + step);
+        assert_eq!(load.is_direct(), direct);
+        let _h2d = tracing::info_span!(target: TARGET, TRANSFER_H2D, batch = step, bytes = %"12 B").entered();
         tracing::info!(target: TARGET, step, "inside a layer");
     });
     steptrace::layer(long_name, || steptrace::layer("", || ()));
     drop(forward);
+    // More records than a thread's buffer holds: handed over before the step ends.
+    for _ in 0..BACKWARDS {
+        let _backward = own_span!(BACKWARD);
+    }
     let dispatch = tracing::dispatcher::get_default(|d| d.clone());
     std::thread::scope(|s| {
         s.spawn(|| {
@@ -75,13 +86,16 @@ fn shape(path: &Path) -> Vec<(usize, String, String, usize, Value)> {
     out
 }
 
-fn run(dir: &Path, profiler: &mut Profiler, long_name: &str) -> Vec<bool> {
+/// Runs the steps; returns, for each, whether its spans went around tracing and whether its
+/// `ProfilerStep` span did.
+fn run(dir: &Path, profiler: &mut Profiler, long_name: &str) -> Vec<(bool, bool)> {
     profiler.start();
     let direct = (0..STEPS)
         .map(|step| {
+            let step_direct = profiler.step_is_direct();
             let direct = one_step(step, long_name);
             profiler.step();
-            direct
+            (direct, step_direct)
         })
         .collect();
     assert!(dir.exists());
@@ -108,8 +122,9 @@ fn own_spans_kept_around_tracing_write_what_tracing_writes() {
     })
     .join()
     .unwrap();
-    // The wait step makes no span at all; the warmup and active steps keep theirs directly.
-    assert_eq!(direct, [false, true, true, true]);
+    // The wait step makes no span at all; the warmup and active steps keep theirs, and their
+    // step spans, directly.
+    assert_eq!(direct, [(false, false), (true, true), (true, true), (true, true)]);
     assert_eq!(direct_saved.len(), 1);
     // A finished profiler leaves steptrace's spans to tracing again.
     assert!(!own_span!(FORWARD).is_direct());
@@ -128,7 +143,7 @@ fn own_spans_kept_around_tracing_write_what_tracing_writes() {
     })
     .join()
     .unwrap();
-    assert_eq!(through_tracing, [false; STEPS as usize]);
+    assert_eq!(through_tracing, [(false, false); STEPS as usize]);
     assert_eq!(tracing_saved.len(), 1);
 
     // Each trace says which path steptrace's own spans took.
@@ -149,10 +164,15 @@ fn own_spans_kept_around_tracing_write_what_tracing_writes() {
     assert_eq!(count(&"x".repeat(LAYER_NAME_CHARS)), 2);
     assert_eq!(count("layer"), 2, "a layer without a visible name keeps the span's name");
     assert_eq!(count(LOSS), 2);
+    assert_eq!(count(BACKWARD), 2 * BACKWARDS);
     assert_eq!(count("inside a layer"), 2);
     let load = direct.iter().find(|e| e.1 == DATA_LOAD).expect("data.load");
     assert_eq!(load.3, 3, "data.load in its layer, in forward, in the step: {direct:#?}");
     assert_eq!(load.4["batch"], "2");
+    assert_eq!(load.4["step_bytes"], "2002");
+    assert_eq!(load.4.as_object().map(|args| args.len()), Some(2), "{:?}", load.4);
+    let h2d = direct.iter().find(|e| e.1 == TRANSFER_H2D).expect("transfer.h2d");
+    assert_eq!((h2d.3, &h2d.4["bytes"]), (4, &Value::from("12 B")));
     let loss = direct.iter().find(|e| e.1 == LOSS).unwrap();
     assert_ne!(loss.0, load.0, "the other thread's span is on its own thread");
 }

@@ -66,6 +66,7 @@ pub(crate) enum Name {
 }
 
 /// A name as the gate hands it over.
+#[derive(Clone, Copy)]
 pub(crate) enum NameSource<'a> {
     Static,
     Step(u64),
@@ -314,6 +315,11 @@ pub(crate) fn announce(id: u64, emit: impl FnOnce(&Event<'_>)) {
     let values = [(&field, Some(&id as &dyn Value))];
     let set = fields.value_set(&values);
     emit(&Event::new(&ANNOUNCE, &set));
+}
+
+/// Whether `meta` is the announcements' own (no event made elsewhere has it).
+pub(crate) fn is_announcement(meta: &Metadata<'_>) -> bool {
+    std::ptr::eq(meta, &ANNOUNCE)
 }
 
 /// A span's metadata for tests: `forward`, of steptrace's target.

@@ -8,22 +8,30 @@
 //! can see steptrace's own spans, which is the case once a profiler's global gate is the
 //! process's subscriber and no other layer mirrors them, a span of the thread that runs the
 //! steps is kept as two records in that thread's buffer (see `batch`), exactly the lines the
-//! gate would have kept for it.
+//! gate would have kept for it: integer fields (`data.load`'s batch, `transfer.h2d`'s bytes)
+//! included, written as the gate writes a `tracing` span's `args`. So is the step's own
+//! `ProfilerStep#N` span, when the global subscriber is the profiler's own ([`begin_step`]):
+//! the writer still learns of each step's records through the Chrome layer, by an event sent
+//! through that subscriber.
 //!
 //! [`Profiler::record_own_spans_directly`](crate::Profiler::record_own_spans_directly) turns
 //! this on; elsewhere, on another thread, or while its veto says a layer needs the spans, a
 //! span is a `tracing` span as before. Inside a direct span, `tracing::Span::current()` is the
-//! span around it that went through tracing (the step's), and a layer added to the
+//! span around it that went through tracing, if any, and a layer added to the
 //! subscriber later does not see it: hence the switch.
 
 use std::borrow::Cow;
+use std::cell::RefCell;
 use std::sync::{Arc, OnceLock};
 
 use tracing::span::EnteredSpan;
+use tracing::Dispatch;
 use tracing_core::Metadata;
+use tracing_subscriber::Registry;
 
-use super::batch::{NameSource, Ph};
-use super::gate::Shared;
+use super::args::{u64_json, MAX_U64_FIELDS};
+use super::batch::{announce, NameSource, Ph};
+use super::gate::{GateLayer, Shared, STEP_SPAN};
 use super::threads::thread_id;
 use crate::format::names::LAYER_NAME_CHARS;
 
@@ -32,14 +40,69 @@ struct Direct {
     shared: Arc<Shared>,
     /// Returns true while another layer needs steptrace's spans (kernel attribution's stamps).
     veto: Option<fn() -> bool>,
+    /// The global subscriber, when its gate is this profiler's: a hand-over's announcement goes
+    /// to its Chrome layer through it (see [`begin_step`]).
+    dispatch: Option<Dispatch>,
 }
 
 /// One per process, as the global subscriber is.
 static DIRECT: OnceLock<Direct> = OnceLock::new();
 
 /// Turns direct spans on for the profiler sharing `shared`; false when another profiler has.
+/// Called on the thread that installed the global subscriber, right after.
 pub(crate) fn enable(shared: Arc<Shared>, veto: Option<fn() -> bool>) -> bool {
-    DIRECT.set(Direct { shared, veto }).is_ok()
+    let dispatch = tracing::dispatcher::get_default(Dispatch::clone);
+    let ours = dispatch.downcast_ref::<GateLayer<Registry>>().is_some_and(|gate| gate.shares(&shared));
+    DIRECT.set(Direct { shared, veto, dispatch: ours.then_some(dispatch) }).is_ok()
+}
+
+/// The metadata of a direct step span.
+static STEP_META: Metadata<'static> = __private::span_metadata_with(STEP_SPAN, &["step"], &STEP_CALLSITE);
+static STEP_CALLSITE: __private::DefaultCallsite = __private::DefaultCallsite::new(&STEP_META);
+
+/// A `ProfilerStep#N` span begun directly by [`begin_step`].
+#[derive(Debug)]
+pub(crate) struct DirectStep {
+    step: u64,
+    segment: u64,
+}
+
+/// Begins the step span `ProfilerStep#step` of `shared`'s profiler as records, when direct
+/// spans are on for it, its window is open and the global subscriber is its own: the begin is
+/// handed to the writer at once, announced to the Chrome layer through the global subscriber,
+/// as the gate hands a `tracing` step span's begin over. `None`: make a `tracing` span.
+///
+/// Besides the span's registry slot and the layers' visits, this skips the gate's lookups and
+/// the step number's extension. Inside such a step, `tracing::Span::current()` has no
+/// `ProfilerStep` around it (no layer but the gate, which does not ask, is there to see).
+pub(crate) fn begin_step(shared: &Arc<Shared>, step: u64) -> Option<DirectStep> {
+    let direct = DIRECT.get().filter(|d| Arc::ptr_eq(&d.shared, shared) && d.dispatch.is_some())?;
+    if direct.veto.is_some_and(|veto| veto()) {
+        return None;
+    }
+    let segment = shared.open_segment();
+    if segment == 0 || !shared.bound_here() {
+        return None;
+    }
+    shared.batches.set_stepping(thread_id());
+    shared.batches.record(shared.sink_id(), segment, thread_id(), &STEP_META, NameSource::Step(step), None, Ph::Begin);
+    direct.hand_over(segment);
+    Some(DirectStep { step, segment })
+}
+
+/// Ends a step begun by [`begin_step`]; its records are handed over unless `end_waits` (the
+/// next step writes to the same file and its begin takes them) and the buffer has room. An end
+/// after its window closed goes nowhere, as the gate's would.
+pub(crate) fn end_step(step: DirectStep, end_waits: bool) {
+    let Some(direct) = DIRECT.get() else { return };
+    let shared = &direct.shared;
+    if shared.open_segment() != step.segment || !shared.bound_here() {
+        return;
+    }
+    let full = shared.batches.record(shared.sink_id(), step.segment, thread_id(), &STEP_META, NameSource::Step(step.step), None, Ph::End);
+    if full || !end_waits {
+        direct.hand_over(step.segment);
+    }
 }
 
 /// A span of steptrace's own, begun directly, through `tracing`, or not at all (outside a
@@ -49,11 +112,33 @@ pub struct OwnSpan<'a>(Inner<'a>);
 
 enum Inner<'a> {
     /// Kept as records: its begin was recorded into `segment`.
-    Direct { meta: &'static Metadata<'static>, name: Option<Cow<'a, str>>, segment: u64 },
+    Direct { meta: &'static Metadata<'static>, name: Option<Cow<'a, str>>, fields: Fields, segment: u64 },
     /// Through tracing, as any span.
     Span(#[allow(dead_code)] EnteredSpan),
     /// Made in no window of a direct profiler: nothing to keep.
     Off,
+}
+
+/// A direct span's integer fields, in the order the span names them.
+#[derive(Clone, Copy, Default)]
+struct Fields {
+    values: [(&'static str, u64); MAX_U64_FIELDS],
+    len: u8,
+}
+
+impl Fields {
+    fn of(fields: &[(&'static str, u64)]) -> Fields {
+        let mut out = Fields::default();
+        for (slot, field) in out.values.iter_mut().zip(fields) {
+            *slot = *field;
+            out.len += 1;
+        }
+        out
+    }
+
+    fn as_slice(&self) -> &[(&'static str, u64)] {
+        &self.values[..usize::from(self.len)]
+    }
 }
 
 impl std::fmt::Debug for OwnSpan<'_> {
@@ -109,11 +194,31 @@ impl<'a> OwnSpan<'a> {
     pub fn begin(meta: &'static Metadata<'static>, span: impl FnOnce() -> EnteredSpan) -> OwnSpan<'static> {
         match route(meta) {
             Route::Keep(direct, segment) => {
-                direct.keep(segment, meta, None, Ph::Begin);
-                OwnSpan(Inner::Direct { meta, name: None, segment })
+                direct.keep(segment, meta, None, Fields::default(), Ph::Begin);
+                OwnSpan(Inner::Direct { meta, name: None, fields: Fields::default(), segment })
             }
             Route::Off => OwnSpan(Inner::Off),
             Route::Tracing => OwnSpan(Inner::Span(span())),
+        }
+    }
+
+    /// [`begin`](OwnSpan::begin) for a span with integer fields (at most four), written in
+    /// `args` as the gate writes a `tracing` span's. Use [`own_span!`].
+    #[doc(hidden)]
+    #[inline]
+    pub fn begin_with(
+        meta: &'static Metadata<'static>,
+        fields: &[(&'static str, u64)],
+        span: impl FnOnce() -> EnteredSpan,
+    ) -> OwnSpan<'static> {
+        match route(meta) {
+            Route::Keep(direct, segment) if fields.len() <= MAX_U64_FIELDS => {
+                let fields = Fields::of(fields);
+                direct.keep(segment, meta, None, fields, Ph::Begin);
+                OwnSpan(Inner::Direct { meta, name: None, fields, segment })
+            }
+            Route::Off => OwnSpan(Inner::Off),
+            Route::Keep(..) | Route::Tracing => OwnSpan(Inner::Span(span())),
         }
     }
 
@@ -122,8 +227,8 @@ impl<'a> OwnSpan<'a> {
         match route(meta) {
             Route::Keep(direct, segment) => {
                 let name = layer_name(name);
-                direct.keep(segment, meta, name.as_deref(), Ph::Begin);
-                OwnSpan(Inner::Direct { meta, name, segment })
+                direct.keep(segment, meta, name.as_deref(), Fields::default(), Ph::Begin);
+                OwnSpan(Inner::Direct { meta, name, fields: Fields::default(), segment })
             }
             Route::Off => OwnSpan(Inner::Off),
             Route::Tracing => OwnSpan(Inner::Span(span())),
@@ -139,25 +244,60 @@ impl<'a> OwnSpan<'a> {
 
 impl Drop for OwnSpan<'_> {
     fn drop(&mut self) {
-        let Inner::Direct { meta, name, segment } = &self.0 else { return };
+        let Inner::Direct { meta, name, fields, segment } = &self.0 else { return };
         let Some(direct) = DIRECT.get() else { return };
         // An end in a later segment than its begin is dropped by the finaliser, as the gate's
         // would be; one after the window closed goes nowhere.
         let now = direct.shared.open_segment();
         if now != 0 && now == *segment {
-            direct.keep(now, meta, name.as_deref(), Ph::End);
+            direct.keep(now, meta, name.as_deref(), *fields, Ph::End);
         }
     }
 }
 
 impl Direct {
-    /// Keeps a begin or end in this thread's buffer. A full buffer is not handed over here
-    /// (that takes the Chrome layer's announcement): it grows until the gate's next boundary
-    /// on this thread, at the latest the step's end, hands it over.
-    fn keep(&self, segment: u64, meta: &'static Metadata<'static>, name: Option<&str>, ph: Ph) {
+    /// Hands this thread's records for `segment` to the writer: queued, then announced to the
+    /// Chrome layer by an event the gate passes on (see `batch`); waits while the writer is
+    /// two batches behind, as the gate does.
+    fn hand_over(&self, segment: u64) {
+        let (shared, Some(dispatch)) = (&self.shared, &self.dispatch) else { return };
+        let batches = &shared.batches;
+        if let Some((id, _)) = batches.hand_over(shared.sink_id(), segment) {
+            shared.backlog.send_one();
+            announce(id, |event| dispatch.event(event));
+            if batches.over(1) {
+                shared.backlog.wait_while(|| batches.over(1));
+            }
+        }
+    }
+
+    /// Keeps a begin or end in this thread's buffer, and hands a full buffer over (without the
+    /// global subscriber to announce it, it grows until the gate's next boundary on this
+    /// thread, at the latest the step's end, hands it over).
+    /// Fields go on the begin and on the end, as the gate keeps them (and only when the
+    /// profiler keeps args).
+    fn keep(&self, segment: u64, meta: &'static Metadata<'static>, name: Option<&str>, fields: Fields, ph: Ph) {
+        thread_local! {
+            /// A span's `args` text, made here before the buffer copies it.
+            static ARGS: RefCell<String> = const { RefCell::new(String::new()) };
+        }
         let shared = &self.shared;
         let name = name.map_or(NameSource::Static, NameSource::Text);
-        shared.batches.record(shared.sink_id(), segment, thread_id(), meta, name, None, ph);
+        let record = |args: Option<&str>| shared.batches.record(shared.sink_id(), segment, thread_id(), meta, name, args, ph);
+        let full = if fields.len == 0 || !shared.include_args {
+            record(None)
+        } else {
+            let kept = ARGS.try_with(|text| {
+                let mut text = text.try_borrow_mut().ok()?;
+                text.clear();
+                u64_json(&mut text, fields.as_slice());
+                Some(record(Some(text.as_str())))
+            });
+            kept.ok().flatten().unwrap_or_else(|| record(None))
+        };
+        if full {
+            self.hand_over(segment);
+        }
     }
 }
 
@@ -170,11 +310,13 @@ pub(crate) fn layer_name(name: &str) -> Option<Cow<'_, str>> {
     (!name.trim().is_empty()).then_some(name)
 }
 
-/// A span of steptrace's own target, without fields, named by a constant: `let _forward =
-/// steptrace::own_span!(FORWARD);`. Kept directly where
+/// A span of steptrace's own target named by a constant, without fields or with up to four
+/// integer (`u64`) fields: `let _forward = steptrace::own_span!(FORWARD);`, `let _load =
+/// steptrace::own_span!(DATA_LOAD, batch = index);`. Kept directly where
 /// [`Profiler::record_own_spans_directly`](crate::Profiler::record_own_spans_directly) allows
 /// (see [`direct`](crate::collect::direct)), else the same as
-/// `tracing::info_span!(target: "steptrace", NAME).entered()`.
+/// `tracing::info_span!(target: "steptrace", NAME, batch = index).entered()`. Each value is
+/// evaluated once, before the span begins.
 #[macro_export]
 macro_rules! own_span {
     ($name:expr) => {{
@@ -184,6 +326,17 @@ macro_rules! own_span {
             $crate::collect::direct::__private::span_metadata($name, &CALLSITE);
         $crate::collect::direct::OwnSpan::begin(&META, || {
             ::tracing::info_span!(target: $crate::format::names::TARGET, $name).entered()
+        })
+    }};
+    ($name:expr, $($field:ident = $value:expr),+ $(,)?) => {{
+        static CALLSITE: $crate::collect::direct::__private::DefaultCallsite =
+            $crate::collect::direct::__private::DefaultCallsite::new(&META);
+        static META: $crate::collect::direct::__private::Metadata<'static> =
+            $crate::collect::direct::__private::span_metadata_with($name, &[$(stringify!($field)),+], &CALLSITE);
+        // Every value before any name is bound: a value may read a variable a field shadows.
+        let ($($field,)+) = ($($crate::collect::direct::__private::field_value($value),)+);
+        $crate::collect::direct::OwnSpan::begin_with(&META, &[$((stringify!($field), $field)),+], || {
+            ::tracing::info_span!(target: $crate::format::names::TARGET, $name, $($field),+).entered()
         })
     }};
 }
@@ -200,6 +353,21 @@ pub mod __private {
     /// The metadata of a span of steptrace's target named `name`, without fields. Its callsite
     /// is never registered: the span it describes is never given to a subscriber.
     pub const fn span_metadata(name: &'static str, callsite: &'static DefaultCallsite) -> Metadata<'static> {
+        span_metadata_with(name, &[], callsite)
+    }
+
+    /// A direct span's field value: a `u64`.
+    #[inline(always)]
+    pub const fn field_value(value: u64) -> u64 {
+        value
+    }
+
+    /// [`span_metadata`] of a span with the fields `fields`.
+    pub const fn span_metadata_with(
+        name: &'static str,
+        fields: &'static [&'static str],
+        callsite: &'static DefaultCallsite,
+    ) -> Metadata<'static> {
         Metadata::new(
             name,
             crate::format::names::TARGET,
@@ -207,7 +375,7 @@ pub mod __private {
             None,
             None,
             None,
-            FieldSet::new(&[], tracing_core::identify_callsite!(callsite)),
+            FieldSet::new(fields, tracing_core::identify_callsite!(callsite)),
             Kind::SPAN,
         )
     }

@@ -231,8 +231,12 @@ where
     fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
         let segment = self.shared.open_segment();
         // The batches' announcements own their target: another event of it is dropped, so
-        // that the writer never takes it for one.
+        // that the writer never takes it for one; the direct path's own (`direct`), made with
+        // metadata nothing else can name, pass to the Chrome layer on the thread that made them.
         if event.metadata().target() == super::batch::BATCH_TARGET {
+            if super::batch::is_announcement(event.metadata()) && segment != 0 && self.stepping_here() {
+                self.inner.on_event(event, ctx);
+            }
             return;
         }
         if segment != 0 && self.shared.bound_here() {
@@ -306,6 +310,11 @@ where
                 self.inner.on_record(id, &Record::new(&set), ctx.clone());
             }
         });
+    }
+
+    /// Whether this gate is the one of the profiler sharing `shared`.
+    pub(crate) fn shares(&self, shared: &Arc<Shared>) -> bool {
+        Arc::ptr_eq(&self.shared, shared)
     }
 
     #[inline]

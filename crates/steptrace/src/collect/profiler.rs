@@ -12,6 +12,7 @@ use tracing_chrome::FlushGuard;
 
 use super::builder::{ProfilerBuilder, SharedCollector};
 use super::capture::{CaptureHandle, OnDemand};
+use super::direct::{self, DirectStep};
 use crate::error::{Error, Result};
 use crate::format::names::{STEP_SPAN, TARGET};
 use crate::format::{Manifest, ManifestError};
@@ -42,7 +43,13 @@ const NEXT_WINDOW_HORIZON: u64 = 1024;
 pub struct Profiler {
     core: Core,
     /// The open `ProfilerStep#N` span, entered on the stepping thread.
-    current: Option<EnteredSpan>,
+    current: Option<StepSpan>,
+}
+
+/// A step's span: through tracing, or kept as records (see [`direct`](super::direct)).
+enum StepSpan {
+    Span(#[allow(dead_code)] EnteredSpan),
+    Direct(DirectStep),
 }
 
 /// Everything a profiler holds but its entered step span: `Send`, so that
@@ -167,9 +174,7 @@ impl Profiler {
         // any capture request is read, and a request cannot end a cycle early): its end is
         // handed to the writer with the next step's begin.
         let same_file = prev.collects() && prev != Action::RecordAndSave && self.core.action_at(self.core.step + 1).collects();
-        self.core.shared.set_step_end_waits(same_file);
-        self.current.take();
-        self.core.shared.set_step_end_waits(false);
+        self.end_step(same_file);
         self.core.step += 1;
         if let Some(on_demand) = &mut self.core.on_demand {
             on_demand.at_boundary(self.core.step);
@@ -237,8 +242,9 @@ impl Profiler {
         self.core.update_manifest(change);
     }
 
-    /// Keeps steptrace's own spans of the stepping thread ([`own_span!`](crate::own_span) and
-    /// [`layer`](crate::layer)) as records in that thread's buffer, around tracing's registry
+    /// Keeps steptrace's own spans of the stepping thread ([`own_span!`](crate::own_span),
+    /// [`layer`](crate::layer) and the step's `ProfilerStep#N`) as records in that thread's
+    /// buffer, around tracing's registry
     /// and layers: the lines written are the same, at a fraction of the cost inside a
     /// launch-bound step (see [`direct`](crate::collect::direct)). Returns whether it is on.
     ///
@@ -348,7 +354,7 @@ impl Profiler {
         if self.core.finished {
             return;
         }
-        self.current.take();
+        self.end_step(false);
         if self.core.segment.is_some() {
             self.close_segment(true);
         }
@@ -365,6 +371,27 @@ impl Profiler {
         }
     }
 
+    /// Ends the open step span; with `end_waits`, its end is handed to the writer with the
+    /// next step's begin.
+    fn end_step(&mut self, end_waits: bool) {
+        match self.current.take() {
+            Some(StepSpan::Direct(step)) => direct::end_step(step, end_waits),
+            Some(StepSpan::Span(span)) => {
+                self.core.shared.set_step_end_waits(end_waits);
+                drop(span);
+                self.core.shared.set_step_end_waits(false);
+            }
+            None => {}
+        }
+    }
+
+    /// Whether the open step's span is kept as records (see
+    /// [`record_own_spans_directly`](Profiler::record_own_spans_directly)); for tests.
+    #[doc(hidden)]
+    pub fn step_is_direct(&self) -> bool {
+        matches!(self.current, Some(StepSpan::Direct(_)))
+    }
+
     fn enter_step(&mut self, action: Action) {
         if action.collects() && self.core.segment.is_none() {
             self.open_segment();
@@ -378,8 +405,10 @@ impl Profiler {
                 }
             }
         }
-        let span = tracing::info_span!(target: TARGET, STEP_SPAN, step = self.core.step);
-        self.current = Some(span.entered());
+        self.current = Some(match direct::begin_step(&self.core.shared, self.core.step) {
+            Some(step) => StepSpan::Direct(step),
+            None => StepSpan::Span(tracing::info_span!(target: TARGET, STEP_SPAN, step = self.core.step).entered()),
+        });
         if action.collects() {
             if let Some(guard) = &self.core.guard {
                 self.core.context.linger.request(LINGER);
