@@ -3,8 +3,9 @@
 //!
 //! The ranges go through NVIDIA's `nvtx` crate (NVTX 3, compiled in): no NVTX library is
 //! loaded at run time. When no tool is attached (`nsys`, `ncu` and CUPTI set
-//! `NVTX_INJECTION64_PATH`), every call returns at once; the cost with and without a tool is
-//! in `docs/benchmarks.md`.
+//! `NVTX_INJECTION64_PATH`), every call returns at once, so steptrace's installers add the
+//! layer only when that variable is set; the cost with and without a tool is in
+//! `docs/benchmarks.md`.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -35,8 +36,11 @@ pub const NVTX_DOMAIN: &str = "steptrace";
 /// still one range. Other targets' spans are not mirrored.
 ///
 /// [`install_profiler`](crate::backend::install_profiler) and the Learner wrapper add it
-/// when steptrace-burn is built with its `nvtx` feature. A program that builds its own
-/// subscriber adds it next to steptrace's layer:
+/// when steptrace-burn is built with its `nvtx` feature and a tool is attached
+/// (`NVTX_INJECTION64_PATH` is set: with none, every range would return at once, and steptrace's own spans
+/// are cheaper kept around tracing, see
+/// [`Profiler::record_own_spans_directly`](steptrace::Profiler::record_own_spans_directly)).
+/// A program that builds its own subscriber adds it next to steptrace's layer:
 ///
 /// ```no_run
 /// # fn docs() -> Result<(), steptrace::Error> {
@@ -50,6 +54,12 @@ pub const NVTX_DOMAIN: &str = "steptrace";
 /// ```
 #[derive(Clone, Copy, Debug, Default)]
 pub struct NvtxLayer;
+
+/// Whether an NVTX tool is attached to this process: `nsys`, `ncu` and CUPTI name their
+/// injection library in `NVTX_INJECTION64_PATH` before it starts.
+pub(crate) fn tool_attached() -> bool {
+    std::env::var_os("NVTX_INJECTION64_PATH").is_some_and(|path| !path.is_empty())
+}
 
 fn domain() -> &'static Domain {
     static DOMAIN: OnceLock<Domain> = OnceLock::new();

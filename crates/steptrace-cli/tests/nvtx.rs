@@ -88,4 +88,39 @@ fn steps_phases_and_layers_are_nvtx_ranges_an_injected_tool_sees() {
     }
     assert_eq!(count("layer"), 0);
     assert!(ranges.iter().filter(|r| r.name != "ProfilerStep").all(|r| r.payload.is_none()));
+    // The ranges need steptrace's spans in every step: they go through tracing.
+    assert_eq!(own_spans(&dir.path().join("traces")), ["tracing"]);
+}
+
+/// The `own_spans` metadata of every trace under `dir`.
+fn own_spans(dir: &std::path::Path) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("traces").flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(own_spans(&path));
+        } else if path.to_string_lossy().ends_with(".trace.json") {
+            let file: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).expect("a trace");
+            found.push(file["metadata"]["own_spans"].as_str().unwrap_or("absent").to_owned());
+        }
+    }
+    found.sort();
+    found.dedup();
+    found
+}
+
+#[test]
+fn without_a_tool_attached_no_range_is_made_and_own_spans_go_around_tracing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_steptrace"))
+        .args(["train", "--backend", "cpu", "--steps", "4", "--schedule", "wait=1,warmup=1,active=2", "--out", "traces"])
+        .current_dir(dir.path())
+        .env("NODEVICE_SELECT", "1")
+        .env_remove("NVTX_INJECTION64_PATH")
+        .env_remove("STEPTRACE_OWN_SPANS")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "train failed:\n{stdout}\n{stderr}");
+    assert_eq!(own_spans(&dir.path().join("traces")), ["direct"]);
 }

@@ -32,9 +32,12 @@ use super::capture::install_log_capture;
 /// # }
 /// ```
 pub fn install_profiler(builder: ProfilerBuilder) -> Result<Profiler, Error> {
-    // NVTX ranges mirror steptrace's spans in every step, not only in recorded ones.
+    // NVTX ranges mirror steptrace's spans in every step, not only in recorded ones, while a
+    // tool is there to see them.
     #[cfg(feature = "nvtx")]
-    let builder = builder.own_spans_in_every_step();
+    let nvtx = crate::nvtx::tool_attached();
+    #[cfg(feature = "nvtx")]
+    let builder = if nvtx { builder.own_spans_in_every_step() } else { builder };
     let (layer, profiler) = builder.build_global::<tracing_subscriber::Registry>()?;
     let subscriber = tracing_subscriber::registry().with(layer);
     // Stamps steptrace's spans, so that kernels are tied to the spans their ops were called in.
@@ -42,7 +45,7 @@ pub fn install_profiler(builder: ProfilerBuilder) -> Result<Profiler, Error> {
     let subscriber = subscriber.with(crate::attribute::StampLayer);
     // Mirrors steptrace's spans as NVTX ranges for Nsight.
     #[cfg(feature = "nvtx")]
-    let subscriber = subscriber.with(crate::NvtxLayer);
+    let subscriber = subscriber.with(nvtx.then_some(crate::NvtxLayer));
     tracing::subscriber::set_global_default(subscriber).map_err(|e| Error::Install(e.to_string()))?;
     // steptrace's own spans around tracing, except while kernel attribution stamps them.
     profiler.record_own_spans_directly(crate::DIRECT_VETO);
