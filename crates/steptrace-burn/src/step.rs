@@ -10,7 +10,7 @@ use burn::prelude::*;
 use burn::tensor::DType;
 use steptrace_models::{classification_loss, lm_loss, CharTransformer, ConvNet, Mlp};
 
-use steptrace::format::names::{BACKWARD, FORWARD, INFER_REQUEST, LOSS, OPTIMIZER, TARGET, TRAIN_STEP, TRANSFER_H2D};
+use steptrace::format::names::{BACKWARD, FORWARD, INFER_REQUEST, LOSS, OPTIMIZER, TRAIN_STEP, TRANSFER_H2D};
 
 use crate::config::SyncPolicy;
 use crate::data::HostBatch;
