@@ -147,6 +147,9 @@ pub(crate) struct Batches {
     queued_batches: AtomicU64,
     queue: Mutex<VecDeque<Batch>>,
     free: Mutex<Vec<Batch>>,
+    /// An experiment (`STEPTRACE_SPANS=unwritten`): the writer claims each batch announced to it
+    /// and writes none of its records.
+    pub(crate) unwritten: bool,
 }
 
 impl std::fmt::Debug for Batches {
@@ -159,6 +162,11 @@ impl std::fmt::Debug for Batches {
 }
 
 impl Batches {
+    /// An empty queue; with `unwritten`, the experiment that writes none of its records.
+    pub(crate) fn unwritten(unwritten: bool) -> Batches {
+        Batches { unwritten, ..Batches::default() }
+    }
+
     pub(crate) fn set_origin(&self, origin: Instant) {
         let _ = self.origin.set(origin);
     }

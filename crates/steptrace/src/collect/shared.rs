@@ -67,13 +67,15 @@ pub(crate) enum OwnSpans {
 }
 
 /// An experiment's knob: `steps` keeps only the `ProfilerStep` spans while collecting (events,
-/// counters included, are kept); every trace's `span_filter` says so. Anything else: every span.
+/// counters included, are kept); `unwritten` makes every span but has the writer drop the
+/// stepping thread's records (what the writer's work beside the step costs it); every trace's
+/// `span_filter` says so. Anything else: every span.
 pub(crate) const SPANS_ENV: &str = "STEPTRACE_SPANS";
 
 impl Shared {
     pub(crate) fn new(include_args: bool) -> Shared {
         Shared {
-            batches: super::batch::Batches::default(),
+            batches: super::batch::Batches::unwritten(std::env::var(SPANS_ENV).is_ok_and(|v| v.trim() == "unwritten")),
             include_args,
             action: AtomicU8::new(Action::None.to_u8()),
             segment: AtomicU64::new(0),
@@ -95,6 +97,9 @@ impl Shared {
 
     /// What the trace's metadata says of [`SPANS_ENV`] (`None`: every span is kept).
     pub(crate) fn span_filter(&self) -> Option<String> {
+        if self.batches.unwritten {
+            return Some(format!("{SPANS_ENV}=unwritten: the stepping thread's spans were made but not written (an experiment)"));
+        }
         self.only_steps.then(|| format!("{SPANS_ENV}=steps: only the ProfilerStep spans were made (an experiment)"))
     }
 

@@ -133,7 +133,7 @@ pub mod meta {
     /// `tracing (STEPTRACE_OWN_SPANS)` (through tracing because that experiment's knob said so).
     pub const OWN_SPANS: &str = "own_spans";
     /// The metadata key present only when an experiment kept some spans out of the trace
-    /// (`STEPTRACE_SPANS=steps`).
+    /// (`STEPTRACE_SPANS=steps` or `unwritten`).
     pub const SPAN_FILTER: &str = "span_filter";
     /// Names a process track.
     pub const PROCESS_NAME: &str = "process_name";

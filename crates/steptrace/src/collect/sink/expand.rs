@@ -119,6 +119,11 @@ impl Expander {
         let id = announcement.name.parse().ok()?;
         let origin = batches.origin()?;
         let batch = batches.claim(id)?;
+        if batches.unwritten {
+            // The experiment: the announcement stays, its records go nowhere.
+            batches.recycle(batch);
+            return None;
+        }
         self.built.clear();
         for (i, record) in batch.records.iter().enumerate() {
             if i > 0 {
@@ -229,6 +234,18 @@ mod tests {
         assert!(ts.windows(2).all(|w| w[0] <= w[1]), "{ts:?}");
         // Written as tracing-chrome writes its lines: keys in the same order.
         assert!(lines[1].starts_with(r#"{"cat":"steptrace\u001f9","name":"ProfilerStep#3","ph":"B","pid":1,"tid":4,"ts":"#), "{}", lines[1]);
+    }
+
+    #[test]
+    fn with_the_unwritten_experiment_a_batch_is_claimed_and_none_of_it_written() {
+        let batches = Batches::unwritten(true);
+        batches.set_origin(Instant::now());
+        batches.record(1, 1, 9, &FORWARD, NameSource::Step(3), None, Ph::Begin);
+        let (id, _) = batches.hand_over(1, 1).unwrap();
+        let line = announcing_line(id, 4);
+        let file = run(&[format!("[\n{line}\n]").as_bytes()], &batches, &mut Expander::default());
+        assert_eq!(file, format!("[\n{line}\n]"));
+        assert_eq!(batches.queued(), 0, "the batch left the queue");
     }
 
     #[test]
