@@ -50,7 +50,15 @@ pub(crate) fn finalise(
     let index = Index::read(partial).map_err(write_err)?;
     let pairs = Pairs::of(&index.events);
     let Some(window) = Window::find(info, &index, &pairs) else {
-        // Nothing was recorded (the run ended during warmup): no file.
+        // Steps were recorded, yet none of their spans reached the file: they were lost on the
+        // way (a thread bound to another profiler, a writer that failed to read them), and the
+        // partial file stays for a look. (The `unwritten` experiment drops them on purpose.)
+        let lost = Window::lost_steps(info, &index);
+        if !lost.is_empty() && !context.shared.batches.unwritten {
+            let why = format!("none of the window's steps {lost:?} reached the file: their ProfilerStep spans were lost before the writer");
+            return Err(write_err(io::Error::other(why)));
+        }
+        // Nothing was recorded (the run ended during warmup, or in a step that never ran): no file.
         let _ = fs::remove_file(partial);
         return Ok(None);
     };

@@ -29,6 +29,15 @@ pub(super) struct Window {
 impl Window {
     /// The window of the steps the profiler recorded, or `None` when none
     /// of them is in the file (the run ended during warmup).
+    /// The steps the profiler recorded in this segment when none of them has a begin in the
+    /// file (empty otherwise, and when no step was recorded).
+    pub(super) fn lost_steps(info: &SegmentInfo, index: &Index) -> Vec<u64> {
+        if info.steps.iter().any(|step| index.steps.contains_key(step)) {
+            return Vec::new();
+        }
+        info.steps.clone()
+    }
+
     pub(super) fn find(info: &SegmentInfo, index: &Index, pairs: &Pairs) -> Option<Window> {
         let (events, begins) = (&index.events[..], &index.steps);
         let mut present: Vec<(u64, usize, Option<usize>)> = info
