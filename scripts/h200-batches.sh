@@ -15,7 +15,7 @@
 #
 #   bash scripts/h200-batches.sh
 #
-# Knobs: RUNS, BUDGET, CRITERION=0, HOST=0, MEMORY=0, MEMORY_CAP, CUPTI=0, TORCH=1, LINGER=1, SPANS=1, OWN=1,
+# Knobs: RUNS, BUDGET, CRITERION=0, HOST=0, MEMORY=0, MEMORY_CAP, CUPTI=0, TORCH=1, LINGER=1, SPANS=1, OWN=1, UNWRITTEN=1,
 # CONVNET=0, EVICT=1.
 # Needs .devbin/steptrace.xz and .devbin/overhead.gz (.devbin/overhead-before.gz, .devbin/step.gz and step-before.gz optional). What comes back: $OUT/h200-batches.tgz.
 set -uo pipefail
@@ -122,6 +122,13 @@ fi
 if [ "${SPANS:-0}" = 1 ]; then
   st_run_capped mlp-steps-only 120 env STEPTRACE_SPANS=steps "$B" "${common[@]}" --model mlp \
     --dataset digits --device-activity off --baseline --json mlp-steps-only.json
+fi
+# With UNWRITTEN=1: the MLP's host spans made and handed over, but the writer writing none of
+# the stepping thread's records (STEPTRACE_SPANS=unwritten): what the writer's work beside the
+# step costs the step.
+if [ "${UNWRITTEN:-0}" = 1 ]; then
+  st_run_capped mlp-unwritten 120 env STEPTRACE_SPANS=unwritten "$B" "${common[@]}" --model mlp \
+    --dataset digits --device-activity off --baseline --json mlp-unwritten.json
 fi
 [ "${CONVNET:-1}" = 1 ] && st_run_capped convnet-host 90 "$B" "${common[@]}" --model convnet --dataset fashion-mnist --device-activity off \
   --json convnet-host.json
