@@ -61,31 +61,17 @@ impl Fields {
 
     /// Appends the fields to `out` as tracing-chrome writes its `args` object.
     pub(crate) fn json(&self, out: &mut String) {
-        let mut order: Vec<usize> = (0..self.0.len()).collect();
-        if map_sorts_keys() {
-            order.sort_by(|a, b| self.0[*a].0.cmp(self.0[*b].0));
-        }
-        out.push('{');
-        for (i, at) in order.into_iter().enumerate() {
-            if i > 0 {
-                out.push(',');
+        let mut order = vec![0; self.0.len()];
+        write_map(out, &mut order, |at| self.0[at].0, |out, at| match &self.0[at].1 {
+            Value::U64(v) => {
+                let _ = write!(out, "{v}");
             }
-            let (name, value) = &self.0[at];
-            escaped(out, name);
-            out.push_str(":\"");
-            match value {
-                Value::U64(v) => {
-                    let _ = write!(out, "{v}");
-                }
-                Value::I64(v) => {
-                    let _ = write!(out, "{v}");
-                }
-                Value::Bool(v) => out.push_str(if *v { "true" } else { "false" }),
-                Value::Text(text) => escaped_inner(out, text),
+            Value::I64(v) => {
+                let _ = write!(out, "{v}");
             }
-            out.push('"');
-        }
-        out.push('}');
+            Value::Bool(v) => out.push_str(if *v { "true" } else { "false" }),
+            Value::Text(text) => escaped_inner(out, text),
+        });
     }
 
     /// The `args` text of these fields.
@@ -116,20 +102,30 @@ impl Visit for Fields {
 pub(crate) fn u64_json(out: &mut String, fields: &[(&'static str, u64)]) {
     let mut order = [0usize; MAX_U64_FIELDS];
     let order = &mut order[..fields.len().min(MAX_U64_FIELDS)];
+    write_map(out, order, |at| fields[at].0, |out, at| {
+        let _ = write!(out, "{}", fields[at].1);
+    });
+}
+
+/// Writes an `args` object as serde_json writes tracing-chrome's map of texts: each key with
+/// the value `value` writes inside its quotes, keys in the map's order (sorted, unless
+/// `preserve_order`). `order` holds as many slots as there are keys, `name` names each.
+fn write_map(out: &mut String, order: &mut [usize], name: impl Fn(usize) -> &'static str, mut value: impl FnMut(&mut String, usize)) {
     for (i, at) in order.iter_mut().enumerate() {
         *at = i;
     }
     if map_sorts_keys() {
-        order.sort_unstable_by_key(|at| fields[*at].0);
+        order.sort_unstable_by_key(|at| name(*at));
     }
     out.push('{');
-    for (i, at) in order.iter().enumerate() {
+    for (i, &at) in order.iter().enumerate() {
         if i > 0 {
             out.push(',');
         }
-        let (name, value) = fields[*at];
-        escaped(out, name);
-        let _ = write!(out, ":\"{value}\"");
+        escaped(out, name(at));
+        out.push_str(":\"");
+        value(out, at);
+        out.push('"');
     }
     out.push('}');
 }

@@ -30,7 +30,7 @@ use tracing_core::Metadata;
 use tracing_subscriber::Registry;
 
 use super::args::{u64_json, MAX_U64_FIELDS};
-use super::batch::{announce, NameSource, Ph};
+use super::batch::{NameSource, Ph};
 use super::gate::{GateLayer, Shared, STEP_SPAN};
 use super::threads::thread_id;
 use crate::format::names::LAYER_NAME_CHARS;
@@ -112,7 +112,7 @@ pub struct OwnSpan<'a>(Inner<'a>);
 
 enum Inner<'a> {
     /// Kept as records: its begin was recorded into `segment`.
-    Direct { meta: &'static Metadata<'static>, name: Option<Cow<'a, str>>, fields: Fields, segment: u64 },
+    Direct { meta: &'static Metadata<'static>, name: Option<Cow<'a, str>>, fields: IntFields, segment: u64 },
     /// Through tracing, as any span.
     Span(#[allow(dead_code)] EnteredSpan),
     /// Made in no window of a direct profiler: nothing to keep.
@@ -121,14 +121,14 @@ enum Inner<'a> {
 
 /// A direct span's integer fields, in the order the span names them.
 #[derive(Clone, Copy, Default)]
-struct Fields {
+struct IntFields {
     values: [(&'static str, u64); MAX_U64_FIELDS],
     len: u8,
 }
 
-impl Fields {
-    fn of(fields: &[(&'static str, u64)]) -> Fields {
-        let mut out = Fields::default();
+impl IntFields {
+    fn of(fields: &[(&'static str, u64)]) -> IntFields {
+        let mut out = IntFields::default();
         for (slot, field) in out.values.iter_mut().zip(fields) {
             *slot = *field;
             out.len += 1;
@@ -194,8 +194,8 @@ impl<'a> OwnSpan<'a> {
     pub fn begin(meta: &'static Metadata<'static>, span: impl FnOnce() -> EnteredSpan) -> OwnSpan<'static> {
         match route(meta) {
             Route::Keep(direct, segment) => {
-                direct.keep(segment, meta, None, Fields::default(), Ph::Begin);
-                OwnSpan(Inner::Direct { meta, name: None, fields: Fields::default(), segment })
+                direct.keep(segment, meta, None, IntFields::default(), Ph::Begin);
+                OwnSpan(Inner::Direct { meta, name: None, fields: IntFields::default(), segment })
             }
             Route::Off => OwnSpan(Inner::Off),
             Route::Tracing => OwnSpan(Inner::Span(span())),
@@ -213,7 +213,7 @@ impl<'a> OwnSpan<'a> {
     ) -> OwnSpan<'static> {
         match route(meta) {
             Route::Keep(direct, segment) if fields.len() <= MAX_U64_FIELDS => {
-                let fields = Fields::of(fields);
+                let fields = IntFields::of(fields);
                 direct.keep(segment, meta, None, fields, Ph::Begin);
                 OwnSpan(Inner::Direct { meta, name: None, fields, segment })
             }
@@ -227,8 +227,8 @@ impl<'a> OwnSpan<'a> {
         match route(meta) {
             Route::Keep(direct, segment) => {
                 let name = layer_name(name);
-                direct.keep(segment, meta, name.as_deref(), Fields::default(), Ph::Begin);
-                OwnSpan(Inner::Direct { meta, name, fields: Fields::default(), segment })
+                direct.keep(segment, meta, name.as_deref(), IntFields::default(), Ph::Begin);
+                OwnSpan(Inner::Direct { meta, name, fields: IntFields::default(), segment })
             }
             Route::Off => OwnSpan(Inner::Off),
             Route::Tracing => OwnSpan(Inner::Span(span())),
@@ -256,27 +256,20 @@ impl Drop for OwnSpan<'_> {
 }
 
 impl Direct {
-    /// Hands this thread's records for `segment` to the writer: queued, then announced to the
-    /// Chrome layer by an event the gate passes on (see `batch`); waits while the writer is
-    /// two batches behind, as the gate does.
+    /// Hands this thread's records for `segment` to the writer, announced to the Chrome layer
+    /// by an event sent through the global subscriber, which the gate passes on.
     fn hand_over(&self, segment: u64) {
-        let (shared, Some(dispatch)) = (&self.shared, &self.dispatch) else { return };
-        let batches = &shared.batches;
-        if let Some((id, _)) = batches.hand_over(shared.sink_id(), segment) {
-            shared.backlog.send_one();
-            announce(id, |event| dispatch.event(event));
-            if batches.over(1) {
-                shared.backlog.wait_while(|| batches.over(1));
-            }
+        if let Some(dispatch) = &self.dispatch {
+            self.shared.hand_over(segment, |event| dispatch.event(event));
         }
     }
 
     /// Keeps a begin or end in this thread's buffer, and hands a full buffer over (without the
     /// global subscriber to announce it, it grows until the gate's next boundary on this
     /// thread, at the latest the step's end, hands it over).
-    /// Fields go on the begin and on the end, as the gate keeps them (and only when the
+    /// IntFields go on the begin and on the end, as the gate keeps them (and only when the
     /// profiler keeps args).
-    fn keep(&self, segment: u64, meta: &'static Metadata<'static>, name: Option<&str>, fields: Fields, ph: Ph) {
+    fn keep(&self, segment: u64, meta: &'static Metadata<'static>, name: Option<&str>, fields: IntFields, ph: Ph) {
         thread_local! {
             /// A span's `args` text, made here before the buffer copies it.
             static ARGS: RefCell<String> = const { RefCell::new(String::new()) };

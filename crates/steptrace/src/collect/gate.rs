@@ -367,14 +367,7 @@ where
     /// Hands this thread's kept spans to the writer, announced by one event through
     /// tracing-chrome.
     fn hand_over(&self, segment: u64, ctx: &Context<'_, S>) {
-        let batches = &self.shared.batches;
-        if let Some((id, _)) = batches.hand_over(self.shared.sink_id(), segment) {
-            self.shared.backlog.send_one();
-            super::batch::announce(id, |event| self.inner.on_event(event, ctx.clone()));
-            if batches.over(1) {
-                self.shared.backlog.wait_while(|| batches.over(1));
-            }
-        }
+        self.shared.hand_over(segment, |event| self.inner.on_event(event, ctx.clone()));
     }
 }
 

@@ -90,6 +90,19 @@ impl Shared {
         }
     }
 
+    /// Hands this thread's records for `segment` to the writer: queued, then announced by
+    /// `emit` (to the Chrome layer, on this thread); waits while the writer is two batches
+    /// behind.
+    pub(crate) fn hand_over(&self, segment: u64, emit: impl FnOnce(&tracing_core::Event<'_>)) {
+        if let Some((id, _)) = self.batches.hand_over(self.sink_id, segment) {
+            self.backlog.send_one();
+            super::batch::announce(id, emit);
+            if self.batches.over(1) {
+                self.backlog.wait_while(|| self.batches.over(1));
+            }
+        }
+    }
+
     /// Whether the step that ends now leaves its end for the next step's begin to hand over.
     pub(crate) fn set_step_end_waits(&self, waits: bool) {
         self.step_end_waits.store(waits, Ordering::Release);
