@@ -98,19 +98,24 @@ pub(crate) struct Record {
 pub(crate) struct Batch {
     pub(crate) id: u64,
     sink: u64,
-    segment: u64,
+    /// The segment (the window's file) whose records these are.
+    pub(crate) segment: u64,
     /// steptrace's id of the thread that recorded it.
     pub(crate) thread: u64,
+    /// Whether an event announces it: a flush leaves it for the announcement (see
+    /// [`Batches::take`]).
+    announced: bool,
     pub(crate) records: Vec<Record>,
     text: String,
 }
 
 impl Batch {
     fn new() -> Batch {
-        Batch { id: 0, sink: 0, segment: 0, thread: 0, records: Vec::with_capacity(32), text: String::with_capacity(128) }
+        Batch { id: 0, sink: 0, segment: 0, thread: 0, announced: false, records: Vec::with_capacity(32), text: String::with_capacity(128) }
     }
 
     fn clear(&mut self) {
+        self.announced = false;
         self.records.clear();
         self.text.clear();
     }
@@ -141,12 +146,22 @@ pub(crate) struct Batches {
     /// steptrace's id of the thread that enters the step spans (0: none yet).
     stepping: AtomicU64,
     next_id: AtomicU64,
+    /// How many batches were announced.
+    announced: AtomicU64,
     /// Records in the queue.
     queued: AtomicU64,
     /// Batches in the queue.
     queued_batches: AtomicU64,
     queue: Mutex<VecDeque<Batch>>,
     free: Mutex<Vec<Batch>>,
+    /// The thread whose tracing-chrome `tid` the writer last learned (0: none): its batches
+    /// handed over at a step's boundary need no announcement ([`needs_announcing`]).
+    ///
+    /// [`needs_announcing`]: Batches::needs_announcing
+    known_thread: AtomicU64,
+    /// tracing-chrome's `tid` of each thread that announced a batch, learned from the
+    /// announcing lines (few threads ever step).
+    tids: Mutex<Vec<(u64, u64)>>,
     /// An experiment (`STEPTRACE_SPANS=unwritten`): the writer claims each batch announced to it
     /// and writes none of its records.
     pub(crate) unwritten: bool,
@@ -200,6 +215,12 @@ impl Batches {
         self.next_id.load(Ordering::Relaxed)
     }
 
+    /// How many of them were announced.
+    #[cfg(test)]
+    pub(crate) fn announced(&self) -> u64 {
+        self.announced.load(Ordering::Relaxed)
+    }
+
     pub(crate) fn is_stepping(&self, thread: u64) -> bool {
         self.stepping.load(Ordering::Relaxed) == thread
     }
@@ -242,9 +263,10 @@ impl Batches {
         kept.unwrap_or(false)
     }
 
-    /// Moves this thread's records for `sink`'s `segment` to the queue; returns the id to
-    /// announce and the number of records (`None`: nothing to hand over).
-    pub(crate) fn hand_over(&self, sink: u64, segment: u64) -> Option<(u64, usize)> {
+    /// Moves this thread's records for `sink`'s `segment` to the queue, to be `announced` or
+    /// taken at a flush; returns its id and the number of records (`None`: nothing to hand
+    /// over).
+    pub(crate) fn hand_over(&self, sink: u64, segment: u64, announced: bool) -> Option<(u64, usize)> {
         let batch = BUFFER.try_with(|buffer| {
             let mut buffer = buffer.try_borrow_mut().ok()?;
             let current = buffer.as_mut()?;
@@ -261,6 +283,10 @@ impl Batches {
         });
         let mut batch = batch.ok().flatten()?;
         batch.id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
+        batch.announced = announced;
+        if announced {
+            self.announced.fetch_add(1, Ordering::Relaxed);
+        }
         let (id, records) = (batch.id, batch.records.len());
         self.queue.lock().ok()?.push_back(batch);
         self.queued.fetch_add(records as u64, Ordering::Relaxed);
@@ -268,24 +294,61 @@ impl Batches {
         Some((id, records))
     }
 
-    /// The batch announced as `id`, for the writer; batches queued before it, whose
-    /// announcements never reached this writer, are dropped.
-    pub(crate) fn claim(&self, id: u64) -> Option<Batch> {
-        let mut queue = self.queue.lock().ok()?;
-        let through = queue.iter().take_while(|batch| batch.id <= id).count();
-        let taken: Vec<Batch> = queue.drain(..through).collect();
-        drop(queue);
-        let mut claimed = None;
-        for batch in taken {
-            self.queued.fetch_sub(batch.records.len() as u64, Ordering::Relaxed);
-            self.queued_batches.fetch_sub(1, Ordering::Relaxed);
-            if batch.id == id {
-                claimed = Some(batch);
-            } else {
-                self.recycle(batch);
+    /// Whether a batch of `thread` handed over now must be announced to the writer: always
+    /// inside a step (`at_step` false: a full buffer), while the writer does not know the
+    /// thread's tracing-chrome `tid` yet, and once half a bound is queued (a writer that stopped
+    /// lingering then finds a message to take the queue at). Otherwise the profiler's flush,
+    /// which follows each recorded step's begin and each window's end, has the writer take it
+    /// ([`take`](Batches::take)).
+    #[inline]
+    pub(crate) fn needs_announcing(&self, thread: u64, at_step: bool) -> bool {
+        !at_step || self.known_thread.load(Ordering::Acquire) != thread || self.over(2)
+    }
+
+    /// Notes `thread`'s tracing-chrome `tid`, read from a line that announced its batch.
+    pub(crate) fn learn_tid(&self, thread: u64, tid: u64) {
+        if let Ok(mut tids) = self.tids.lock() {
+            match tids.iter_mut().find(|(t, _)| *t == thread) {
+                Some(known) => known.1 = tid,
+                None => tids.push((thread, tid)),
             }
         }
-        claimed
+        self.known_thread.store(thread, Ordering::Release);
+    }
+
+    /// tracing-chrome's `tid` of `thread`, once learned.
+    pub(crate) fn tid_of(&self, thread: u64) -> Option<u64> {
+        self.tids.lock().ok()?.iter().find(|(t, _)| *t == thread).map(|&(_, tid)| tid)
+    }
+
+    /// Takes the queue's batches, from the front, for a writer of `segment`:
+    /// - `through: Some(id)` (an announcement of batch `id` was read): every batch up to `id`;
+    /// - `None` (a flush): the batches of `segment` and earlier ones, up to the first that is
+    ///   announced or whose thread's `tid` is not known yet (its announcement, or a later
+    ///   one's, follows in tracing-chrome's stream and takes it then).
+    ///
+    /// A later segment's batch stays for its own writer.
+    pub(crate) fn take(&self, segment: u64, through: Option<u64>) -> Vec<Batch> {
+        let Ok(mut queue) = self.queue.lock() else { return Vec::new() };
+        let mut count = 0;
+        for batch in queue.iter() {
+            let stop = batch.segment > segment
+                || match through {
+                    Some(id) => batch.id > id,
+                    None => batch.announced || self.tid_of(batch.thread).is_none(),
+                };
+            if stop {
+                break;
+            }
+            count += 1;
+        }
+        let taken: Vec<Batch> = queue.drain(..count).collect();
+        drop(queue);
+        for batch in &taken {
+            self.queued.fetch_sub(batch.records.len() as u64, Ordering::Relaxed);
+            self.queued_batches.fetch_sub(1, Ordering::Relaxed);
+        }
+        taken
     }
 
     /// Gives a written batch back for reuse.
@@ -354,15 +417,18 @@ mod tests {
         let batches = Batches::default();
         assert!(!batches.record(1, 7, 3, SPAN, NameSource::Text("conv1"), Some(r#"{"a":"1"}"#), Ph::Begin));
         assert!(!batches.record(1, 7, 3, SPAN, NameSource::Step(4), None, Ph::End));
-        let (id, records) = batches.hand_over(1, 7).expect("two records");
+        let (id, records) = batches.hand_over(1, 7, true).expect("two records");
         assert_eq!(records, 2);
         // Nothing more to hand over, and a closed segment's records are dropped.
-        assert_eq!(batches.hand_over(1, 7), None);
+        assert_eq!(batches.hand_over(1, 7, true), None);
         batches.record(1, 7, 3, SPAN, NameSource::Static, None, Ph::Begin);
-        assert_eq!(batches.hand_over(1, 8), None);
-        assert_eq!(batches.hand_over(1, 7), None);
+        assert_eq!(batches.hand_over(1, 8, true), None);
+        assert_eq!(batches.hand_over(1, 7, true), None);
 
-        let batch = batches.claim(id).expect("queued");
+        let mut taken = batches.take(7, Some(id));
+        assert_eq!(taken.len(), 1);
+        let batch = taken.pop().unwrap();
+        assert_eq!(batch.id, id);
         assert_eq!(batch.thread, 3);
         assert_eq!(batch.records.len(), 2);
         let (first, second) = (batch.records[0], batch.records[1]);
@@ -372,28 +438,45 @@ mod tests {
         assert_eq!(batch.text((start, len)), "conv1");
         assert_eq!(batch.text(first.args.unwrap()), r#"{"a":"1"}"#);
         assert_eq!(second.name, Name::Step(4));
-        assert!(batches.claim(id).is_none(), "a batch is claimed once");
+        assert!(batches.take(7, Some(id)).is_empty(), "a batch is taken once");
     }
 
     #[test]
-    fn a_later_announcement_drops_batches_whose_announcement_was_lost() {
+    fn a_flush_takes_what_no_announcement_will_and_leaves_a_later_segment_alone() {
         let batches = Batches::default();
-        batches.record(1, 1, 1, SPAN, NameSource::Static, None, Ph::Begin);
-        let (lost, _) = batches.hand_over(1, 1).unwrap();
-        batches.record(1, 1, 1, SPAN, NameSource::Static, None, Ph::End);
-        let (next, _) = batches.hand_over(1, 1).unwrap();
-        assert!(next > lost);
-        assert_eq!(batches.queued(), 2);
-        assert!(!batches.over(1));
-        assert!(batches.claim(next).is_some());
-        assert!(batches.claim(lost).is_none());
-        assert_eq!(batches.queued(), 0, "a dropped batch leaves the count too");
-        // Many small batches reach the bound on batches long before the one on records.
+        let hand = |segment, announced| {
+            batches.record(1, segment, 5, SPAN, NameSource::Static, None, Ph::Begin);
+            batches.hand_over(1, segment, announced).unwrap().0
+        };
+        // The thread's first batch is announced: until the writer reads that line, its tid is
+        // unknown, and a flush takes nothing of it.
+        assert!(batches.needs_announcing(5, true));
+        let first = hand(1, true);
+        let quiet = hand(1, false);
+        assert!(batches.take(1, None).is_empty());
+        batches.learn_tid(5, 3);
+        assert_eq!(batches.tid_of(5), Some(3));
+        assert!(!batches.needs_announcing(5, true), "known, at a step");
+        assert!(batches.needs_announcing(5, false), "inside a step (a full buffer)");
+        assert!(batches.needs_announcing(6, true), "another thread");
+        // A flush stops at an announced batch; its announcement takes what is before it.
+        assert!(batches.take(1, None).is_empty());
+        let ids: Vec<u64> = batches.take(1, Some(first)).iter().map(|b| b.id).collect();
+        assert_eq!(ids, [first]);
+        let later = hand(2, false);
+        let ids: Vec<u64> = batches.take(1, None).iter().map(|b| b.id).collect();
+        assert_eq!(ids, [quiet], "the next segment's batch stays");
+        assert_eq!(batches.queued(), 1);
+        let ids: Vec<u64> = batches.take(2, None).iter().map(|b| b.id).collect();
+        assert_eq!(ids, [later]);
+        assert_eq!(batches.queued(), 0, "taken batches leave the count");
+        // Many small batches reach the bound on batches long before the one on records; past
+        // half of it, even a step's batch is announced.
         for _ in 0..=QUEUE_BATCHES / 2 {
-            batches.record(1, 1, 1, SPAN, NameSource::Static, None, Ph::Begin);
-            batches.hand_over(1, 1).unwrap();
+            hand(2, false);
         }
         assert!(batches.over(2) && !batches.over(1));
+        assert!(batches.needs_announcing(5, true));
     }
 
     #[test]
@@ -401,8 +484,8 @@ mod tests {
         let batches = Batches::default();
         let full = (0..MAX_RECORDS).map(|_| batches.record(2, 1, 1, SPAN, NameSource::Static, None, Ph::Instant));
         assert_eq!(full.filter(|full| *full).count(), 1);
-        let (id, _) = batches.hand_over(2, 1).unwrap();
-        assert_eq!(batches.claim(id).unwrap().records.len(), MAX_RECORDS);
+        let (id, _) = batches.hand_over(2, 1, true).unwrap();
+        assert_eq!(batches.take(1, Some(id))[0].records.len(), MAX_RECORDS);
     }
 
     #[test]

@@ -86,7 +86,7 @@ pub(crate) fn begin_step(shared: &Arc<Shared>, step: u64) -> Option<DirectStep> 
     }
     shared.batches.set_stepping(thread_id());
     shared.batches.record(shared.sink_id(), segment, thread_id(), &STEP_META, NameSource::Step(step), None, Ph::Begin);
-    direct.hand_over(segment);
+    direct.hand_over(segment, true);
     Some(DirectStep { step, segment })
 }
 
@@ -101,7 +101,7 @@ pub(crate) fn end_step(step: DirectStep, end_waits: bool) {
     }
     let full = shared.batches.record(shared.sink_id(), step.segment, thread_id(), &STEP_META, NameSource::Step(step.step), None, Ph::End);
     if full || !end_waits {
-        direct.hand_over(step.segment);
+        direct.hand_over(step.segment, true);
     }
 }
 
@@ -257,10 +257,11 @@ impl Drop for OwnSpan<'_> {
 
 impl Direct {
     /// Hands this thread's records for `segment` to the writer, announced to the Chrome layer
-    /// by an event sent through the global subscriber, which the gate passes on.
-    fn hand_over(&self, segment: u64) {
+    /// by an event sent through the global subscriber, which the gate passes on, unless
+    /// `at_step` lets the profiler's flush take them (see [`Shared::hand_over`]).
+    fn hand_over(&self, segment: u64, at_step: bool) {
         if let Some(dispatch) = &self.dispatch {
-            self.shared.hand_over(segment, |event| dispatch.event(event));
+            self.shared.hand_over(segment, at_step, |event| dispatch.event(event));
         }
     }
 
@@ -289,7 +290,7 @@ impl Direct {
             kept.ok().flatten().unwrap_or_else(|| record(None))
         };
         if full {
-            self.hand_over(segment);
+            self.hand_over(segment, false);
         }
     }
 }

@@ -242,7 +242,7 @@ where
         if segment != 0 && self.shared.bound_here() {
             if self.stepping_here() {
                 if self.keep_event(event, segment) {
-                    self.hand_over(segment, &ctx);
+                    self.hand_over(segment, false, &ctx);
                 }
             } else {
                 self.shared.backlog.send_one();
@@ -279,7 +279,7 @@ where
         // unless the next step writes to the same file: then the next begin takes both.
         let end_waits = !begin && self.shared.step_end_waits.load(Ordering::Acquire);
         if kept.full || (kept.step && !end_waits) {
-            self.hand_over(segment, &ctx);
+            self.hand_over(segment, kept.step, &ctx);
         }
     }
 
@@ -365,9 +365,10 @@ where
     }
 
     /// Hands this thread's kept spans to the writer, announced by one event through
-    /// tracing-chrome.
-    fn hand_over(&self, segment: u64, ctx: &Context<'_, S>) {
-        self.shared.hand_over(segment, |event| self.inner.on_event(event, ctx.clone()));
+    /// tracing-chrome where the profiler's flush will not take them (`at_step`: at a step's
+    /// begin or end; see [`Shared::hand_over`]).
+    fn hand_over(&self, segment: u64, at_step: bool, ctx: &Context<'_, S>) {
+        self.shared.hand_over(segment, at_step, |event| self.inner.on_event(event, ctx.clone()));
     }
 }
 
@@ -442,6 +443,50 @@ mod tests {
             assert_eq!(complete("ProfilerStep#"), 3, "{text}");
             assert_eq!(complete("forward"), 3, "{text}");
             assert!(events.iter().any(|e| e["name"] == "forward" && e["args"]["batch"] == "3"), "{text}");
+        }
+    }
+
+    #[test]
+    fn once_the_writer_knows_the_stepping_thread_its_flushes_take_the_steps_unannounced() {
+        let dir = tempfile::tempdir().unwrap();
+        let schedule: Schedule = "wait=1,warmup=1,active=3,repeat=2".parse().unwrap();
+        let (layer, mut profiler) = Profiler::builder(schedule).out_dir(dir.path()).build_global().unwrap();
+        let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+        let saved = tracing::dispatcher::with_default(&dispatch, || {
+            profiler.start();
+            let mut announced_at_first = None;
+            for step in 0..11 {
+                drop(tracing::info_span!(target: "steptrace", "forward", batch = 3u64).entered());
+                profiler.step();
+                if step == 0 {
+                    // Step 1 (the first warmup) began: its hand-over was announced, as the
+                    // writer did not know this thread yet. Wait until it has read that line.
+                    let batches = &profiler.shared().batches;
+                    let start = std::time::Instant::now();
+                    while batches.tid_of(crate::collect::threads::thread_id()).is_none() {
+                        assert!(start.elapsed().as_secs() < 30, "the writer never read the announcement");
+                        std::thread::sleep(std::time::Duration::from_millis(1));
+                    }
+                    announced_at_first = Some(batches.announced());
+                }
+            }
+            let batches = &profiler.shared().batches;
+            assert_eq!(batches.handed_over(), 8 + 2, "hand-overs");
+            assert_eq!(announced_at_first, Some(1));
+            assert_eq!(batches.announced(), 1, "every later hand-over was at a step: the flushes took them");
+            profiler.finish().unwrap()
+        });
+        assert_eq!(saved.len(), 2);
+        for trace in &saved {
+            let text = std::fs::read_to_string(&trace.path).unwrap();
+            let file: serde_json::Value = serde_json::from_str(&text).unwrap();
+            let events = file["traceEvents"].as_array().unwrap();
+            let complete = |name: &str| {
+                events.iter().filter(|e| e["ph"] == "X" && e["name"].as_str().is_some_and(|n| n.starts_with(name))).count()
+            };
+            assert_eq!(complete("ProfilerStep#"), 3, "{text}");
+            assert_eq!(complete("forward"), 3, "{text}");
+            assert!(!text.contains("steptrace::batch"), "{text}");
         }
     }
 

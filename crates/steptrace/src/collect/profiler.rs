@@ -477,7 +477,7 @@ impl Profiler {
             cut_reason: None,
             device: DeviceOutcome::NotCollected,
         }));
-        Ok((SegmentWriter::create(info.clone(), self.core.context.clone(), self.core.limit)?, info))
+        Ok((SegmentWriter::create(info.clone(), self.core.context.clone(), self.core.limit, self.core.next_segment)?, info))
     }
 
     /// Starts the device collector for the cycle that opens.
@@ -521,6 +521,9 @@ impl Profiler {
                 info.device = device;
             }
             if let Some(guard) = &self.core.guard {
+                // The window's last records were handed over unannounced: the flush writes them
+                // before tracing-chrome closes the file.
+                guard.flush();
                 guard.start_new(Some(Box::new(io::sink())));
             }
         }

@@ -91,10 +91,17 @@ impl Shared {
     }
 
     /// Hands this thread's records for `segment` to the writer: queued, then announced by
-    /// `emit` (to the Chrome layer, on this thread); waits while the writer is two batches
-    /// behind.
-    pub(crate) fn hand_over(&self, segment: u64, emit: impl FnOnce(&tracing_core::Event<'_>)) {
-        if let Some((id, _)) = self.batches.hand_over(self.sink_id, segment) {
+    /// `emit` (to the Chrome layer, on this thread) unless `at_step` (a step's begin or end)
+    /// lets the profiler's next flush take them (see [`Batches::needs_announcing`]); waits
+    /// while the writer is too far behind.
+    ///
+    /// [`Batches::needs_announcing`]: super::batch::Batches::needs_announcing
+    pub(crate) fn hand_over(&self, segment: u64, at_step: bool, emit: impl FnOnce(&tracing_core::Event<'_>)) {
+        let announced = self.batches.needs_announcing(super::threads::thread_id(), at_step);
+        if let Some((id, _)) = self.batches.hand_over(self.sink_id, segment, announced) {
+            if !announced {
+                return;
+            }
             self.backlog.send_one();
             super::batch::announce(id, emit);
             if self.batches.over(1) {

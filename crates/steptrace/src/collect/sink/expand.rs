@@ -34,6 +34,9 @@ struct Announcement {
 /// The segment writer's line rewriting.
 #[derive(Debug, Default)]
 pub(crate) struct Expander {
+    /// The segment whose file this is: its batches are written, an earlier one's dropped, a
+    /// later one's left for its own writer.
+    segment: u64,
     /// The start of a line whose end has not been written yet.
     carry: Vec<u8>,
     /// Lines built for one batch.
@@ -41,6 +44,11 @@ pub(crate) struct Expander {
 }
 
 impl Expander {
+    /// The expander of `segment`'s file.
+    pub(crate) fn new(segment: u64) -> Expander {
+        Expander { segment, ..Expander::default() }
+    }
+
     /// Passes `chunk` to `out`, each complete announcing line replaced by its batch; the
     /// chunk's last line waits for its end.
     pub(crate) fn write(
@@ -112,27 +120,66 @@ impl Expander {
         }
     }
 
-    /// The lines of the batch `object` announces (`None`: not an announcement of a batch
-    /// still queued; the line is kept as written).
+    /// The lines of the batch `object` announces, after those of the batches queued before it
+    /// that no announcement took (`None`: not an announcement, or nothing of it to write; the
+    /// line is kept as written, and the finaliser drops it).
     fn expand(&mut self, object: &[u8], batches: &Batches) -> Option<&[u8]> {
         let announcement: Announcement = serde_json::from_slice(object).ok()?;
         let id = announcement.name.parse().ok()?;
-        let origin = batches.origin()?;
-        let batch = batches.claim(id)?;
-        if batches.unwritten {
-            // The experiment: the announcement stays, its records go nowhere.
+        let taken = batches.take(self.segment, Some(id));
+        if let Some(batch) = taken.iter().find(|batch| batch.id == id) {
+            batches.learn_tid(batch.thread, announcement.tid);
+        }
+        self.build(taken, batches);
+        (!self.built.is_empty()).then_some(&self.built)
+    }
+
+    /// At a flush (each recorded step's begin, each window's end): writes the batches handed
+    /// over without an announcement, after everything tracing-chrome wrote so far.
+    /// `after_entry`: the output ends with an event, whose comma is still to come (else it ends
+    /// with a comma and a newline, and tracing-chrome's next event comes without one).
+    pub(crate) fn drain(&mut self, batches: &Batches, after_entry: bool, out: &mut dyn FnMut(&[u8]) -> io::Result<()>) -> io::Result<()> {
+        let taken = batches.take(self.segment, None);
+        if taken.is_empty() {
+            return Ok(());
+        }
+        self.build(taken, batches);
+        if self.built.is_empty() {
+            return Ok(());
+        }
+        if after_entry {
+            out(b",\n")?;
+            out(&self.built)
+        } else {
+            out(&self.built)?;
+            out(b",\n")
+        }
+    }
+
+    /// Takes this segment's batches, and earlier segments', off the queue unwritten.
+    pub(crate) fn discard(&mut self, batches: &Batches) {
+        for batch in batches.take(self.segment, Some(u64::MAX)) {
             batches.recycle(batch);
-            return None;
         }
+    }
+
+    /// The lines of `taken`'s batches of this segment whose thread's `tid` is known, in order,
+    /// into `built`; every batch goes back for reuse.
+    fn build(&mut self, taken: Vec<Batch>, batches: &Batches) {
         self.built.clear();
-        for (i, record) in batch.records.iter().enumerate() {
-            if i > 0 {
-                self.built.extend_from_slice(b",\n");
+        let origin = batches.origin();
+        for batch in taken {
+            let tid = batches.tid_of(batch.thread);
+            if let (Some(origin), Some(tid), true, false) = (origin, tid, batch.segment == self.segment, batches.unwritten) {
+                for record in &batch.records {
+                    if !self.built.is_empty() {
+                        self.built.extend_from_slice(b",\n");
+                    }
+                    write_line(&mut self.built, &batch, record, tid, origin);
+                }
             }
-            write_line(&mut self.built, &batch, record, announcement.tid, origin);
+            batches.recycle(batch);
         }
-        batches.recycle(batch);
-        Some(&self.built)
     }
 }
 
@@ -211,10 +258,10 @@ mod tests {
         batches.record(1, 1, 9, &FORWARD, NameSource::Step(3), None, Ph::Begin);
         batches.record(1, 1, 9, &FORWARD, NameSource::Static, Some(r#"{"batch":"2"}"#), Ph::Begin);
         batches.record(1, 1, 9, &FORWARD, NameSource::Static, Some(r#"{"batch":"2"}"#), Ph::End);
-        let (id, _) = batches.hand_over(1, 1).unwrap();
+        let (id, _) = batches.hand_over(1, 1, true).unwrap();
         let before = r#"{"cat":"user\u001f2","name":"x","ph":"i","pid":1,"s":"t","tid":4,"ts":1.0}"#;
         let stream = format!("{before},\n{},\n{before}", announcing_line(id, 4));
-        let mut expander = Expander::default();
+        let mut expander = Expander::new(1);
         let (a, b) = stream.as_bytes().split_at(before.len() + 60);
         let file = run(&[a, b], &batches, &mut expander);
         let lines: Vec<&str> = file.lines().collect();
@@ -241,9 +288,9 @@ mod tests {
         let batches = Batches::unwritten(true);
         batches.set_origin(Instant::now());
         batches.record(1, 1, 9, &FORWARD, NameSource::Step(3), None, Ph::Begin);
-        let (id, _) = batches.hand_over(1, 1).unwrap();
+        let (id, _) = batches.hand_over(1, 1, true).unwrap();
         let line = announcing_line(id, 4);
-        let file = run(&[format!("[\n{line}\n]").as_bytes()], &batches, &mut Expander::default());
+        let file = run(&[format!("[\n{line}\n]").as_bytes()], &batches, &mut Expander::new(1));
         assert_eq!(file, format!("[\n{line}\n]"));
         assert_eq!(batches.queued(), 0, "the batch left the queue");
     }
@@ -253,7 +300,7 @@ mod tests {
         let stream_for = |batches: &Batches| {
             batches.set_origin(Instant::now());
             batches.record(1, 1, 2, &FORWARD, NameSource::Text("layer \"q\""), None, Ph::Begin);
-            let (id, _) = batches.hand_over(1, 1).unwrap();
+            let (id, _) = batches.hand_over(1, 1, true).unwrap();
             format!("[\n{},\n{{\"ph\":\"i\"}}\n]", announcing_line(id, 1))
         };
         let mut expected = None;
@@ -264,7 +311,7 @@ mod tests {
             // Three chunks: the middle one may hold no newline at all.
             let (a, rest) = stream.as_bytes().split_at(cut);
             let (b, c) = rest.split_at(cut2 - cut);
-            let file = run(&[a, b, c], &batches, &mut Expander::default());
+            let file = run(&[a, b, c], &batches, &mut Expander::new(1));
             assert!(!file.contains("steptrace::batch"), "{file}");
             // Times differ between runs: compare without them.
             let shape: String = file.split("\"ts\":").map(|s| s.trim_start_matches(|c: char| c.is_ascii_digit() || c == '.')).collect();
@@ -298,8 +345,8 @@ mod tests {
         batches.record(1, 1, 12, &FORWARD, NameSource::Text("enc \"0\" \\ é\u{7f}"), Some(&args.to_string()), Ph::Begin);
         batches.record(1, 1, 12, &FORWARD, NameSource::Step(40), None, Ph::End);
         batches.record(1, 1, 12, &FORWARD, NameSource::Static, Some("{}"), Ph::Begin);
-        let (id, _) = batches.hand_over(1, 1).unwrap();
-        let batch = batches.claim(id).unwrap();
+        let (id, _) = batches.hand_over(1, 1, true).unwrap();
+        let batch = batches.take(1, Some(id)).pop().unwrap();
         let cat = crate::format::tag::encode("steptrace", 12);
         let expected = [
             ("B", "enc \"0\" \\ é\u{7f}", Some(args)),
@@ -321,11 +368,79 @@ mod tests {
     }
 
     #[test]
+    fn a_flush_writes_unannounced_batches_between_events_and_the_stream_stays_valid_json() {
+        let batches = Batches::default();
+        batches.set_origin(Instant::now());
+        let hand = |name: &str, announced| {
+            batches.record(1, 1, 9, &FORWARD, NameSource::Text(name), None, Ph::Begin);
+            batches.hand_over(1, 1, announced).unwrap().0
+        };
+        let header = "{\"ph\":\"M\",\"name\":\"h\"},\n";
+        let other = r#"{"cat":"user\u001f2","name":"x","ph":"i","pid":1,"s":"t","tid":4,"ts":1.0}"#;
+        let mut expander = Expander::new(1);
+        let mut file = format!("[\n{header}");
+        let write = |expander: &mut Expander, chunk: &str, file: &mut String| {
+            let mut out = |bytes: &[u8]| {
+                file.push_str(std::str::from_utf8(bytes).unwrap());
+                Ok(())
+            };
+            expander.write(chunk.as_bytes(), &batches, &mut out).unwrap();
+        };
+        let flush = |expander: &mut Expander, file: &mut String| {
+            let mut out = |bytes: &[u8]| {
+                file.push_str(std::str::from_utf8(bytes).unwrap());
+                Ok(())
+            };
+            expander.finish(&batches, &mut out).unwrap();
+            // As the segment writer: by the last byte written, once the waiting line is out.
+            let after_entry = file.ends_with('}');
+            let mut out = |bytes: &[u8]| {
+                file.push_str(std::str::from_utf8(bytes).unwrap());
+                Ok(())
+            };
+            expander.drain(&batches, after_entry, &mut out).unwrap();
+        };
+        // Before tracing-chrome's first event (its next comes without a comma): the tid is not
+        // known yet, so the first batch is announced; the next one waits for a flush.
+        let first = hand("a", true);
+        hand("b", false);
+        flush(&mut expander, &mut file);
+        assert_eq!(file, format!("[\n{header}"), "nothing before the tid is known");
+        write(&mut expander, &announcing_line(first, 7), &mut file);
+        flush(&mut expander, &mut file);
+        // Between events (tracing-chrome's next comes with a comma).
+        hand("c", false);
+        write(&mut expander, &format!(",\n{other}"), &mut file);
+        flush(&mut expander, &mut file);
+        // Before the first event of a stream: a trailing comma, and the event without one.
+        hand("d", false);
+        flush(&mut expander, &mut file);
+        write(&mut expander, &format!(",\n{other}\n]"), &mut file);
+        flush(&mut expander, &mut file);
+        let events: Vec<Value> = serde_json::from_str(&file).unwrap_or_else(|e| panic!("{e}: {file}"));
+        let names: Vec<&str> = events.iter().map(|e| e["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["h", "a", "b", "x", "c", "d", "x"], "{file}");
+        assert!(events[1..].iter().filter(|e| e["name"] != "x").all(|e| e["tid"] == 7));
+        assert_eq!(batches.queued(), 0);
+
+        // A stream whose first event is a drained batch: it ends with a comma, then the event.
+        let mut expander = Expander::new(1);
+        let mut file = format!("[\n{header}");
+        hand("e", false);
+        flush(&mut expander, &mut file);
+        write(&mut expander, other, &mut file);
+        write(&mut expander, "\n]", &mut file);
+        flush(&mut expander, &mut file);
+        let events: Vec<Value> = serde_json::from_str(&file).unwrap_or_else(|e| panic!("{e}: {file}"));
+        assert_eq!(events.iter().map(|e| e["name"].as_str().unwrap()).collect::<Vec<_>>(), ["h", "e", "x"]);
+    }
+
+    #[test]
     fn an_unknown_announcement_is_kept_as_written() {
         let batches = Batches::default();
         batches.set_origin(Instant::now());
         let line = announcing_line(77, 1);
-        let file = run(&[line.as_bytes()], &batches, &mut Expander::default());
+        let file = run(&[line.as_bytes()], &batches, &mut Expander::new(1));
         assert_eq!(file, line);
     }
 }

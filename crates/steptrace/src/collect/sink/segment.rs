@@ -137,8 +137,10 @@ pub(crate) struct SegmentWriter {
     written: u64,
     /// The writer waits counted before this segment.
     waits_at_start: crate::format::WriterWaits,
-    /// Writes the stepping thread's batches where they were announced.
+    /// Writes the stepping thread's batches where they were announced, or at a flush.
     expander: super::expand::Expander,
+    /// The last byte written to the file (0: none yet).
+    last: u8,
     /// Other names for the file, should its own be taken when it is created.
     variants: Option<(FileNames, PathBuf, u32)>,
 }
@@ -157,6 +159,7 @@ impl SegmentWriter {
         info: Arc<Mutex<SegmentInfo>>,
         context: Arc<SinkContext>,
         limit: Option<u64>,
+        segment: u64,
     ) -> Result<SegmentWriter, Error> {
         let (final_path, cycle, capture) = {
             let info = info.lock().map_err(|_| poisoned())?;
@@ -181,7 +184,8 @@ impl SegmentWriter {
             limit,
             written: 0,
             waits_at_start,
-            expander: super::expand::Expander::default(),
+            expander: super::expand::Expander::new(segment),
+            last: 0,
             variants: None,
         })
     }
@@ -249,6 +253,9 @@ impl SegmentWriter {
         }
         self.open()?.write_all(buf)?;
         self.written += buf.len() as u64;
+        if let Some(&last) = buf.last() {
+            self.last = last;
+        }
         Ok(())
     }
 }
@@ -267,6 +274,30 @@ impl SegmentWriter {
         }
         self.expander = expander;
         result
+    }
+
+    /// Writes the batches handed over without an announcement (see [`drain`]): only between two
+    /// of tracing-chrome's events, never before its opening `[` and the header or after its
+    /// closing `]`. After an error, they leave the queue unwritten.
+    ///
+    /// [`drain`]: super::expand::Expander::drain
+    fn drain(&mut self) {
+        let context = self.context.clone();
+        let batches = &context.shared.batches;
+        if self.error.is_some() || self.last == b']' {
+            self.expander.discard(batches);
+            return;
+        }
+        if self.header.is_some() || self.last == 0 {
+            return;
+        }
+        let after_entry = self.last == b'}';
+        let mut expander = std::mem::take(&mut self.expander);
+        let result = expander.drain(batches, after_entry, &mut |bytes: &[u8]| self.write_file(bytes));
+        self.expander = expander;
+        if let Err(err) = result {
+            self.error = Some(err);
+        }
     }
 }
 
@@ -337,6 +368,7 @@ impl Write for SegmentWriter {
         if let Err(err) = self.write_lines(&[], true) {
             self.error.get_or_insert(err);
         }
+        self.drain();
         if self.error.is_none() {
             if let Some(Err(err)) = self.file.as_mut().map(File::flush) {
                 self.error = Some(err);
@@ -361,6 +393,9 @@ impl Drop for SegmentWriter {
         if let Err(err) = self.write_lines(&[], true) {
             self.error.get_or_insert(err);
         }
+        // Batches still queued for this file can no longer be written in it (tracing-chrome
+        // closed it): they leave the queue.
+        self.expander.discard(&self.context.clone().shared.batches);
         // A segment that never saw a write (tracing-chrome writes the opening `[` at once) still
         // leaves its file.
         if self.error.is_none() && self.opening == Opening::Pending {
