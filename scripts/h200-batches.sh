@@ -15,8 +15,8 @@
 #
 #   bash scripts/h200-batches.sh
 #
-# Knobs: RUNS, BUDGET, CRITERION=0, HOST=0, MEMORY=0, MEMORY_CAP, CUPTI=0, TORCH=1, LINGER=1, SPANS=1, OWN=1, UNWRITTEN=1,
-# CONVNET=0, EVICT=1.
+# Knobs: RUNS, BUDGET, CRITERION=0, HOST=0, HOST_CAP, MEMORY=0, MEMORY_CAP, CUPTI=0, CUPTI_CAP, TORCH=1, LINGER=1, SPANS=1,
+# OWN=1, UNWRITTEN=1, ANNOUNCED=1, CONVNET=0, CONVNET_CAP, EVICT=1.
 # Needs .devbin/steptrace.xz and .devbin/overhead.gz (.devbin/overhead-before.gz, .devbin/step.gz and step-before.gz optional). What comes back: $OUT/h200-batches.tgz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -82,7 +82,7 @@ PY
 
 common=(bench --profile interleaved --backend cuda --runs "$RUNS" --cache-dir "$CACHE" --batch 256
   --schedule wait=7,warmup=1,active=2)
-[ "${HOST:-1}" = 1 ] && st_run_capped mlp-host 120 "$B" "${common[@]}" --model mlp --dataset digits --device-activity off --baseline \
+[ "${HOST:-1}" = 1 ] && st_run_capped mlp-host "${HOST_CAP:-120}" "$B" "${common[@]}" --model mlp --dataset digits --device-activity off --baseline \
   --json mlp-host.json
 [ "${MEMORY:-1}" = 1 ] && st_run_capped mlp-memory "${MEMORY_CAP:-60}" "$B" "${common[@]}" --model mlp --dataset digits --device-activity off --memory \
   --json mlp-memory.json
@@ -92,7 +92,7 @@ CAP=60 st_train memory-queries --model mlp --dataset digits --batch 256 --steps 
   --schedule skip_first=20,wait=2,warmup=1,active=3
 python3 -c 'import json,sys; print("memory:", json.load(open(sys.argv[1]))["memory"])' "$R/memory-queries.json" \
   | tee -a "$R/rc.txt" || true
-[ "${CUPTI:-1}" = 1 ] && st_run_capped mlp-cupti 60 "$B" "${common[@]}" --model mlp --dataset digits --json mlp-cupti.json
+[ "${CUPTI:-1}" = 1 ] && st_run_capped mlp-cupti "${CUPTI_CAP:-60}" "$B" "${common[@]}" --model mlp --dataset digits --json mlp-cupti.json
 # With TORCH=1: torch.profiler's cost on the same MLP in the same call (benches/torch_twin.py,
 # the same schedule, one process each).
 if [ "${TORCH:-0}" = 1 ]; then
@@ -130,7 +130,14 @@ if [ "${UNWRITTEN:-0}" = 1 ]; then
   st_run_capped mlp-unwritten 120 env STEPTRACE_SPANS=unwritten "$B" "${common[@]}" --model mlp \
     --dataset digits --device-activity off --baseline --json mlp-unwritten.json
 fi
-[ "${CONVNET:-1}" = 1 ] && st_run_capped convnet-host 90 "$B" "${common[@]}" --model convnet --dataset fashion-mnist --device-activity off \
+# With ANNOUNCED=1: the MLP's host spans with every batch announced through tracing-chrome, a
+# step's too (STEPTRACE_SPANS=announced), as before the profiler's flushes took them: what that
+# saves the step.
+if [ "${ANNOUNCED:-0}" = 1 ]; then
+  st_run_capped mlp-announced "${HOST_CAP:-120}" env STEPTRACE_SPANS=announced "$B" "${common[@]}" --model mlp \
+    --dataset digits --device-activity off --baseline --json mlp-announced.json
+fi
+[ "${CONVNET:-1}" = 1 ] && st_run_capped convnet-host "${CONVNET_CAP:-90}" "$B" "${common[@]}" --model convnet --dataset fashion-mnist --device-activity off \
   --json convnet-host.json
 echo "== done [${SECONDS}s]"
 cat "$R/rc.txt" 2> /dev/null || true

@@ -107,6 +107,32 @@ pub(crate) fn u64_json(out: &mut String, fields: &[(&'static str, u64)]) {
     });
 }
 
+/// A direct span's integer fields, in the order the span names them.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct IntFields {
+    values: [(&'static str, u64); MAX_U64_FIELDS],
+    len: u8,
+}
+
+impl IntFields {
+    pub(crate) fn of(fields: &[(&'static str, u64)]) -> IntFields {
+        let mut out = IntFields::default();
+        for (slot, field) in out.values.iter_mut().zip(fields) {
+            *slot = *field;
+            out.len += 1;
+        }
+        out
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        usize::from(self.len)
+    }
+
+    pub(crate) fn as_slice(&self) -> &[(&'static str, u64)] {
+        &self.values[..usize::from(self.len)]
+    }
+}
+
 /// Writes an `args` object as serde_json writes tracing-chrome's map of texts: each key with
 /// the value `value` writes inside its quotes, keys in the map's order (sorted, unless
 /// `preserve_order`). `order` holds as many slots as there are keys, `name` names each.

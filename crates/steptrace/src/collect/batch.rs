@@ -36,6 +36,8 @@ use tracing_core::field::{FieldSet, Value};
 use tracing_core::metadata::Kind;
 use tracing_core::{Event, Level, Metadata};
 
+use super::args::IntFields;
+
 /// The target of the event that stands for a batch in tracing-chrome's stream (reserved).
 pub(crate) const BATCH_TARGET: &str = "steptrace::batch";
 /// Records a buffer holds before it is handed over inside a step.
@@ -73,6 +75,24 @@ pub(crate) enum NameSource<'a> {
     Text(&'a str),
 }
 
+/// A record's arguments as handed over.
+#[derive(Clone, Copy)]
+pub(crate) enum ArgsSource<'a> {
+    /// A JSON object, rendered already.
+    Text(&'a str),
+    /// Integer fields, rendered by the writer ([`u64_json`](super::args::u64_json)).
+    Ints(IntFields),
+}
+
+/// Where a record's arguments are kept.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Args {
+    /// A JSON object in [`Batch::text`].
+    Text(u32, u32),
+    /// Integer fields: [`Batch::ints`]'s entry.
+    Ints(u32),
+}
+
 /// What a record is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Ph {
@@ -88,8 +108,8 @@ pub(crate) struct Record {
     pub(crate) at: Instant,
     pub(crate) meta: &'static Metadata<'static>,
     pub(crate) name: Name,
-    /// Its arguments, as a JSON object in [`Batch::text`].
-    pub(crate) args: Option<(u32, u32)>,
+    /// Its arguments.
+    pub(crate) args: Option<Args>,
     pub(crate) ph: Ph,
 }
 
@@ -107,23 +127,43 @@ pub(crate) struct Batch {
     announced: bool,
     pub(crate) records: Vec<Record>,
     text: String,
+    ints: Vec<IntFields>,
 }
 
 impl Batch {
     fn new() -> Batch {
-        Batch { id: 0, sink: 0, segment: 0, thread: 0, announced: false, records: Vec::with_capacity(32), text: String::with_capacity(128) }
+        Batch { id: 0, sink: 0, segment: 0, thread: 0, announced: false, records: Vec::with_capacity(32), text: String::with_capacity(128), ints: Vec::new() }
     }
 
     fn clear(&mut self) {
         self.announced = false;
         self.records.clear();
         self.text.clear();
+        self.ints.clear();
     }
 
     /// Text kept for a record (empty when out of range).
     pub(crate) fn text(&self, (start, len): (u32, u32)) -> &str {
         let start = start as usize;
         self.text.get(start..start + len as usize).unwrap_or("")
+    }
+
+    /// Integer fields kept for a record.
+    pub(crate) fn ints(&self, at: u32) -> Option<&IntFields> {
+        self.ints.get(at as usize)
+    }
+
+    fn keep_args(&mut self, args: ArgsSource<'_>) -> Args {
+        match args {
+            ArgsSource::Text(text) => {
+                let (start, len) = self.keep_text(text);
+                Args::Text(start, len)
+            }
+            ArgsSource::Ints(fields) => {
+                self.ints.push(fields);
+                Args::Ints(u32::try_from(self.ints.len() - 1).unwrap_or(u32::MAX))
+            }
+        }
     }
 
     fn keep_text(&mut self, text: &str) -> (u32, u32) {
@@ -165,6 +205,9 @@ pub(crate) struct Batches {
     /// An experiment (`STEPTRACE_SPANS=unwritten`): the writer claims each batch announced to it
     /// and writes none of its records.
     pub(crate) unwritten: bool,
+    /// An experiment (`STEPTRACE_SPANS=announced`): every batch is announced, as before the
+    /// flushes took a step's batches.
+    pub(crate) announce_every: bool,
 }
 
 impl std::fmt::Debug for Batches {
@@ -180,6 +223,11 @@ impl Batches {
     /// An empty queue; with `unwritten`, the experiment that writes none of its records.
     pub(crate) fn unwritten(unwritten: bool) -> Batches {
         Batches { unwritten, ..Batches::default() }
+    }
+
+    /// An empty queue whose every batch is announced (an experiment).
+    pub(crate) fn announcing_every(self) -> Batches {
+        Batches { announce_every: true, ..self }
     }
 
     pub(crate) fn set_origin(&self, origin: Instant) {
@@ -225,8 +273,10 @@ impl Batches {
         self.stepping.load(Ordering::Relaxed) == thread
     }
 
-    /// Keeps a begin, end or event of this thread, which belongs to `sink`'s open `segment`.
-    /// Returns whether the buffer is full (the caller hands it over).
+    /// Keeps a begin, end or event of this thread, which belongs to `sink`'s open `segment`,
+    /// with its `args` as a JSON object. Returns whether the buffer is full (the caller hands it
+    /// over).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn record(
         &self,
         sink: u64,
@@ -235,6 +285,21 @@ impl Batches {
         meta: &'static Metadata<'static>,
         name: NameSource<'_>,
         args: Option<&str>,
+        ph: Ph,
+    ) -> bool {
+        self.record_with(sink, segment, thread, meta, name, args.map(ArgsSource::Text), ph)
+    }
+
+    /// [`record`](Self::record), its arguments text or integer fields.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn record_with(
+        &self,
+        sink: u64,
+        segment: u64,
+        thread: u64,
+        meta: &'static Metadata<'static>,
+        name: NameSource<'_>,
+        args: Option<ArgsSource<'_>>,
         ph: Ph,
     ) -> bool {
         let at = Instant::now();
@@ -256,7 +321,7 @@ impl Batches {
                     Name::Text(start, len)
                 }
             };
-            let args = args.map(|text| batch.keep_text(text));
+            let args = args.map(|args| batch.keep_args(args));
             batch.records.push(Record { at, meta, name, args, ph });
             batch.records.len() >= MAX_RECORDS
         });
@@ -302,7 +367,7 @@ impl Batches {
     /// ([`take`](Batches::take)).
     #[inline]
     pub(crate) fn needs_announcing(&self, thread: u64, at_step: bool) -> bool {
-        !at_step || self.known_thread.load(Ordering::Acquire) != thread || self.over(2)
+        !at_step || self.announce_every || self.known_thread.load(Ordering::Acquire) != thread || self.over(2)
     }
 
     /// Notes `thread`'s tracing-chrome `tid`, read from a line that announced its batch.
@@ -436,7 +501,8 @@ mod tests {
         assert!(first.at <= second.at);
         let Name::Text(start, len) = first.name else { panic!("{:?}", first.name) };
         assert_eq!(batch.text((start, len)), "conv1");
-        assert_eq!(batch.text(first.args.unwrap()), r#"{"a":"1"}"#);
+        let Some(Args::Text(start, len)) = first.args else { panic!("{:?}", first.args) };
+        assert_eq!(batch.text((start, len)), r#"{"a":"1"}"#);
         assert_eq!(second.name, Name::Step(4));
         assert!(batches.take(7, Some(id)).is_empty(), "a batch is taken once");
     }

@@ -21,7 +21,6 @@
 //! subscriber later does not see it: hence the switch.
 
 use std::borrow::Cow;
-use std::cell::RefCell;
 use std::sync::{Arc, OnceLock};
 
 use tracing::span::EnteredSpan;
@@ -29,8 +28,8 @@ use tracing::Dispatch;
 use tracing_core::Metadata;
 use tracing_subscriber::Registry;
 
-use super::args::{u64_json, MAX_U64_FIELDS};
-use super::batch::{NameSource, Ph};
+use super::args::{IntFields, MAX_U64_FIELDS};
+use super::batch::{ArgsSource, NameSource, Ph};
 use super::gate::{GateLayer, Shared, STEP_SPAN};
 use super::threads::thread_id;
 use crate::format::names::LAYER_NAME_CHARS;
@@ -117,28 +116,6 @@ enum Inner<'a> {
     Span(#[allow(dead_code)] EnteredSpan),
     /// Made in no window of a direct profiler: nothing to keep.
     Off,
-}
-
-/// A direct span's integer fields, in the order the span names them.
-#[derive(Clone, Copy, Default)]
-struct IntFields {
-    values: [(&'static str, u64); MAX_U64_FIELDS],
-    len: u8,
-}
-
-impl IntFields {
-    fn of(fields: &[(&'static str, u64)]) -> IntFields {
-        let mut out = IntFields::default();
-        for (slot, field) in out.values.iter_mut().zip(fields) {
-            *slot = *field;
-            out.len += 1;
-        }
-        out
-    }
-
-    fn as_slice(&self) -> &[(&'static str, u64)] {
-        &self.values[..usize::from(self.len)]
-    }
 }
 
 impl std::fmt::Debug for OwnSpan<'_> {
@@ -271,25 +248,12 @@ impl Direct {
     /// IntFields go on the begin and on the end, as the gate keeps them (and only when the
     /// profiler keeps args).
     fn keep(&self, segment: u64, meta: &'static Metadata<'static>, name: Option<&str>, fields: IntFields, ph: Ph) {
-        thread_local! {
-            /// A span's `args` text, made here before the buffer copies it.
-            static ARGS: RefCell<String> = const { RefCell::new(String::new()) };
-        }
         let shared = &self.shared;
         let name = name.map_or(NameSource::Static, NameSource::Text);
-        let record = |args: Option<&str>| shared.batches.record(shared.sink_id(), segment, thread_id(), meta, name, args, ph);
-        let full = if fields.len == 0 || !shared.include_args {
-            record(None)
-        } else {
-            let kept = ARGS.try_with(|text| {
-                let mut text = text.try_borrow_mut().ok()?;
-                text.clear();
-                u64_json(&mut text, fields.as_slice());
-                Some(record(Some(text.as_str())))
-            });
-            kept.ok().flatten().unwrap_or_else(|| record(None))
-        };
-        if full {
+        // The fields are kept as numbers: the writer renders them (as the gate renders a
+        // `tracing` span's), off the stepping thread.
+        let args = (fields.len() > 0 && shared.include_args).then_some(ArgsSource::Ints(fields));
+        if shared.batches.record_with(shared.sink_id(), segment, thread_id(), meta, name, args, ph) {
             self.hand_over(segment, false);
         }
     }

@@ -68,14 +68,17 @@ pub(crate) enum OwnSpans {
 
 /// An experiment's knob: `steps` keeps only the `ProfilerStep` spans while collecting (events,
 /// counters included, are kept); `unwritten` makes every span but has the writer drop the
-/// stepping thread's records (what the writer's work beside the step costs it); every trace's
-/// `span_filter` says so. Anything else: every span.
+/// stepping thread's records (what the writer's work beside the step costs it); `announced`
+/// announces every batch through tracing-chrome, a step's too (what the flushes taking them
+/// saves); every trace's `span_filter` says so. Anything else: every span.
 pub(crate) const SPANS_ENV: &str = "STEPTRACE_SPANS";
 
 impl Shared {
     pub(crate) fn new(include_args: bool) -> Shared {
+        let spans_env = |value: &str| std::env::var(SPANS_ENV).is_ok_and(|v| v.trim() == value);
+        let batches = super::batch::Batches::unwritten(spans_env("unwritten"));
         Shared {
-            batches: super::batch::Batches::unwritten(std::env::var(SPANS_ENV).is_ok_and(|v| v.trim() == "unwritten")),
+            batches: if spans_env("announced") { batches.announcing_every() } else { batches },
             include_args,
             action: AtomicU8::new(Action::None.to_u8()),
             segment: AtomicU64::new(0),
@@ -119,6 +122,9 @@ impl Shared {
     pub(crate) fn span_filter(&self) -> Option<String> {
         if self.batches.unwritten {
             return Some(format!("{SPANS_ENV}=unwritten: the stepping thread's spans were made but not written (an experiment)"));
+        }
+        if self.batches.announce_every {
+            return Some(format!("{SPANS_ENV}=announced: every batch of the stepping thread was announced through tracing-chrome (an experiment)"));
         }
         self.only_steps.then(|| format!("{SPANS_ENV}=steps: only the ProfilerStep spans were made (an experiment)"))
     }

@@ -16,7 +16,8 @@ use std::time::Instant;
 use memchr::memmem::Finder;
 use serde::Deserialize;
 
-use crate::collect::batch::{Batch, Batches, Name, Ph, Record, BATCH_TARGET};
+use crate::collect::args::u64_json;
+use crate::collect::batch::{Args, Batch, Batches, Name, Ph, Record, BATCH_TARGET};
 use crate::format::names::step_name;
 use crate::format::tag::SEPARATOR_ESCAPED;
 
@@ -193,8 +194,19 @@ fn write_line(out: &mut Vec<u8>, batch: &Batch, record: &Record, tid: u64, origi
         Name::Step(n) => Cow::Owned(step_name(n)),
         Name::Text(start, len) => Cow::Borrowed(batch.text((start, len))),
     };
+    let args = match record.args {
+        None => Cow::Borrowed(""),
+        Some(Args::Text(start, len)) => Cow::Borrowed(batch.text((start, len))),
+        Some(Args::Ints(at)) => {
+            let mut text = String::new();
+            if let Some(fields) = batch.ints(at) {
+                u64_json(&mut text, fields.as_slice());
+            }
+            Cow::Owned(text)
+        }
+    };
     out.push(b'{');
-    if let Some(args) = record.args.map(|args| batch.text(args)).filter(|args| args.len() > 2) {
+    if args.len() > 2 {
         out.extend_from_slice(b"\"args\":");
         out.extend_from_slice(args.as_bytes());
         out.push(b',');
@@ -229,7 +241,7 @@ fn json_string(out: &mut Vec<u8>, text: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::collect::batch::NameSource;
+    use crate::collect::batch::{ArgsSource, NameSource};
     use serde_json::{json, Value};
     use crate::collect::batch::TEST_SPAN as FORWARD;
 
@@ -345,6 +357,9 @@ mod tests {
         batches.record(1, 1, 12, &FORWARD, NameSource::Text("enc \"0\" \\ é\u{7f}"), Some(&args.to_string()), Ph::Begin);
         batches.record(1, 1, 12, &FORWARD, NameSource::Step(40), None, Ph::End);
         batches.record(1, 1, 12, &FORWARD, NameSource::Static, Some("{}"), Ph::Begin);
+        // Integer fields kept as numbers are rendered by the writer, as a `tracing` span's.
+        let ints = crate::collect::args::IntFields::of(&[("bytes", 1 << 40), ("batch", 7)]);
+        batches.record_with(1, 1, 12, &FORWARD, NameSource::Static, Some(ArgsSource::Ints(ints)), Ph::End);
         let (id, _) = batches.hand_over(1, 1, true).unwrap();
         let batch = batches.take(1, Some(id)).pop().unwrap();
         let cat = crate::format::tag::encode("steptrace", 12);
@@ -352,7 +367,9 @@ mod tests {
             ("B", "enc \"0\" \\ é\u{7f}", Some(args)),
             ("E", "ProfilerStep#40", None),
             ("B", "forward", None),
+            ("E", "forward", Some(json!({"bytes": "1099511627776", "batch": "7"}))),
         ];
+        assert_eq!(batch.records.len(), expected.len());
         for (record, (ph, name, args)) in batch.records.iter().zip(expected) {
             let mut line = Vec::new();
             write_line(&mut line, &batch, record, 3, origin);
