@@ -12,14 +12,23 @@
 //! the spot into the buffer's text.
 //!
 //! When the step span begins or ends (or the buffer is full), the buffer becomes a [`Batch`]
-//! in the sink's queue, and one event of the target [`BATCH_TARGET`] goes through
-//! tracing-chrome in its place, named by the batch's id.
-//! The segment writer replaces that event's line with the batch's lines, in the form
-//! tracing-chrome writes them ([`sink::expand`](crate::sink)), so the partial file, the
-//! finaliser and every reader see what they saw before.
+//! in the sink's queue. The segment writer writes a batch's lines in the form tracing-chrome
+//! writes them ([`sink::expand`](crate::sink)), so the partial file, the finaliser and every
+//! reader see what they would see from tracing-chrome, at one of two places:
+//! - at the profiler's flush, which follows each recorded step's begin and each window's end:
+//!   the writer takes the queued batches there, between two of tracing-chrome's events. A
+//!   step's batches go this way, once the writer knows the stepping thread's `tid` (which only
+//!   tracing-chrome can tell);
+//! - where tracing-chrome wrote an event of the target [`BATCH_TARGET`], named by the batch's
+//!   id, which the stepping thread sent in the batch's place: a thread's first batch (its line
+//!   tells the writer the `tid`), a buffer that fills inside a step, and any batch while half a
+//!   bound is queued. Such an event costs the step tracing-chrome's `on_event` (a map, two
+//!   strings, a channel message): on the launch-bound MLP, announcing every step's batch cost
+//!   +0.7% of a step (`docs/benchmarks.md`).
 //!
 //! Order: the finaliser pairs begins with ends per thread, in file order. Everything the
-//! stepping thread writes is a record, and its batches are announced in order, so its lines
+//! stepping thread writes is a record, and its batches leave the queue in order (a flush stops
+//! at an announced batch, whose announcement takes it and every batch before it), so its lines
 //! keep their order. A step's begin reaches the partial file when the step starts (the
 //! profiler flushes then), the rest of it when it ends. Time: records use
 //! tracing-chrome's clock, from an origin taken right after its layer is built (a few

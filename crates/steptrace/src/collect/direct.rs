@@ -9,10 +9,11 @@
 //! process's subscriber and no other layer mirrors them, a span of the thread that runs the
 //! steps is kept as two records in that thread's buffer (see `batch`), exactly the lines the
 //! gate would have kept for it: integer fields (`data.load`'s batch, `transfer.h2d`'s bytes)
-//! included, written as the gate writes a `tracing` span's `args`. So is the step's own
-//! `ProfilerStep#N` span, when the global subscriber is the profiler's own ([`begin_step`]):
-//! the writer still learns of each step's records through the Chrome layer, by an event sent
-//! through that subscriber.
+//! included, written as the gate writes a `tracing` span's `args` (by the writer: the buffer
+//! keeps them as numbers). So is the step's own `ProfilerStep#N` span, when the global
+//! subscriber is the profiler's own ([`begin_step`]): a step's records reach the writer at the
+//! profiler's flush, or, where they must be announced (see [`batch`](super::batch)), by an event
+//! sent through that subscriber to the Chrome layer.
 //!
 //! [`Profiler::record_own_spans_directly`](crate::Profiler::record_own_spans_directly) turns
 //! this on; elsewhere, on another thread, or while its veto says a layer needs the spans, a
@@ -68,8 +69,8 @@ pub(crate) struct DirectStep {
 
 /// Begins the step span `ProfilerStep#step` of `shared`'s profiler as records, when direct
 /// spans are on for it, its window is open and the global subscriber is its own: the begin is
-/// handed to the writer at once, announced to the Chrome layer through the global subscriber,
-/// as the gate hands a `tracing` step span's begin over. `None`: make a `tracing` span.
+/// handed to the writer at once (for the profiler's flush to take, or announced to the Chrome
+/// layer through the global subscriber), as the gate hands a `tracing` step span's begin over. `None`: make a `tracing` span.
 ///
 /// Besides the span's registry slot and the layers' visits, this skips the gate's lookups and
 /// the step number's extension. Inside such a step, `tracing::Span::current()` has no

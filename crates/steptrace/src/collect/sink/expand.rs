@@ -1,5 +1,6 @@
 //! Writes each batch of the stepping thread's spans where tracing-chrome wrote the event
-//! that announced it (see [`batch`](crate::collect::batch)).
+//! that announced it, or at a flush ([`Expander::drain`]) for a batch handed over without one
+//! (see [`batch`](crate::collect::batch)).
 //!
 //! tracing-chrome writes an event per line (`{...},` and a newline), handing the segment
 //! writer chunks that may end inside a line. The expander passes complete lines on, keeps
