@@ -282,26 +282,10 @@ impl Batches {
         self.stepping.load(Ordering::Relaxed) == thread
     }
 
-    /// Keeps a begin, end or event of this thread, which belongs to `sink`'s open `segment`,
-    /// with its `args` as a JSON object. Returns whether the buffer is full (the caller hands it
-    /// over).
+    /// Keeps a begin, end or event of this thread, which belongs to `sink`'s open `segment`.
+    /// Returns whether the buffer is full (the caller hands it over).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn record(
-        &self,
-        sink: u64,
-        segment: u64,
-        thread: u64,
-        meta: &'static Metadata<'static>,
-        name: NameSource<'_>,
-        args: Option<&str>,
-        ph: Ph,
-    ) -> bool {
-        self.record_with(sink, segment, thread, meta, name, args.map(ArgsSource::Text), ph)
-    }
-
-    /// [`record`](Self::record), its arguments text or integer fields.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn record_with(
         &self,
         sink: u64,
         segment: u64,
@@ -489,7 +473,7 @@ mod tests {
     #[test]
     fn records_are_handed_over_in_order_with_their_text_and_only_to_their_segment() {
         let batches = Batches::default();
-        assert!(!batches.record(1, 7, 3, SPAN, NameSource::Text("conv1"), Some(r#"{"a":"1"}"#), Ph::Begin));
+        assert!(!batches.record(1, 7, 3, SPAN, NameSource::Text("conv1"), Some(ArgsSource::Text(r#"{"a":"1"}"#)), Ph::Begin));
         assert!(!batches.record(1, 7, 3, SPAN, NameSource::Step(4), None, Ph::End));
         let (id, records) = batches.hand_over(1, 7, true).expect("two records");
         assert_eq!(records, 2);

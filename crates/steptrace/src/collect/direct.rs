@@ -254,7 +254,7 @@ impl Direct {
         // The fields are kept as numbers: the writer renders them (as the gate renders a
         // `tracing` span's), off the stepping thread.
         let args = (fields.len() > 0 && shared.include_args).then_some(ArgsSource::Ints(fields));
-        if shared.batches.record_with(shared.sink_id(), segment, thread_id(), meta, name, args, ph) {
+        if shared.batches.record(shared.sink_id(), segment, thread_id(), meta, name, args, ph) {
             self.hand_over(segment, false);
         }
     }

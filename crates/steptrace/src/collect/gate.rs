@@ -50,7 +50,7 @@ pub(crate) use super::shared::{OwnSpans, Shared, OWN_SPANS_ENV};
 pub(crate) use super::threads::{tagged_category, thread_name};
 pub(crate) use super::args::{LayerName, MessageVisitor, StepNumber};
 use super::args::{Fields, LayerVisitor, SpanArgs, StepVisitor};
-use super::batch::{NameSource, Ph};
+use super::batch::{ArgsSource, NameSource, Ph};
 use super::threads::thread_id;
 
 
@@ -327,7 +327,9 @@ where
         let Some(span) = ctx.span(id) else { return Kept { full: false, step: false } };
         let meta = span.metadata();
         let ph = if begin { Ph::Begin } else { Ph::End };
-        let record = |name, args| self.shared.batches.record(self.shared.sink_id(), segment, thread_id(), meta, name, args, ph);
+        let record = |name, args: Option<&str>| {
+            self.shared.batches.record(self.shared.sink_id(), segment, thread_id(), meta, name, args.map(ArgsSource::Text), ph)
+        };
         // A span without fields has neither a name of its own nor args: its extensions are not
         // read (most of a step's spans).
         if meta.fields().is_empty() {
@@ -361,7 +363,7 @@ where
         });
         let (sink, thread) = (self.shared.sink_id(), thread_id());
         let args = args.as_deref().filter(|text| *text != "{}");
-        self.shared.batches.record(sink, segment, thread, event.metadata(), NameSource::Text(&name), args, Ph::Instant)
+        self.shared.batches.record(sink, segment, thread, event.metadata(), NameSource::Text(&name), args.map(ArgsSource::Text), Ph::Instant)
     }
 
     /// Hands this thread's kept spans to the writer, announced by one event through
@@ -414,41 +416,9 @@ mod tests {
     }
 
     #[test]
-    fn a_recorded_step_hands_its_records_over_once_and_every_step_is_written_whole() {
+    fn a_recorded_step_hands_its_records_over_once_and_the_flushes_write_every_step_whole() {
         let dir = tempfile::tempdir().unwrap();
         // Two windows of three recorded steps each, then a step outside them.
-        let schedule: Schedule = "wait=1,warmup=1,active=3,repeat=2".parse().unwrap();
-        let (layer, mut profiler) = Profiler::builder(schedule).out_dir(dir.path()).build_global().unwrap();
-        let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
-        let saved = tracing::dispatcher::with_default(&dispatch, || {
-            profiler.start();
-            for _ in 0..11 {
-                drop(tracing::info_span!(target: "steptrace", "forward", batch = 3u64).entered());
-                profiler.step();
-            }
-            let handed = profiler.shared().batches.handed_over();
-            // 8 collecting steps (2 x warmup and 3 active): one hand-over at each begin, and one
-            // at the end of each window's last step, whose next step writes elsewhere.
-            assert_eq!(handed, 8 + 2, "hand-overs");
-            profiler.finish().unwrap()
-        });
-        assert_eq!(saved.len(), 2);
-        for trace in &saved {
-            let text = std::fs::read_to_string(&trace.path).unwrap();
-            let file: serde_json::Value = serde_json::from_str(&text).unwrap();
-            let events = file["traceEvents"].as_array().unwrap();
-            let complete = |name: &str| {
-                events.iter().filter(|e| e["ph"] == "X" && e["name"].as_str().is_some_and(|n| n.starts_with(name))).count()
-            };
-            assert_eq!(complete("ProfilerStep#"), 3, "{text}");
-            assert_eq!(complete("forward"), 3, "{text}");
-            assert!(events.iter().any(|e| e["name"] == "forward" && e["args"]["batch"] == "3"), "{text}");
-        }
-    }
-
-    #[test]
-    fn once_the_writer_knows_the_stepping_thread_its_flushes_take_the_steps_unannounced() {
-        let dir = tempfile::tempdir().unwrap();
         let schedule: Schedule = "wait=1,warmup=1,active=3,repeat=2".parse().unwrap();
         let (layer, mut profiler) = Profiler::builder(schedule).out_dir(dir.path()).build_global().unwrap();
         let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
@@ -471,9 +441,12 @@ mod tests {
                 }
             }
             let batches = &profiler.shared().batches;
+            // 8 collecting steps (2 x warmup and 3 active): one hand-over at each begin, and one
+            // at the end of each window's last step, whose next step writes elsewhere.
             assert_eq!(batches.handed_over(), 8 + 2, "hand-overs");
+            // Once the writer knew the thread, the profiler's flushes took every later one.
             assert_eq!(announced_at_first, Some(1));
-            assert_eq!(batches.announced(), 1, "every later hand-over was at a step: the flushes took them");
+            assert_eq!(batches.announced(), 1, "every later hand-over was at a step, unannounced");
             profiler.finish().unwrap()
         });
         assert_eq!(saved.len(), 2);
@@ -486,6 +459,7 @@ mod tests {
             };
             assert_eq!(complete("ProfilerStep#"), 3, "{text}");
             assert_eq!(complete("forward"), 3, "{text}");
+            assert!(events.iter().any(|e| e["name"] == "forward" && e["args"]["batch"] == "3"), "{text}");
             assert!(!text.contains("steptrace::batch"), "{text}");
         }
     }

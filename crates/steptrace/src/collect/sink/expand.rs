@@ -269,8 +269,8 @@ mod tests {
         let origin = Instant::now();
         batches.set_origin(origin);
         batches.record(1, 1, 9, &FORWARD, NameSource::Step(3), None, Ph::Begin);
-        batches.record(1, 1, 9, &FORWARD, NameSource::Static, Some(r#"{"batch":"2"}"#), Ph::Begin);
-        batches.record(1, 1, 9, &FORWARD, NameSource::Static, Some(r#"{"batch":"2"}"#), Ph::End);
+        batches.record(1, 1, 9, &FORWARD, NameSource::Static, Some(ArgsSource::Text(r#"{"batch":"2"}"#)), Ph::Begin);
+        batches.record(1, 1, 9, &FORWARD, NameSource::Static, Some(ArgsSource::Text(r#"{"batch":"2"}"#)), Ph::End);
         let (id, _) = batches.hand_over(1, 1, true).unwrap();
         let before = r#"{"cat":"user\u001f2","name":"x","ph":"i","pid":1,"s":"t","tid":4,"ts":1.0}"#;
         let stream = format!("{before},\n{},\n{before}", announcing_line(id, 4));
@@ -355,12 +355,12 @@ mod tests {
         let batches = Batches::default();
         let origin = Instant::now();
         let args = json!({"batch": "7", "split": "\"train\"", "z": "\u{1}"});
-        batches.record(1, 1, 12, &FORWARD, NameSource::Text("enc \"0\" \\ é\u{7f}"), Some(&args.to_string()), Ph::Begin);
+        batches.record(1, 1, 12, &FORWARD, NameSource::Text("enc \"0\" \\ é\u{7f}"), Some(ArgsSource::Text(&args.to_string())), Ph::Begin);
         batches.record(1, 1, 12, &FORWARD, NameSource::Step(40), None, Ph::End);
-        batches.record(1, 1, 12, &FORWARD, NameSource::Static, Some("{}"), Ph::Begin);
+        batches.record(1, 1, 12, &FORWARD, NameSource::Static, Some(ArgsSource::Text("{}")), Ph::Begin);
         // Integer fields kept as numbers are rendered by the writer, as a `tracing` span's.
         let ints = crate::collect::args::IntFields::of(&[("bytes", 1 << 40), ("batch", 7)]);
-        batches.record_with(1, 1, 12, &FORWARD, NameSource::Static, Some(ArgsSource::Ints(ints)), Ph::End);
+        batches.record(1, 1, 12, &FORWARD, NameSource::Static, Some(ArgsSource::Ints(ints)), Ph::End);
         let (id, _) = batches.hand_over(1, 1, true).unwrap();
         let batch = batches.take(1, Some(id)).pop().unwrap();
         let cat = crate::format::tag::encode("steptrace", 12);
