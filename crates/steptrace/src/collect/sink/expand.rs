@@ -123,8 +123,8 @@ impl Expander {
     }
 
     /// The lines of the batch `object` announces, after those of the batches queued before it
-    /// that no announcement took (`None`: not an announcement, or nothing of it to write; the
-    /// line is kept as written, and the finaliser drops it).
+    /// that no announcement took (`None`: not an announcement, or nothing of it to write, as
+    /// in the `unwritten` experiment; the line is kept as written).
     fn expand(&mut self, object: &[u8], batches: &Batches) -> Option<&[u8]> {
         let announcement: Announcement = serde_json::from_slice(object).ok()?;
         let id = announcement.name.parse().ok()?;
@@ -169,10 +169,10 @@ impl Expander {
     /// into `built`; every batch goes back for reuse.
     fn build(&mut self, taken: Vec<Batch>, batches: &Batches) {
         self.built.clear();
-        let origin = batches.origin();
+        let origin = batches.origin().filter(|_| !batches.unwritten);
         for batch in taken {
-            let tid = batches.tid_of(batch.thread);
-            if let (Some(origin), Some(tid), true, false) = (origin, tid, batch.segment == self.segment, batches.unwritten) {
+            let tid = if batch.segment == self.segment { batches.tid_of(batch.thread) } else { None };
+            if let (Some(origin), Some(tid)) = (origin, tid) {
                 for record in &batch.records {
                     if !self.built.is_empty() {
                         self.built.extend_from_slice(b",\n");
