@@ -76,6 +76,11 @@ pub fn stream_thread_name(stream: u64) -> String {
     format!("stream {stream}")
 }
 
+/// The arguments of a device event that steptrace writes as its own description of the event,
+/// in its own words: how it was timed ([`KernelArgs::timing`]) and how it was attributed
+/// ([`KernelAttribution::attribution`]). Label hygiene does not read them as input content.
+pub const DESCRIPTION_ARGS: &[&str] = &["timing", "attribution"];
+
 /// Arguments of a kernel event (Kineto's names).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -153,8 +158,16 @@ pub mod attribution {
     /// The block's operations were called in different phases (a fusion across the loss and
     /// backward): `span` lists the phases.
     pub const ACROSS: &str = "called across phases";
-    /// The block's operations were called outside every steptrace span.
+    /// The block's operations were called outside every steptrace span: the kernel has an op
+    /// (`op kind`, `ops`) but no `span`, so it is attributed to no layer.
     pub const OUTSIDE_SPANS: &str = "called outside steptrace's spans";
+    /// The layer is named from the model's module tree rather than from a span: `span` is the
+    /// phase and the parameter path of the module whose parameters the block's operations read
+    /// (`forward > blocks.1.linear`).
+    pub const MODULE: &str = "named by the module tree: the parameters its operations read";
+    /// A backward (or optimizer) operation, tied to the forward layer whose tensors it reads,
+    /// that layer being named from the module tree (`backward > blocks.1.linear`).
+    pub const MODULE_INFERRED: &str = "inferred from forward tensors named by the module tree";
     /// Prefix of the reasons a kernel is not attributed.
     pub const NOT_PREFIX: &str = "not attributed: ";
     /// Launched outside a fused block (an autotune candidate, a copy kernel, a reduction
@@ -167,10 +180,33 @@ pub mod attribution {
     /// issued through cubecl).
     pub const NO_LAUNCH: &str = "not attributed: its launch was not observed";
 
-    /// Whether `how` attributes the kernel to an op and a span.
+    /// Whether `how` ties the kernel to a burn op (its fused block's operations): every word
+    /// but the `not attributed: ` reasons. Such a kernel may still lie outside every span
+    /// ([`OUTSIDE_SPANS`]): [`is_tied_to_span`] says whether it is attributed to a layer.
     #[must_use]
     pub fn is_attributed(how: &str) -> bool {
         !how.starts_with(NOT_PREFIX)
+    }
+
+    /// Whether `how` ties the kernel to a span path (a phase, a layer): an op, and a `span`
+    /// that says where. [`OUTSIDE_SPANS`] and the `not attributed: ` reasons do not.
+    #[must_use]
+    pub fn is_tied_to_span(how: &str) -> bool {
+        is_attributed(how) && how != OUTSIDE_SPANS
+    }
+
+    /// Whether `how` names the kernel's layer by an inference from the forward tensors its
+    /// operations read ([`INFERRED`], [`MODULE_INFERRED`]).
+    #[must_use]
+    pub fn is_inferred(how: &str) -> bool {
+        how == INFERRED || how == MODULE_INFERRED
+    }
+
+    /// Whether `how` names the kernel's layer from the model's module tree ([`MODULE`],
+    /// [`MODULE_INFERRED`]) rather than from steptrace's spans.
+    #[must_use]
+    pub fn is_named_by_module(how: &str) -> bool {
+        how == MODULE || how == MODULE_INFERRED
     }
 }
 
@@ -348,10 +384,18 @@ mod tests {
         assert_eq!((v["registers per thread"].as_u64(), v["op kind"].as_str()), (Some(32), Some("matmul")));
         assert_eq!((v["span"].as_str(), v["attribution"].as_str()), (Some("forward > conv1"), Some(attribution::CALLED)));
         assert!(v.get("fused block").is_none() && !attribution::is_attributed(attribution::NO_BLOCK));
+        use attribution::{is_inferred, is_named_by_module, is_tied_to_span, INFERRED, MODULE, MODULE_INFERRED};
+        let outside = attribution::OUTSIDE_SPANS;
+        assert!(attribution::is_attributed(outside) && !is_tied_to_span(outside) && is_tied_to_span(MODULE));
+        assert!(is_inferred(MODULE_INFERRED) && is_inferred(INFERRED) && !is_inferred(MODULE));
+        assert!(is_named_by_module(MODULE) && is_named_by_module(MODULE_INFERRED) && !is_named_by_module(INFERRED));
         args.block = Some([32, 8, 1]);
         args.attribution.as_mut().unwrap().block = Some(4);
         let v = serde_json::to_value(&args).unwrap();
         assert_eq!((v["block"][0].as_u64(), v["fused block"].as_u64()), (Some(32), Some(4)), "no key clash: {v}");
+        args.timing = Some("timestamp queries".into());
+        let v = serde_json::to_value(&args).unwrap();
+        assert!(DESCRIPTION_ARGS.iter().all(|key| v[key].is_string()), "{v}");
         let none = serde_json::to_value(DeviceActivity::not_observed("libcupti.so not found")).unwrap();
         assert_eq!(none["status"], "not_observed");
         assert_eq!(none["reason"], "libcupti.so not found");

@@ -161,6 +161,10 @@ pub mod keys {
     pub const LABEL_WARNINGS: &str = "label_warnings";
     /// What went wrong while collecting device activity.
     pub const PROBLEMS: &str = "problems";
+    /// What was collected of the device ([`DeviceActivity`](crate::format::device::DeviceActivity)):
+    /// written whole by steptrace and its device collector, descriptions included (`kinds`,
+    /// `source`), so that nothing in it is input content.
+    pub const DEVICE_ACTIVITY: &str = "device_activity";
 }
 
 /// The span name of step `n`: `ProfilerStep#n`.

@@ -45,7 +45,10 @@
 //!   English function words), and lists of 8 numbers or more (`[0.12, 0.5,
 //!   0.33, …]`); in [`scan_trace`], also JSON arrays of 16 numbers or more
 //!   in any field of an event (not in the metadata, where numbers are
-//!   settings).
+//!   settings). steptrace's own descriptions are never input content: the
+//!   metadata's `device_activity` (`kinds`, `source`, ...) and a device
+//!   event's `timing` and `attribution` arguments; the same words elsewhere
+//!   are.
 //!
 //! Each [`Finding`] carries a short excerpt with the sensitive part masked
 //! (`al***@***.org`, `password=***`, `/home/al***/…`), so that findings can

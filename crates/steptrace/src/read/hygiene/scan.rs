@@ -64,7 +64,12 @@ const SEEN_CAP: usize = 1 << 20;
 /// file's `steptrace_segment` header, which carries the same run
 /// description), the natural-language check is skipped for diagnostic
 /// entries (`partial_reason`, `label_warnings`, `backend`, `error`,
-/// `fallback_reason`, `sync_meaning`, ...), which are prose by design.
+/// `fallback_reason`, `sync_meaning`, ...), which are prose by design. What
+/// steptrace writes in its own words is not read as input content at all
+/// (secrets, private paths and personal numbers are still looked for): the
+/// metadata's `device_activity`, and a device event's `timing` and
+/// `attribution` arguments
+/// ([`DESCRIPTION_ARGS`](crate::format::device::DESCRIPTION_ARGS)).
 ///
 /// This is a walk that feeds a [`LabelScanner`]:
 /// [`trace_event`](LabelScanner::trace_event) for each event, then
@@ -279,7 +284,9 @@ impl LabelScanner {
     /// does: every key and string value of every field, at any depth;
     /// string values under secret-sounding keys (`"api_key": "..."`);
     /// arrays of 16 numbers or more; and, for `thread_name` and
-    /// `process_name` metadata events, the name.
+    /// `process_name` metadata events, the name. A device event's `timing`
+    /// and `attribution`, steptrace's own words, are not read as input
+    /// content.
     pub fn trace_event(&mut self, index: usize, event: &JsonEvent) {
         let _ = walk::event(self, index, event);
     }
@@ -289,7 +296,9 @@ impl LabelScanner {
     /// recursively, at `metadata.manifest.data_path`, `otherData.note`, ...
     /// The natural-language check is skipped under diagnostic keys
     /// (`partial_reason`, `label_warnings`, `backend`, `error`,
-    /// `fallback_reason`, ...), which hold prose by design.
+    /// `fallback_reason`, ...), which hold prose by design, and no
+    /// input-content check runs in `metadata.device_activity`, which
+    /// steptrace writes whole.
     pub fn trace_metadata(&mut self, metadata: &Map<String, Value>) {
         let _ = walk::metadata(self, metadata);
     }

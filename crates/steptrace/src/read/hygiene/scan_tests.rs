@@ -193,3 +193,113 @@ fn excerpts_of_number_lists_hide_long_numbers() {
     excerpts.sort();
     assert_eq!(excerpts, ["4*** (16 digits)", "5*** (16 digits)", "[***, 1, …] (8 numbers)", "[***, 2, …] (16 numbers)"]);
 }
+
+/// A trace as steptrace writes one of a wgpu run with `--detail ops`: kernels timed by cubecl,
+/// attributed by span and by module tree, and the metadata's `device_activity`, all built from
+/// the format's types. `manifest` is the run's manifest.
+fn device_trace(manifest: crate::format::Manifest, kernel_extra: Option<(&str, &str)>) -> String {
+    use crate::format::device::{attribution, DeviceActivity, KernelArgs, KernelAttribution};
+    use crate::format::{FormatVersion, TraceMetadata};
+
+    let kernel = |name: &str, timing: &str, how: &str, span: Option<&str>| {
+        let mut a = KernelAttribution::not_attributed(how);
+        if attribution::is_attributed(how) {
+            a.op_kind = Some("matmul".into());
+            a.ops = Some("Matmul [256, 512]; Add".into());
+            a.span = span.map(str::to_owned);
+            a.phase = span.map(|s| s.split(" > ").next().unwrap_or(s).to_owned());
+        }
+        let mut args = KernelArgs { correlation: 7, ..KernelArgs::default() };
+        args.timing = Some(timing.to_owned());
+        args.attribution = Some(a);
+        json!({"ph": "X", "cat": "kernel", "name": name, "pid": 100, "tid": 0, "ts": 10, "dur": 5, "args": args})
+    };
+    let timed = "timestamp queries";
+    let host = "host clock around a blocking submit (not the kernel's own time)";
+    let cuda_events = "CUDA events (a window around the launch, longer than the kernel)";
+    let events = json!([
+        kernel("matmul_fwd", timed, attribution::MODULE, Some("forward > blocks.1.linear")),
+        kernel("matmul_bwd", timed, attribution::MODULE_INFERRED, Some("backward > blocks.1.linear")),
+        kernel("matmul_opt", host, attribution::OUTSIDE_SPANS, None),
+        kernel("fused_fwd", cuda_events, attribution::CALLED, Some("forward")),
+        kernel("autotune", timed, attribution::NO_BLOCK, None),
+        kernel("late", timed, attribution::NOTES_FULL, None),
+    ]);
+    let mut events = events.as_array().cloned().unwrap_or_default();
+    if let Some((key, value)) = kernel_extra {
+        events.push(json!({"ph": "X", "cat": "user_annotation", "name": "step", "pid": 1, "tid": 1, "ts": 1, "dur": 2,
+            "args": { key: value }}));
+    }
+    let mut activity = DeviceActivity::not_observed("");
+    activity.status = crate::format::device::ActivityStatus::Observed;
+    activity.source = Some("cubecl's kernel timing: timestamp queries".into());
+    activity.kinds = vec!["kernel (timed by cubecl: timestamp queries where the device has them)".into()];
+    activity.written.insert("kernel".into(), json!(6));
+    activity.problems = vec![
+        "device timestamps are placed on the host clock by their launches (each kernel starts no earlier than its \
+         launch; the largest launch lead sets the offset): lengths and gaps are the device's, positions against host \
+         spans are estimates"
+            .into(),
+        "launch records not collected: kernels are timed through cubecl's launch observer: there is no driver \
+         record of their launches"
+            .into(),
+    ];
+    activity.collector_us.insert("open activity kinds".into(), json!(12.5));
+    let metadata = TraceMetadata {
+        format: FormatVersion::CURRENT.to_string(),
+        steptrace_version: "0.1.0".into(),
+        manifest,
+        device_activity: Some(activity),
+        ..TraceMetadata::default()
+    };
+    json!({"traceEvents": events, "metadata": metadata}).to_string()
+}
+
+fn wgpu_manifest() -> crate::format::Manifest {
+    crate::format::Manifest {
+        model: Some("mlp".into()),
+        backend: Some("wgpu (Vulkan)".into()),
+        backend_kind: Some("wgpu".into()),
+        sync_policy: Some("step".into()),
+        sync_meaning: Some(
+            "one sync at the end of each step: ProfilerStep#N is the true step time and phase spans are host \
+             launch time"
+                .into(),
+        ),
+        ..crate::format::Manifest::default()
+    }
+}
+
+#[test]
+fn steptraces_own_device_metadata_and_kernel_words_are_not_input_content() {
+    assert_eq!(located(&device_trace(wgpu_manifest(), None)), []);
+}
+
+#[test]
+fn secrets_and_input_content_beside_steptraces_own_words_are_still_flagged() {
+    let prose = |what: &str| format!("The quick brown fox jumps over the lazy {what} and then runs into the forest");
+    let mut manifest = wgpu_manifest();
+    manifest.notes = vec!["data from /home/alice/private/set".into()];
+    manifest.set("dataset_ref", json!("ghp_abcdefghijklmnopqrstuvwxyz0123456789")).unwrap();
+    manifest.set("sample", json!(prose("dog"))).unwrap();
+    // The words of a kernel's own fields are the user's anywhere else.
+    let mut json: Value = serde_json::from_str(&device_trace(manifest, Some(("timing", &prose("cat"))))).unwrap();
+    // A path or a key in steptrace's own fields is still a finding.
+    let kinds = json["metadata"]["device_activity"]["kinds"].as_array_mut().unwrap();
+    kinds.push(json!("kernel (CUPTI from /home/bob/cupti/lib64)"));
+    json["traceEvents"][0]["args"]["attribution"] = json!("glpat-abcdefghij0123456789");
+    // A user's span name is the user's.
+    json["traceEvents"][1]["args"]["span"] = json!(prose("cow"));
+    assert_located(
+        &json.to_string(),
+        &[
+            ("event 0 args.attribution", FindingKind::Token),
+            ("event 1 args.span", FindingKind::InputContent),
+            ("event 6 args.timing", FindingKind::InputContent),
+            ("metadata.device_activity.kinds[1]", FindingKind::HomePath),
+            ("metadata.manifest.dataset_ref", FindingKind::Token),
+            ("metadata.manifest.notes[0]", FindingKind::HomePath),
+            ("metadata.manifest.sample", FindingKind::InputContent),
+        ],
+    );
+}

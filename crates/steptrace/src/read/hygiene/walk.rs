@@ -18,6 +18,13 @@
 //!   event that carries a partial file's run description, values under
 //!   diagnostic keys (`fallback_reason`, `sync_meaning`, ...) are prose by
 //!   design: the natural-language check is skipped there;
+//! - steptrace's own descriptions are not input content (only secrets,
+//!   private paths and personal numbers are looked for there): the
+//!   metadata's `device_activity` (`metadata.device_activity.kinds[0]`,
+//!   written whole by steptrace and its device collector), and the
+//!   arguments of a device event that describe it in steptrace's words
+//!   ([`DESCRIPTION_ARGS`]: `timing`, `attribution`); the same words
+//!   anywhere else are read as what they look like;
 //! - the `name` of a `thread_name` or `process_name` event is located as
 //!   `thread name tid 4` rather than by its path.
 //!
@@ -32,7 +39,8 @@ use super::check::Checks;
 use super::location::{location, Base, Step};
 use super::scan::{is_diagnostic, NUMERIC_ARRAY};
 use super::token;
-use crate::format::names::meta;
+use crate::format::device::{is_device_work, DESCRIPTION_ARGS};
+use crate::format::names::{keys, meta};
 use crate::reader::{is_segment_header, JsonEvent};
 
 /// Where a visited string sits.
@@ -65,11 +73,36 @@ pub(super) trait Visit {
     fn card_number(&mut self, site: &Site<'_, '_>, digits: &str) -> Option<Value>;
 }
 
+/// The top-level entry of a steptrace trace that holds its metadata.
+const METADATA: &str = "metadata";
+
 /// Which rules apply.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Place {
     Event,
+    /// The `args` object of a device event (a kernel, a copy, a memset).
+    DeviceArgs,
     Metadata,
+    /// Written by steptrace itself: no input-content check.
+    Tool,
+}
+
+impl Place {
+    /// The place of the entry under `key` of an object in this place, at `path` (which ends
+    /// with `key`) from `base`.
+    fn child(self, base: Base<'_>, path: &[Step<'_>], key: &str) -> Place {
+        match self {
+            Place::DeviceArgs if DESCRIPTION_ARGS.contains(&key) => Place::Tool,
+            Place::DeviceArgs => Place::Event,
+            Place::Metadata if is_device_activity(base, path) => Place::Tool,
+            other => other,
+        }
+    }
+}
+
+/// Whether `path` from `base` is `metadata.device_activity`.
+fn is_device_activity(base: Base<'_>, path: &[Step<'_>]) -> bool {
+    matches!((base, path), (Base::Metadata, [Step::Key(METADATA), Step::Key(key)]) if *key == keys::DEVICE_ACTIVITY)
 }
 
 /// Walks event number `index`; the rewritten event if anything was
@@ -81,14 +114,20 @@ pub(super) fn event(visit: &mut impl Visit, index: usize, event: &JsonEvent) -> 
         (Some("M"), Some(meta::PROCESS_NAME)) => Some(Base::ProcessName(event.get("pid"))),
         _ => None,
     };
-    let args_place = if is_segment_header(event) { Place::Metadata } else { Place::Event };
+    let args_place = if is_segment_header(event) {
+        Place::Metadata
+    } else if is_device_work(field("cat")) {
+        Place::DeviceArgs
+    } else {
+        Place::Event
+    };
     let mut walker = Walker { visit };
     let base = Base::Event(index);
     let mut changes = Vec::new();
     let mut path = Vec::new();
     for (key, item) in event {
         path.push(Step::Key(key.as_str()));
-        let new_key = walker.key(base, &path, key);
+        let new_key = walker.key(base, Place::Event, &path, key);
         let new_value = match (key.as_str(), item) {
             ("args", Value::Object(args)) => walker.object(base, args_place, &mut path, args, named).map(Value::Object),
             ("args", _) => walker.value(base, args_place, &mut path, item),
@@ -113,8 +152,10 @@ struct Walker<'v, V> {
 }
 
 impl<V: Visit> Walker<'_, V> {
-    fn key<'a>(&mut self, base: Base<'a>, path: &[Step<'a>], key: &str) -> Option<String> {
-        self.visit.text(&Site { base, path, is_key: true }, key, Checks::ALL)
+    /// A key of an object in `place`.
+    fn key<'a>(&mut self, base: Base<'a>, place: Place, path: &[Step<'a>], key: &str) -> Option<String> {
+        let checks = if place == Place::Tool { Checks::TOOL } else { Checks::ALL };
+        self.visit.text(&Site { base, path, is_key: true }, key, checks)
     }
 
     /// An object's keys and values; `named` locates its `name` string
@@ -130,13 +171,13 @@ impl<V: Visit> Walker<'_, V> {
         let mut changes = Vec::new();
         for (key, item) in map {
             path.push(Step::Key(key.as_str()));
-            let new_key = self.key(base, path, key);
+            let new_key = self.key(base, place, path, key);
             let new_value = match (named, key.as_str(), item) {
                 (Some(named), "name", Value::String(text)) => self
                     .visit
                     .text(&Site { base: named, path: &[], is_key: false }, text, Checks::ALL)
                     .map(Value::String),
-                _ => self.value(base, place, path, item),
+                _ => self.value(base, place.child(base, path, key), path, item),
             };
             path.pop();
             if new_key.is_some() || new_value.is_some() {
@@ -157,13 +198,15 @@ impl<V: Visit> Walker<'_, V> {
                     }
                 }
                 let checks = match key {
+                    _ if place == Place::Tool => Checks::TOOL,
                     Some(key) if place == Place::Metadata && is_diagnostic(key) => Checks::DIAGNOSTIC,
                     _ => Checks::ALL,
                 };
                 self.visit.text(&site, text, checks).map(Value::String)
             }
             Value::Array(items) => {
-                if place == Place::Event && items.len() >= NUMERIC_ARRAY && items.iter().all(Value::is_number) {
+                let in_event = matches!(place, Place::Event | Place::DeviceArgs);
+                if in_event && items.len() >= NUMERIC_ARRAY && items.iter().all(Value::is_number) {
                     if let Some(clean) = self.visit.numbers(&Site { base, path, is_key: false }, items) {
                         return Some(clean);
                     }

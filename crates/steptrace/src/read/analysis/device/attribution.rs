@@ -3,8 +3,11 @@
 //! attribution steptrace writes into each kernel's arguments
 //! ([`KernelAttribution`](crate::format::device::KernelAttribution)).
 //!
-//! The share of kernel time that is attributed is given, and what is not is itemised by
-//! reason. Traces without attribution (torch.profiler's, steptrace's before it) give `None`.
+//! A kernel is attributed when it is tied to a span path ([`is_tied_to_span`]): one whose
+//! operations were called outside every span has an op (it counts by op kind) but no layer, and
+//! is itemised with what is not attributed. The share of kernel time that is attributed is
+//! given, and what is not is itemised by reason. Traces without attribution (torch.profiler's,
+//! steptrace's before it) give `None`.
 
 use std::collections::BTreeMap;
 
@@ -13,7 +16,12 @@ use serde::Serialize;
 use super::events::WorkKind;
 use crate::analysis::loaded::Loaded;
 use crate::analysis::steps::StepRow;
-use crate::format::device::attribution::is_attributed;
+use crate::format::device::attribution::{
+    is_attributed, is_inferred, is_named_by_module, is_tied_to_span, OUTSIDE_SPANS,
+};
+
+/// The reason a kernel whose operations were called outside every span is not attributed.
+const OUTSIDE_SPANS_REASON: &str = "called outside steptrace's spans: no span was open when its operations were called";
 
 /// Kernel device time by op kind, span path and phase, per counted step.
 #[derive(Clone, Debug, Serialize)]
@@ -22,22 +30,33 @@ pub struct AttributionView {
     pub steps: usize,
     /// Kernel time per step, ms (a sum of kernel durations).
     pub kernel_ms_per_step: f64,
-    /// Attributed kernel time per step, ms.
+    /// Attributed kernel time per step, ms: kernels tied to a span path (a phase, a layer).
     pub attributed_ms_per_step: f64,
     /// Attributed over all kernel time (0 to 1).
     pub attributed_share: f64,
-    /// By op kind (`matmul`, `conv`, `elementwise (fused)`), heaviest first.
+    /// By op kind (`matmul`, `conv`, `elementwise (fused)`), heaviest first: every kernel tied
+    /// to a burn op, those called outside every span included.
     pub by_op_kind: Vec<TimeRow>,
     /// By span path, as a tree in depth-first order (parents before children, heaviest
-    /// sibling first).
+    /// sibling first); attributed kernels only.
     pub by_span: Vec<DeviceSpanRow>,
-    /// By phase (`forward`, `backward`, `optimizer`, ...), heaviest first.
+    /// By phase (`forward`, `backward`, `optimizer`, ...), heaviest first; attributed kernels
+    /// only.
     pub by_phase: Vec<TimeRow>,
-    /// Kernel time not attributed, by reason, heaviest first.
+    /// Kernel time not attributed, by reason, heaviest first (kernels called outside every
+    /// span among them).
     pub unattributed: Vec<TimeRow>,
     /// Kernel time of backward and optimizer kernels tied to a forward layer by the tensors
-    /// they read (an inference), per step, ms.
+    /// they read (an inference, whether the layer is named by a span or by the module tree),
+    /// per step, ms.
     pub inferred_ms_per_step: f64,
+    /// Attributed kernel time whose layer is named by steptrace's spans, per step, ms.
+    pub named_by_spans_ms_per_step: f64,
+    /// Attributed kernel time whose layer is named from the model's module tree (the
+    /// parameters its operations read, or the forward tensors so named), per step, ms. With
+    /// [`named_by_spans_ms_per_step`](Self::named_by_spans_ms_per_step) it makes up
+    /// [`attributed_ms_per_step`](Self::attributed_ms_per_step).
+    pub named_by_module_ms_per_step: f64,
     /// How kernels were timed, when not by CUPTI (`timestamp queries`), with their time.
     pub timing: Vec<TimeRow>,
 }
@@ -83,7 +102,7 @@ struct Sum {
 pub(crate) fn attribution_view(loaded: &[Loaded], steps: &[(usize, &StepRow)]) -> Option<AttributionView> {
     let (mut kinds, mut spans, mut phases, mut missing, mut timing) =
         (BTreeMap::new(), BTreeMap::new(), BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
-    let (mut total, mut attributed, mut inferred, mut any) = (0.0, 0.0, 0.0, false);
+    let (mut total, mut attributed, mut inferred, mut by_module, mut any) = (0.0, 0.0, 0.0, 0.0, false);
     let add = |map: &mut BTreeMap<String, Sum>, key: &str, us: f64| {
         let s = map.entry(key.to_owned()).or_default();
         s.us += us;
@@ -105,13 +124,24 @@ pub(crate) fn attribution_view(loaded: &[Loaded], steps: &[(usize, &StepRow)]) -
                 add(&mut missing, &a.how, us);
                 continue;
             }
+            add(&mut kinds, a.op_kind.as_deref().unwrap_or("unknown"), us);
+            let Some(span) = a.span.as_deref().filter(|_| is_tied_to_span(&a.how)) else {
+                if a.how == OUTSIDE_SPANS {
+                    add(&mut missing, OUTSIDE_SPANS_REASON, us);
+                } else {
+                    add(&mut missing, &format!("{}: the trace names no span path for it", a.how), us);
+                }
+                continue;
+            };
             attributed += us;
-            if a.how == crate::format::device::attribution::INFERRED {
+            if is_inferred(&a.how) {
                 inferred += us;
             }
-            add(&mut kinds, a.op_kind.as_deref().unwrap_or("unknown"), us);
-            add(&mut phases, a.phase.as_deref().unwrap_or("outside steptrace's spans"), us);
-            add(&mut spans, a.span.as_deref().unwrap_or("(outside steptrace's spans)"), us);
+            if is_named_by_module(&a.how) {
+                by_module += us;
+            }
+            add(&mut phases, a.phase.as_deref().unwrap_or_else(|| phase_of(span)), us);
+            add(&mut spans, span, us);
         }
     }
     if !any || steps.is_empty() {
@@ -141,8 +171,15 @@ pub(crate) fn attribution_view(loaded: &[Loaded], steps: &[(usize, &StepRow)]) -
         by_phase: rows(phases),
         unattributed: rows(missing),
         inferred_ms_per_step: inferred / 1000.0 / n_steps,
+        named_by_spans_ms_per_step: (attributed - by_module) / 1000.0 / n_steps,
+        named_by_module_ms_per_step: by_module / 1000.0 / n_steps,
         timing: rows(timing),
     })
+}
+
+/// The phase of a span path: its first span (`backward` of `backward > conv2`).
+fn phase_of(path: &str) -> &str {
+    path.split(" > ").next().unwrap_or(path)
 }
 
 /// The span paths as a tree: every prefix of a path is a node, its self time what was
@@ -192,6 +229,8 @@ fn span_tree(paths: &BTreeMap<String, Sum>, total_us: f64, n_steps: f64) -> Vec<
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct KernelOrigin {
     pub(crate) name: String,
+    /// The span path its operations were called in; `None` when they were called outside
+    /// every span (the kernel has an op but no layer).
     pub(crate) span: Option<String>,
     pub(crate) ops: Option<String>,
     pub(crate) op_kind: Option<String>,
@@ -202,18 +241,31 @@ pub(crate) struct KernelOrigin {
     pub(crate) grid: Option<[u64; 3]>,
 }
 
+impl KernelOrigin {
+    /// Where its operations were called: ``in `backward > conv2` `` or `outside steptrace's
+    /// spans`.
+    pub(crate) fn place(&self) -> String {
+        self.span.as_deref().map_or_else(|| "outside steptrace's spans".to_owned(), |span| format!("in `{span}`"))
+    }
+}
+
 /// The kernels of the counted steps grouped by name, span path and operations (`name` alone
-/// when given), heaviest first. Empty when no kernel carries an attribution.
+/// when given), heaviest first: every kernel tied to a burn op, with a span path only where it
+/// is tied to one ([`is_tied_to_span`]). Empty when no kernel carries an attribution.
 pub(crate) fn origins(loaded: &[Loaded], steps: &[(usize, &StepRow)], name: Option<&str>) -> Vec<KernelOrigin> {
-    let mut groups: BTreeMap<(String, Option<String>, Option<String>), (Option<String>, f64, Vec<Option<[u64; 3]>>)> =
-        BTreeMap::new();
+    /// Name, span path and operations.
+    type Key = (String, Option<String>, Option<String>);
+    /// Op kind, kernel time (µs) and the grid of each call.
+    type Group = (Option<String>, f64, Vec<Option<[u64; 3]>>);
+    let mut groups: BTreeMap<Key, Group> = BTreeMap::new();
     for (i, step) in steps {
         for w in loaded[*i].device.starting_in(step.start, step.end).filter(|w| w.kind == WorkKind::Kernel) {
             let Some(a) = w.attributed.as_ref().filter(|a| is_attributed(&a.how)) else { continue };
             if name.is_some_and(|n| n != w.name) {
                 continue;
             }
-            let g = groups.entry((w.name.clone(), a.span.clone(), a.ops.clone())).or_insert((a.op_kind.clone(), 0.0, Vec::new()));
+            let span = a.span.clone().filter(|_| is_tied_to_span(&a.how));
+            let g = groups.entry((w.name.clone(), span, a.ops.clone())).or_insert((a.op_kind.clone(), 0.0, Vec::new()));
             g.1 += w.end - w.start;
             g.2.push(w.grid);
         }

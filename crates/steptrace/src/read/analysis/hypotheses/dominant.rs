@@ -94,15 +94,19 @@ fn from_kernels(cx: &Context<'_>, kernels: &KernelTable, found: &mut Vec<Hypothe
     let (ran_for, lever) = match origins.first() {
         Some(o) => {
             let mine: f64 = origins.iter().map(|o| o.us).sum();
-            let span = o.span.as_deref().unwrap_or("no span");
+            let op = o.op_kind.as_deref().unwrap_or("op");
             (
                 format!(
-                    "; it runs for `{}` in `{span}` ({:.0}% of its time{})",
+                    "; it runs for `{}` {} ({:.0}% of its time{})",
                     o.ops.as_deref().unwrap_or("unknown ops"),
+                    o.place(),
                     o.us / mine.max(f64::MIN_POSITIVE) * 100.0,
                     if origins.len() > 1 { format!("; {} other op or span groups", origins.len() - 1) } else { String::new() }
                 ),
-                format!(" (the {} of `{span}`)", o.op_kind.as_deref().unwrap_or("op")),
+                match &o.span {
+                    Some(span) => format!(" (the {op} of `{span}`)"),
+                    None => format!(" (the {op}, called outside steptrace's spans)"),
+                },
             )
         }
         None => (String::new(), String::new()),

@@ -37,15 +37,16 @@ pub(super) fn check(cx: &Context<'_>, found: &mut Vec<Hypothesis>) {
         if blocks == 0 || blocks >= sms || o.us / total < SHARE || per_step_ms < STEP_SHARE * step {
             continue;
         }
-        let span = o.span.as_deref().unwrap_or("no span");
+        let op = o.op_kind.as_deref().unwrap_or("op");
         found.push(Hypothesis {
             id: "under-filled-grid",
             evidence: format!(
-                "`{}` for `{}` in `{span}` takes {:.0}% of the kernels' device time ({} per step, {:.1} calls per \
+                "`{}` for `{}` {} takes {:.0}% of the kernels' device time ({} per step, {:.1} calls per \
                  step) on a grid of [{}, {}, {}] = {blocks} thread blocks, against the device's {sms} SMs: at most \
                  {blocks} of {sms} SMs work while it runs",
                 crate::read::display::label(&o.name, 60),
                 o.ops.as_deref().unwrap_or("unknown ops"),
+                o.place(),
                 o.us / total * 100.0,
                 ms(per_step_ms),
                 o.calls as f64 / n,
@@ -53,10 +54,16 @@ pub(super) fn check(cx: &Context<'_>, found: &mut Vec<Hypothesis>) {
                 grid[1],
                 grid[2]
             ),
-            hypothesis: format!(
-                "the {} of `{span}` cannot fill the device: its time is set by too few thread blocks, not by its work",
-                o.op_kind.as_deref().unwrap_or("op")
-            ),
+            hypothesis: match &o.span {
+                Some(span) => format!(
+                    "the {op} of `{span}` cannot fill the device: its time is set by too few thread blocks, not by \
+                     its work"
+                ),
+                None => format!(
+                    "this {op} (called outside steptrace's spans) cannot fill the device: its time is set by too \
+                     few thread blocks, not by its work"
+                ),
+            },
             next: format!(
                 "rerun with twice the batch: if this kernel's time barely grows, it is bound by its grid; then give \
                  it more parallel work (a larger batch or layer, a split over the reduced dimension, another \

@@ -130,13 +130,15 @@ fn from_kernels(cx: &Context<'_>, kernels: &KernelTable, found: &mut Vec<Hypothe
 }
 
 /// `; the span launching most kernels is `backward > conv2` (12.0 per step, 9.0 under 10 µs)`,
-/// from the kernels' attribution; empty without it.
+/// from the kernels' attribution; empty without it (kernels called outside every span count
+/// for no span).
 fn busiest_launcher(cx: &Context<'_>) -> String {
     let steps = counted_steps(cx.loaded);
     let mut by_span: std::collections::BTreeMap<&str, (usize, usize)> = std::collections::BTreeMap::new();
     let all = origins(cx.loaded, &steps, None);
     for o in &all {
-        let e = by_span.entry(o.span.as_deref().unwrap_or("no span")).or_default();
+        let Some(span) = o.span.as_deref() else { continue };
+        let e = by_span.entry(span).or_default();
         e.0 += o.calls;
         if o.calls > 0 && o.us / (o.calls as f64) < SHORT_KERNEL_US {
             e.1 += o.calls;
