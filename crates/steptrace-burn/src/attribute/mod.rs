@@ -17,10 +17,12 @@
 
 #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 mod align;
+mod modules;
 mod ops;
 mod spans;
 mod stamps;
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
@@ -46,6 +48,11 @@ pub use stamps::StampLayer;
 /// `STEPTRACE_ATTRIBUTION=off` turns attribution off (to measure what it costs); kernels are
 /// then recorded as before, and each window says why they are not attributed.
 pub(crate) const OFF_VAR: &str = "STEPTRACE_ATTRIBUTION";
+
+/// What a kernel is when its window stamped no span boundary: the profiler was installed
+/// without the stamp layer, so no operation can be placed in a span.
+pub(crate) const NO_STAMPS: &str = "not attributed: no span boundary was stamped in this window (the profiler was \
+    installed without steptrace_burn's StampLayer: use steptrace_burn::Session, or add StampLayer to your subscriber)";
 
 /// The most operations, launches and span boundaries one window notes (a bound on its memory:
 /// a clone of a million operations is a few hundred MB). Past them, kernels are "not
@@ -103,11 +110,16 @@ struct Notes {
     /// Tensors made from host data (`Init` operations), in the order they were registered: the
     /// tensor and its bytes. Each is one host-to-device copy.
     uploads: Vec<(TensorId, u64, Box<str>)>,
+    /// The model's parameters by id: their modules' paths, as noted while the window was open
+    /// (and before it, the last noted).
+    params: HashMap<u64, Arc<str>>,
 }
 
 /// The process's recorder: the observers are process-wide, so is what they write into.
 struct Recorder {
     notes: Mutex<Notes>,
+    /// The parameters last noted ([`note_parameters`]).
+    params: Mutex<modules::ParamPaths>,
     recording: AtomicBool,
     /// Gives the next id of burn-fusion's tensor counter.
     stamp: OnceLock<GlobalFusionClient<FusionCubeRuntime>>,
@@ -115,6 +127,7 @@ struct Recorder {
 
 static RECORDER: LazyLock<Recorder> = LazyLock::new(|| Recorder {
     notes: Mutex::new(Notes::default()),
+    params: Mutex::new(Vec::new()),
     recording: AtomicBool::new(false),
     stamp: OnceLock::new(),
 });
@@ -125,6 +138,32 @@ fn notes() -> MutexGuard<'static, Notes> {
 
 pub(crate) fn recording() -> bool {
     RECORDER.recording.load(Ordering::Relaxed)
+}
+
+/// The fusion id of a float tensor on a cubecl backend.
+pub(crate) fn tensor_id<const D: usize>(tensor: burn::prelude::Tensor<D>) -> Option<u64> {
+    modules::fusion_id(tensor)
+}
+
+/// Sets the parameters' ids and modules (as span paths), as an optimizer that made them knows
+/// them ([`note_parameters`] reads them from a model).
+pub(crate) fn set_parameter_paths(paths: modules::ParamPaths) {
+    if recording() {
+        let mut n = notes();
+        for (id, path) in &paths {
+            if n.params.len() < MAX_NOTES {
+                n.params.insert(*id, Arc::clone(path));
+            }
+        }
+    }
+    *RECORDER.params.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = paths;
+}
+
+/// Notes where each of `model`'s parameters sits in the module tree, by its tensor id, for the
+/// layer names of kernels no layer span names ([`modules`]). Their ids change at each update:
+/// call it with the model each step uses.
+pub(crate) fn note_parameters<M: burn::module::Module>(model: &M) {
+    set_parameter_paths(modules::parameter_paths(model));
 }
 
 /// Notes a span boundary, when recording (the stamp layer).
@@ -259,6 +298,7 @@ pub(crate) fn open(device: &Device, timing: TimingRequest) -> Result<Recording, 
         n.launches.clear();
         n.boundaries.clear();
         n.uploads.clear();
+        n.params = RECORDER.params.lock().unwrap_or_else(std::sync::PoisonError::into_inner).iter().cloned().collect();
         n.in_block = None;
         n.dropped_launches = 0;
     }
@@ -280,7 +320,7 @@ pub(crate) struct Recorded {
 pub(crate) fn close(recording: Recording) -> Recorded {
     // Dropping it uninstalls the observers and stops recording.
     drop(recording);
-    let (ops, block_starts, launches, stamped, dropped_launches, uploads) = {
+    let (ops, block_starts, launches, stamped, dropped_launches, uploads, params) = {
         let mut n = notes();
         (
             std::mem::take(&mut n.ops),
@@ -289,6 +329,7 @@ pub(crate) fn close(recording: Recording) -> Recorded {
             std::mem::take(&mut n.boundaries),
             n.dropped_launches,
             std::mem::take(&mut n.uploads),
+            std::mem::take(&mut n.params),
         )
     };
     let notes: Vec<OpNote> = ops.iter().map(OpNote::of).collect();
@@ -303,10 +344,22 @@ pub(crate) fn close(recording: Recording) -> Recorded {
             Some(Boundary { stamp: ops::id_number(id)?, thread: *thread, name: label.to_arc(), enter: *enter })
         })
         .collect();
-    let map = SpanMap::new(&boundaries);
+    let mut map = SpanMap::new(&boundaries);
+    let named = modules::name_by_module(&map, &notes, &params);
+    map.name_by_module(named);
     let inference = Inference::new(&map, notes.iter());
-    let by_block: Vec<KernelAttribution> =
-        blocks.iter().enumerate().map(|(i, ops)| spans::attribute_block(&map, &inference, i as u64, ops)).collect();
+    let stamped = !map.is_empty();
+    let by_block: Vec<KernelAttribution> = blocks
+        .iter()
+        .enumerate()
+        .map(|(i, ops)| {
+            let mut a = spans::attribute_block(&map, &inference, i as u64, ops);
+            if !stamped && a.attribution == attribution::OUTSIDE_SPANS {
+                a.attribution = NO_STAMPS.to_owned();
+            }
+            a
+        })
+        .collect();
     let launches = launches
         .into_iter()
         .map(|l| {

@@ -13,7 +13,7 @@
 //! tied to the forward span that produced or read most of the forward tensors it reads
 //! ([`Inference`]); one that reads none is named by its phase alone.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::thread::ThreadId;
 
@@ -35,6 +35,14 @@ pub(crate) struct Boundary {
 #[derive(Debug, Default)]
 pub(crate) struct SpanMap {
     points: Vec<(u64, Option<Arc<str>>)>,
+    /// Paths the module tree gives tensors made in `forward` outside every layer span
+    /// ([`modules`](super::modules)), by id.
+    by_module: HashMap<u64, Arc<str>>,
+    /// Tensors of `by_module` named only through their inputs, not by a parameter.
+    through_inputs: HashSet<u64>,
+    /// The paths of `by_module`, and the paths of the spans themselves.
+    module_paths: HashSet<Arc<str>>,
+    span_paths: HashSet<Arc<str>>,
 }
 
 /// Spans above the user's: a path starts below them.
@@ -70,16 +78,52 @@ impl SpanMap {
                 // Left: the span and anything still open inside it (an exit never seen).
                 stack.truncate(at);
             }
-            let path = (!stack.is_empty()).then(|| Arc::from(stack.join(" > ")));
+            let path: Option<Arc<str>> = (!stack.is_empty()).then(|| Arc::from(stack.join(" > ")));
             points.push((b.stamp, path));
         }
-        SpanMap { points }
+        let span_paths = points.iter().filter_map(|(_, p)| p.clone()).collect();
+        SpanMap { points, span_paths, ..SpanMap::default() }
     }
 
-    /// The span path in which the tensor with id `id` was made, if inside a span.
+    /// Whether any span boundary was stamped: without any, nothing can be placed in a span.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.points.is_empty()
+    }
+
+    /// Adds the paths the module tree gives tensors made outside every layer span.
+    pub(crate) fn name_by_module(&mut self, named: super::modules::Named) {
+        self.module_paths = named.paths.values().cloned().collect();
+        self.by_module = named.paths;
+        self.through_inputs = named.through_inputs;
+    }
+
+    /// Whether an operation's reads say which layer read them: a span's, or a module's that
+    /// read a parameter (an operation named only through its inputs, a residual sum say,
+    /// would claim the stream it reads for the wrong layer).
+    fn reads_for_its_layer(&self, op: &OpNote) -> bool {
+        !op.outputs.first().is_some_and(|id| self.through_inputs.contains(id))
+    }
+
+    /// The path in which the tensor with id `id` was made: its span's, or the module tree's
+    /// where no layer span was open.
     pub(crate) fn path_of(&self, id: u64) -> Option<&Arc<str>> {
+        self.by_module.get(&id).or_else(|| self.span_path_of(id))
+    }
+
+    /// The span path in effect when the tensor with id `id` was made, if inside a span.
+    pub(crate) fn span_path_of(&self, id: u64) -> Option<&Arc<str>> {
         let i = self.points.partition_point(|(stamp, _)| *stamp <= id);
         i.checked_sub(1).and_then(|i| self.points[i].1.as_ref())
+    }
+
+    /// Whether the tensor's path came from the module tree.
+    fn named_by_module(&self, id: u64) -> bool {
+        self.by_module.contains_key(&id)
+    }
+
+    /// Whether `path` is one the module tree gave, and no span's.
+    fn is_module_path(&self, path: &Arc<str>) -> bool {
+        self.module_paths.contains(path) && !self.span_paths.contains(path)
     }
 
     /// The path of an operation: that of its first output.
@@ -124,6 +168,7 @@ impl Inference {
             let Some(path) = map
                 .op_path(op)
                 .filter(|p| phase_of(p) == FORWARD && p.contains(" > "))
+                .filter(|_| map.reads_for_its_layer(op))
             else {
                 continue;
             };
@@ -221,8 +266,10 @@ pub(crate) fn attribute_block(
     out.op_kind = Some(block_kind(ops));
     out.ops = Some(compact(ops));
     let mut path: Option<String> = None;
+    let mut by_spans = false;
     for op in ops.iter().filter(|o| o.kind != "drop") {
         if let Some(p) = map.op_path(op) {
+            by_spans |= !op.outputs.first().is_some_and(|id| map.named_by_module(*id));
             path = Some(match path {
                 None => p.to_string(),
                 Some(so_far) => common(&so_far, p).unwrap_or_default(),
@@ -260,13 +307,15 @@ pub(crate) fn attribute_block(
                 });
             }
         }
+        let from_modules = inferred.as_ref().is_some_and(|s| map.is_module_path(s));
         match inferred
             .as_deref()
             .and_then(|s| s.strip_prefix("forward > "))
         {
             Some(below) => {
                 out.span = Some(format!("{phase} > {below}"));
-                out.attribution = attribution::INFERRED.to_owned();
+                out.attribution =
+                    if from_modules { attribution::MODULE_INFERRED } else { attribution::INFERRED }.to_owned();
             }
             None => {
                 out.span = Some(path.clone());
@@ -274,6 +323,9 @@ pub(crate) fn attribute_block(
             }
         }
     } else {
+        if !by_spans && path.contains(" > ") {
+            out.attribution = attribution::MODULE.to_owned();
+        }
         out.span = Some(path);
     }
     out.phase = Some(phase);

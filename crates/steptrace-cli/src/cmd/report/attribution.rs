@@ -65,6 +65,15 @@ pub(super) fn render_attribution(o: &mut String, a: Option<&AttributionView>, wh
             ms(a.inferred_ms_per_step)
         );
     }
+    if a.named_by_module_ms_per_step > 0.0 {
+        let _ = writeln!(
+            o,
+            "layer names: {} ms per step from steptrace's and your spans, {} ms from the model's module tree (the \
+             path of the parameters a kernel's operations read, where no layer span was open)",
+            ms(a.named_by_spans_ms_per_step),
+            ms(a.named_by_module_ms_per_step)
+        );
+    }
     let _ = writeln!(o, "note: share = over all kernel time in the counted steps (a sum of kernel durations)");
 }
 

@@ -42,6 +42,15 @@ pub(super) fn section(o: &mut String, d: &DeviceView) {
             esc(&ms(a.inferred_ms_per_step))
         );
     }
+    if a.named_by_module_ms_per_step > 0.0 {
+        let _ = writeln!(
+            o,
+            "<p class=\"muted\">Layer names: {} ms per step from spans, {} ms from the model's module tree (the path \
+             of the parameters a kernel's operations read, where no layer span was open).</p>",
+            esc(&ms(a.named_by_spans_ms_per_step)),
+            esc(&ms(a.named_by_module_ms_per_step))
+        );
+    }
 }
 
 /// The span paths as an indented tree, each with a bar of its total.
