@@ -1,6 +1,9 @@
-//! The book's four-step example ("The four-step example as a burn program"): an MLP learns
-//! the bundled UCI digits for four steps under the schedule `wait=1,warmup=1,active=2,repeat=1`,
-//! so step 0 waits, step 1 warms up and steps 2 and 3 are recorded in one trace file.
+//! The book's four-step example ("The four-step example as a burn program"): a small model of
+//! its own learns synthetic points for four steps under the schedule
+//! `wait=1,warmup=1,active=2,repeat=1`, so step 0 waits, step 1 warms up and steps 2 and 3 are
+//! recorded in one trace file. It is built from steptrace-burn's pieces (backend choice,
+//! loader, transfer, training step, sync) rather than a `Session`, and needs nothing of
+//! steptrace's bundled models or datasets.
 //!
 //! ```sh
 //! cargo run -p steptrace-burn --example four_step -- [--backend auto|cuda|wgpu|cpu] [--gpu] [--out DIR]
@@ -16,13 +19,15 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use burn::nn::loss::CrossEntropyLossConfig;
+use burn::nn::{Linear, LinearConfig, Relu};
 use burn::optim::AdamConfig;
+use burn::prelude::*;
 use steptrace::{Profiler, Schedule};
 use steptrace_burn::backend::{self, BackendChoice, CacheConfig};
-use steptrace_burn::data::{ImageBatches, ImageLayout};
-use steptrace_burn::step::{train_step, transfer};
+use steptrace_burn::data::{BatchSource, HostBatch, SourceInfo};
+use steptrace_burn::step::{train_step, transfer, DeviceInput, DeviceTarget};
 use steptrace_burn::{Loader, SyncPolicy};
-use steptrace_models::MlpConfig;
 
 const SCHEDULE: &str = "wait=1,warmup=1,active=2,repeat=1";
 const STEPS: u64 = 4;
@@ -30,6 +35,48 @@ const BATCH: usize = 64;
 const SEED: u64 = 42;
 
 type AnyError = Box<dyn std::error::Error>;
+
+/// Features of each point, and classes.
+const FEATURES: usize = 16;
+const CLASSES: usize = 4;
+
+/// A two-layer network.
+#[derive(Module, Debug)]
+struct Net {
+    hidden: Linear,
+    out: Linear,
+    relu: Relu,
+}
+
+impl Net {
+    fn new(device: &Device) -> Net {
+        Net { hidden: LinearConfig::new(FEATURES, 64).init(device), out: LinearConfig::new(64, CLASSES).init(device), relu: Relu::new() }
+    }
+
+    fn forward(&self, x: Tensor<2>) -> Tensor<2> {
+        self.out.forward(self.relu.forward(self.hidden.forward(x)))
+    }
+}
+
+/// Synthetic points: batch `k` is always the same; a point's class is its largest of the
+/// first `CLASSES` coordinates.
+struct Points;
+
+impl BatchSource for Points {
+    fn batch(&self, index: u64) -> steptrace_burn::Result<HostBatch> {
+        let x: Vec<f32> = (0..BATCH * FEATURES).map(|i| (((i as u64 + 1) * (index + 7) * 2_654_435_761) % 1000) as f32 / 1000.0).collect();
+        let y: Vec<i64> = x.chunks(FEATURES).map(|row| (0..CLASSES).max_by(|&a, &b| row[a].total_cmp(&row[b])).unwrap_or(0) as i64).collect();
+        Ok(HostBatch { index, input: TensorData::new(x, [BATCH, FEATURES]), target: TensorData::new(y, [BATCH]), samples: BATCH })
+    }
+
+    fn batch_size(&self) -> usize {
+        BATCH
+    }
+
+    fn info(&self) -> SourceInfo {
+        SourceInfo::named("synthetic points")
+    }
+}
 
 /// What the command line asked for.
 struct Args {
@@ -98,29 +145,36 @@ fn run() -> Result<ExitCode, AnyError> {
         .manifest("requested_backend", args.backend.as_str())
         .manifest("fallback_reason", selection.fallback_reason.clone())
         .manifest("device", selection.device.clone())
-        .manifest("model", "mlp")
-        .manifest("dataset", "digits")
+        .manifest("model", "two-layer net")
+        .manifest("dataset", "synthetic points")
         .manifest("batch_size", BATCH)
         .try_install()?;
 
     // 3. The data iterator, created before the profiling window opens: its loader thread
     //    starts here, outside every step. (Created after the profiler is installed, so the
     //    loader thread reports its `data.load` spans to it.)
-    let source = ImageBatches::new(steptrace_datasets::digits()?, BATCH, ImageLayout::Flat, SEED);
-    let loader = Loader::new(Arc::new(source), 1, 2, Duration::ZERO)?;
+    let loader = Loader::new(Arc::new(Points), 1, 2, Duration::ZERO)?;
 
     // 4. The steps, on the selected backend's device: burn 0.22's tensors carry no backend
     //    type, so one loop runs on CUDA, wgpu or the CPU.
     let device = selection.device()?.autodiff();
-    let mut model = MlpConfig::uci_digits().init(&device);
+    device.seed(SEED);
+    let mut model = Net::new(&device);
     let mut optim = AdamConfig::new().init();
+    let loss_fn = CrossEntropyLossConfig::new().init(&device);
     let mut profiler = profiler;
     let mut loader = loader;
     profiler.start(); // ProfilerStep#0 opens here: everything above is outside the steps
     for _ in 0..STEPS {
         let batch = loader.next_batch()?; // `data.load` on the loader thread
         let on_device = transfer(batch, &device)?; // `transfer.h2d`
-        let (next, _loss) = train_step(model, &mut optim, on_device, 1e-3, SyncPolicy::Step, &device)?;
+        let (DeviceInput::Flat(x), DeviceTarget::Classes(y)) = (on_device.input, on_device.target) else {
+            return Err("the points are flat features with one class each".into());
+        };
+        // `train.step` > `forward`, `loss`, `backward`, `optimizer`, on any model.
+        let (next, _loss) = train_step(model, &mut optim, 1e-3, SyncPolicy::Step, &device, |m| m.forward(x), |logits| {
+            loss_fn.forward(logits, y)
+        })?;
         model = next;
         // The step's device work is finished before the step is closed, so that the
         // step's length is its true time, not its launch time.

@@ -32,8 +32,8 @@ use burn::train::{
     ClassificationOutput, ExecutionStrategy, InferenceStep, Learner, MultiDeviceOptim, SupervisedTraining, TrainOutput,
     TrainStep,
 };
-use steptrace::format::names::{BACKWARD, FORWARD, LOSS, TARGET};
-use steptrace_burn::backend::{self, BackendChoice};
+use steptrace_burn::backend::BackendChoice;
+use steptrace_burn::{Console, Session};
 use steptrace_burn::learner::{self, LearnerProfiler, ProfiledRun};
 use steptrace_models::{classification_loss, Mlp, MlpConfig};
 
@@ -125,9 +125,8 @@ pub struct Classifier {
 
 impl Classifier {
     fn classify(&self, batch: DigitsBatch) -> ClassificationOutput {
-        let logits = tracing::info_span!(target: TARGET, FORWARD).in_scope(|| self.mlp.forward(batch.images));
-        let loss = tracing::info_span!(target: TARGET, LOSS)
-            .in_scope(|| classification_loss(logits.clone(), batch.targets.clone()));
+        let logits = learner::forward(|| self.mlp.forward(batch.images));
+        let loss = learner::loss(|| classification_loss(logits.clone(), batch.targets.clone()));
         ClassificationOutput::new(loss, logits, batch.targets)
     }
 }
@@ -138,7 +137,7 @@ impl TrainStep for Classifier {
 
     fn step(&self, batch: DigitsBatch) -> TrainOutput<ClassificationOutput> {
         let item = self.classify(batch);
-        let grads = tracing::info_span!(target: TARGET, BACKWARD).in_scope(|| item.loss.backward());
+        let grads = learner::backward(|| item.loss.backward());
         TrainOutput::new(self, grads, item)
     }
 }
@@ -154,10 +153,6 @@ impl InferenceStep for Classifier {
 
 /// Trains and profiles; the traces are on disk when it returns.
 pub fn run(settings: &Settings) -> Result<Outcome, Box<dyn Error>> {
-    // The CPU backend (burn-flex), with autodiff: the device says which backend runs.
-    let selection = backend::select(BackendChoice::Cpu)?;
-    let device = selection.device()?.autodiff();
-    device.seed(SEED);
     let digits = steptrace_datasets::digits()?;
     let info = digits.info();
     let features = digits.features();
@@ -171,10 +166,14 @@ pub fn run(settings: &Settings) -> Result<Outcome, Box<dyn Error>> {
     let (train_items, valid_items) = (items(&train), items(&valid));
     let train_len = train_items.len();
 
-    // steptrace: the profiler, with what this program knows for the manifest.
-    let builder = steptrace::Profiler::builder(settings.schedule.parse()?)
+    // steptrace: a session chooses the backend (the CPU here, burn-flex) and labels it,
+    // installs the profiler and opens the device; the Learner wrapper drives its profiler.
+    let session = Session::builder()
+        .backend(BackendChoice::Cpu)
+        .schedule(settings.schedule.as_str())
         .out_dir(&settings.traces)
         .worker("learner-mlp")
+        .console(Console::Start)
         .manifest("model", "mlp")
         .manifest("dataset", info.name.clone())
         .manifest("data_source", info.source.clone())
@@ -183,8 +182,12 @@ pub fn run(settings: &Settings) -> Result<Outcome, Box<dyn Error>> {
         .manifest("batch_size", settings.batch_size)
         .manifest("prefetch_workers", settings.workers)
         .manifest("seed", SEED)
-        .manifest("devices", settings.devices);
-    let profiler = LearnerProfiler::install((settings.customise)(learner::with_backend(builder, &selection)))?;
+        .manifest("devices", settings.devices)
+        .profiler(settings.customise)
+        .start()?;
+    let device = session.device();
+    device.seed(SEED);
+    let profiler = LearnerProfiler::from_session(session)?;
 
     let batcher = profiler.batcher(DigitsBatcher { features }); // steptrace: was `DigitsBatcher { features }`
     let dataloader_train = DataLoaderBuilder::new(batcher.clone())

@@ -23,16 +23,63 @@ pub struct HostBatch {
     pub samples: usize,
 }
 
-/// A deterministic source of batches: batch `k` is always the same.
+/// What a batch source's data is, for the manifest.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SourceInfo {
+    /// Its name (`digits`, `my-dataset`).
+    pub name: String,
+    /// Where it is read from (a path is written relative to the home folder, `~/...`).
+    pub source: String,
+    /// Whether the data is generated rather than real.
+    pub synthetic: bool,
+    /// Its licence.
+    pub licence: String,
+    /// Samples in it.
+    pub samples: usize,
+    /// One sample's shape (`[C, H, W]`; empty for text).
+    pub sample_shape: Vec<usize>,
+    /// Classes, or the vocabulary's size for text.
+    pub num_classes: usize,
+}
+
+impl SourceInfo {
+    /// Data called `name`, the rest unknown.
+    pub fn named(name: impl Into<String>) -> SourceInfo {
+        SourceInfo { name: name.into(), source: "not stated".into(), licence: "not stated".into(), ..SourceInfo::default() }
+    }
+}
+
+impl From<DataInfo> for SourceInfo {
+    fn from(info: DataInfo) -> SourceInfo {
+        SourceInfo {
+            name: info.name,
+            source: info.source,
+            synthetic: info.synthetic,
+            licence: info.licence,
+            samples: info.samples,
+            sample_shape: info.sample_shape,
+            num_classes: info.num_classes,
+        }
+    }
+}
+
+/// A deterministic source of batches for the [`Loader`](crate::Loader): batch `k` is always
+/// the same. Only [`batch`](Self::batch) and [`batch_size`](Self::batch_size) are required.
 pub trait BatchSource: Send + Sync {
     /// Reads batch `index` on the host.
     fn batch(&self, index: u64) -> Result<HostBatch>;
-    /// What the data is, for the manifest.
-    fn info(&self) -> DataInfo;
     /// Samples per batch.
     fn batch_size(&self) -> usize;
-    /// A held-out batch for evaluation, if the data has a held-out part.
-    fn held_out(&self, index: u64) -> Option<Result<HostBatch>>;
+    /// What the data is, for the manifest (by default, nothing stated).
+    fn info(&self) -> SourceInfo {
+        SourceInfo::named("the program's own data")
+    }
+    /// A held-out batch for evaluation, if the data has a held-out part (by default none).
+    fn held_out(&self, index: u64) -> Option<Result<HostBatch>> {
+        let _ = index;
+        None
+    }
 }
 
 /// How image samples are laid out for the model.
@@ -86,10 +133,10 @@ impl BatchSource for ImageBatches {
     fn batch(&self, index: u64) -> Result<HostBatch> {
         self.draw(&self.train, index, 0)
     }
-    fn info(&self) -> DataInfo {
+    fn info(&self) -> SourceInfo {
         let mut info = self.train.info();
         info.samples = self.train.len() + self.test.len();
-        info
+        info.into()
     }
     fn batch_size(&self) -> usize {
         self.batch
@@ -136,8 +183,8 @@ impl BatchSource for TextBatches {
     fn batch(&self, index: u64) -> Result<HostBatch> {
         self.draw(CorpusSplit::Train, index, 0)
     }
-    fn info(&self) -> DataInfo {
-        self.corpus.info()
+    fn info(&self) -> SourceInfo {
+        self.corpus.info().into()
     }
     fn batch_size(&self) -> usize {
         self.batch

@@ -38,6 +38,33 @@ pub enum Error {
     /// and, where the device ran out of memory, what it held and asked for is explained.
     #[error("{0}")]
     StepFailed(Box<StepFailure>),
+    /// A signal (Ctrl-C, SIGTERM, SIGHUP) asked the run to stop: it ended after the current
+    /// step, with the cycle in progress saved as cut short. The summary says what ran and
+    /// what was written.
+    #[error("{}", summary.interrupted.as_deref().unwrap_or("interrupted"))]
+    Interrupted {
+        /// The signal's number (2 for SIGINT, 15 for SIGTERM).
+        signal: usize,
+        /// The run so far: its steps, and the traces saved.
+        summary: Box<crate::RunSummary>,
+    },
+    /// The session takes no more steps: it failed, was interrupted, or finished.
+    #[error("the session has ended: {why}")]
+    Ended {
+        /// Why.
+        why: String,
+    },
+}
+
+impl Error {
+    /// The exit status a program ends with for this error, by the shell's convention: 128 +
+    /// the signal for an interruption (130 for Ctrl-C), else 1.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Error::Interrupted { signal, .. } => crate::signals::exit_code(*signal),
+            _ => 1,
+        }
+    }
 }
 
 /// A step that failed inside the loop, and what was saved ([`Error::StepFailed`]).

@@ -1,5 +1,11 @@
 //! burn integration for steptrace.
 //!
+//! - [`Session`] profiles your own model and training loop: the backend with its labelled
+//!   fallback, the profiler, the phase spans, device activity, kernel attribution to your
+//!   layers, memory by category, the out-of-memory report, Ctrl-C and on-demand capture, in
+//!   a few lines ([`session`] has a whole program). `steptrace train` and the burn-train
+//!   wrapper ([`learner`]) are built on it.
+//!
 //! - [`backend`] chooses CUDA, wgpu or the CPU behind probes that cannot
 //!   panic, and labels every fallback with its reason.
 //! - [`Loader`] reads batches on the host in `data.load` spans, optionally
@@ -25,11 +31,13 @@ pub(crate) const DIRECT_VETO: Option<fn() -> bool> = Some(attribute::recording);
 #[cfg(not(feature = "attribution"))]
 pub(crate) const DIRECT_VETO: Option<fn() -> bool> = None;
 pub mod backend;
+pub mod console;
 mod config;
 pub mod data;
 pub mod device;
 mod drive;
 mod error;
+pub mod failure;
 pub mod init;
 pub mod learner;
 mod limits;
@@ -42,22 +50,26 @@ mod oom_probe;
 mod ops;
 mod private;
 mod run;
+pub mod session;
+pub mod signals;
 pub mod step;
 mod summary;
 pub mod sync;
 
 pub use config::{BackendSetting, ConfigError, Mode, RunConfig, SyncPolicy};
-pub use drive::signal_name;
+pub use session::{Console, Session, SessionBuilder, Upload};
+pub use signals::signal_name;
 pub use error::{Error, Result, StepFailure};
 pub use learner::{LearnerProfiler, Profiled, ProfiledBatcher};
 pub use limits::{CONVNET_MIN_SIDE, MAX_SEQ_LEN};
 pub use loader::Loader;
 pub use ops::report_ops;
 pub use private::{tilde as home_relative, tilde_str as home_relative_str};
-pub use run::{run, BURN_VERSION};
+pub use run::{run, train, BURN_VERSION};
 pub use step::StepError;
-/// A span around one layer's forward: [`steptrace::layer`].
-pub use steptrace::layer;
+/// A span around one layer's forward: [`steptrace::layer`] (a closure) and
+/// [`steptrace::layer_span`] (a guard).
+pub use steptrace::{layer, layer_span};
 #[cfg(feature = "attribution")]
 pub use attribute::StampLayer;
 #[cfg(feature = "nvtx")]

@@ -59,7 +59,7 @@ pub(crate) fn measure_in_time<M: StepModel + 'static>(
         }
         let signal = stop.as_ref().map_or(0, |s| s.load(Ordering::SeqCst));
         let why = if signal != 0 {
-            format!("given up: {} asked the run to stop", crate::drive::signal_name(signal))
+            format!("given up: {} asked the run to stop", crate::signals::signal_name(signal))
         } else if started.elapsed() >= LIMIT {
             format!("given up after {} s (a device that stopped answering, or a long autotune)", LIMIT.as_secs())
         } else {
@@ -84,10 +84,10 @@ fn point<M: StepModel>(
     let mut optim = AdamConfig::new().init();
     for _ in 0..2 {
         let on_device = step::transfer(host.clone(), device).map_err(|e| e.to_string())?;
-        let (next, loss) = step::train_step(model, &mut optim, on_device, learning_rate, SyncPolicy::Step, device)
+        let (next, loss) = step::train_batch(model, &mut optim, on_device, learning_rate, SyncPolicy::Step, device)
             .map_err(|e| e.to_string())?;
         model = next;
-        crate::run::read_scalar(loss).map_err(|e| e.to_string())?;
+        loss.try_into_data().map_err(|e| e.to_string())?;
     }
     step::sync(device).map_err(|e| e.to_string())?;
     let usage = crate::backend::memory_usage(device).ok_or("the allocator did not answer")?;

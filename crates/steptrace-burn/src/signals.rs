@@ -1,6 +1,10 @@
 //! Ctrl-C and SIGTERM: the first one ends the run after the current step
 //! and saves the cycle in progress, cut short; a second one exits at once,
 //! leaving the cycle's `.partial` file (which `report` and `inspect` read).
+//!
+//! A [`Session`](crate::Session) installs these handlers unless told not to
+//! ([`SessionBuilder::signals`](crate::SessionBuilder::signals)); `steptrace train` installs
+//! them before it parses its arguments and hands them to its session.
 
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -14,7 +18,7 @@ use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGXFSZ};
 use signal_hook::flag;
 
 /// The signal flags of this process.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct Signals {
     /// The number of the first signal, 0 until then: the flag the training
     /// loop watches (`RunConfig::stop`).
@@ -23,6 +27,12 @@ pub struct Signals {
 }
 
 impl Signals {
+    /// Flags set by handlers of the program's own (or by a test): `stop` holds the number of
+    /// the first signal, 0 until then.
+    pub fn from_flag(stop: Arc<AtomicUsize>) -> Signals {
+        Signals { stop, announced: Arc::new(AtomicBool::new(true)) }
+    }
+
     /// The first signal received, 0 for none.
     pub fn received(&self) -> usize {
         self.stop.load(Ordering::SeqCst)
@@ -36,9 +46,19 @@ impl Signals {
             crate::console::warn(&format!(
                 "steptrace: {} ({}): finishing the current step and saving the cycle in progress (press Ctrl-C again to quit at once; the cycle is then left as a .partial file)",
                 what(signal),
-                steptrace_burn::signal_name(signal)
+                signal_name(signal)
             ));
         }
+    }
+}
+
+/// `SIGINT`, `SIGTERM`, `SIGHUP`, or `signal N`: how a run names the signal that stopped it.
+pub fn signal_name(signal: usize) -> String {
+    match signal {
+        2 => "SIGINT".to_owned(),
+        15 => "SIGTERM".to_owned(),
+        1 => "SIGHUP".to_owned(),
+        n => format!("signal {n}"),
     }
 }
 
@@ -50,7 +70,13 @@ pub fn install() -> io::Result<Signals> {
     Ok(Signals { stop: Arc::new(AtomicUsize::new(0)), announced: Arc::new(AtomicBool::new(false)) })
 }
 
-/// Installs the handlers.
+/// Installs the handlers: the first `SIGINT`, `SIGTERM` or `SIGHUP` sets [`Signals::stop`] (a
+/// run ends after its current step); a second one exits at once with 128 + its number.
+///
+/// # Errors
+///
+/// When a handler cannot be registered, or the thread that says what a signal does cannot
+/// start.
 ///
 /// `SIGXFSZ` (a file-size limit, `ulimit -f`) is caught too, so that a write
 /// past the limit fails with an error the run reports, instead of killing

@@ -1,8 +1,13 @@
-//! One training step or inference request, with its phase spans.
+//! One training step with its phase spans, for a loop that does not use a
+//! [`Session`](crate::Session): [`train_step`] on any model, with your forward pass and loss
+//! as closures, and [`transfer`] of a [`HostBatch`].
 //!
 //! A training step is a `train.step` span with children `forward`, `loss`,
 //! `backward` and `optimizer`. The host-to-device copy is a `transfer.h2d`
 //! span before it.
+//!
+//! The bundled models' batch types ([`DeviceInput`], [`DeviceTarget`], [`Logits`] and
+//! [`StepModel`]) serve `steptrace train`; nothing here requires them.
 
 use burn::module::Module;
 use burn::optim::{GradientsParams, ModuleOptimizer};
@@ -10,7 +15,7 @@ use burn::prelude::*;
 use burn::tensor::DType;
 use steptrace_models::{classification_loss, lm_loss, CharTransformer, ConvNet, Mlp};
 
-use steptrace::format::names::{BACKWARD, FORWARD, INFER_REQUEST, LOSS, OPTIMIZER, TRAIN_STEP, TRANSFER_H2D};
+use steptrace::format::names::{BACKWARD, FORWARD, LOSS, OPTIMIZER, TRAIN_STEP, TRANSFER_H2D};
 
 use crate::config::SyncPolicy;
 use crate::data::HostBatch;
@@ -67,6 +72,12 @@ pub enum StepError {
     Missing {
         /// What was missing.
         what: &'static str,
+    },
+    /// The program said the step failed ([`Session::fail_step`](crate::Session::fail_step)).
+    #[error("{message}")]
+    Program {
+        /// The program's message.
+        message: String,
     },
 }
 
@@ -131,6 +142,12 @@ pub fn transfer(batch: HostBatch, device: &Device) -> Result<DeviceBatch, StepEr
         input_bytes = device_bytes(&batch.input, device),
         target_bytes = device_bytes(&batch.target, device),
     );
+    to_device(batch, device)
+}
+
+/// [`transfer`] without its span: the tensors of a host batch, made on `device` (for a
+/// [`Session::copy`](crate::Session::copy), whose span it is then).
+pub fn to_device(batch: HostBatch, device: &Device) -> Result<DeviceBatch, StepError> {
     let input = match (batch.input.dtype(), batch.input.shape().len()) {
         (DType::F32, 2) => DeviceInput::Flat(Tensor::from_data(batch.input, device)),
         (DType::F32, 4) => DeviceInput::Images(Tensor::from_data(batch.input, device)),
@@ -145,25 +162,7 @@ pub fn transfer(batch: HostBatch, device: &Device) -> Result<DeviceBatch, StepEr
     Ok(DeviceBatch { input, target })
 }
 
-/// The bytes a batch's input and target take once on `device` ([`transfer`] writes the same
-/// figures into its span).
-pub(crate) fn batch_device_bytes(batch: &HostBatch, device: &Device) -> u64 {
-    device_bytes(&batch.input, device) + device_bytes(&batch.target, device)
-}
-
-/// The bytes `data` takes once on the device: its elements at the
-/// device's own float or int width (its settings: cubecl stores burn's i64
-/// host integers as i32, so a target's device copy is half its host bytes).
-fn device_bytes(data: &TensorData, device: &Device) -> u64 {
-    let elems = data.num_elements() as u64;
-    let settings = device.settings();
-    let width = if data.dtype().is_float() {
-        DType::from(settings.float_dtype).size()
-    } else {
-        DType::from(settings.int_dtype).size()
-    };
-    elems * width as u64
-}
+use crate::session::upload_bytes as device_bytes;
 
 /// The shape of a host batch's input, for detecting new shapes.
 pub fn input_shape(data: &TensorData) -> Vec<usize> {
@@ -212,6 +211,34 @@ pub fn loss(logits: Logits, target: DeviceTarget) -> Result<Tensor<1>, StepError
     }
 }
 
+/// Logits and targets of one kind, checked: its [`loss`](LossInput::loss) cannot fail.
+#[derive(Debug)]
+pub enum LossInput {
+    /// Classes: `[batch, classes]` logits and `[batch]` targets.
+    Classes(Tensor<2>, Tensor<1, Int>),
+    /// Tokens: `[batch, seq, vocab]` logits and `[batch, seq]` targets.
+    Tokens(Tensor<3>, Tensor<2, Int>),
+}
+
+impl LossInput {
+    /// Pairs `logits` with `target`, when they are of one kind.
+    pub fn new(logits: Logits, target: DeviceTarget) -> Result<LossInput, StepError> {
+        match (logits, target) {
+            (Logits::Classes(l), DeviceTarget::Classes(t)) => Ok(LossInput::Classes(l, t)),
+            (Logits::Tokens(l), DeviceTarget::Tokens(t)) => Ok(LossInput::Tokens(l, t)),
+            _ => Err(StepError::Mismatch),
+        }
+    }
+
+    /// Cross-entropy.
+    pub fn loss(self) -> Tensor<1> {
+        match self {
+            LossInput::Classes(l, t) => classification_loss(l, t),
+            LossInput::Tokens(l, t) => lm_loss(l, t),
+        }
+    }
+}
+
 /// Syncs if the policy asks for a sync after each phase.
 fn phase_sync(policy: SyncPolicy, device: &Device) -> Result<(), StepError> {
     if policy == SyncPolicy::Phase {
@@ -234,71 +261,39 @@ pub fn planted_upload(loss: Tensor<1>, device: &Device) -> Tensor<1> {
     loss * constant.mean()
 }
 
-/// One optimisation step: `train.step` > `forward`, `loss`, `backward`,
-/// `optimizer`. Returns the updated model and the loss (still on the device).
-pub fn train_step<M: StepModel>(
+/// One optimisation step on any model: `train.step` > `forward` (`forward(&model)`),
+/// `loss` (`loss(output)`), `backward`, `optimizer` (`optim`'s step at `learning_rate`),
+/// syncing after each phase with [`SyncPolicy::Phase`]. Returns the updated model and the
+/// loss (still on the device). A [`Session`](crate::Session) does the same with a failure
+/// report, memory and layer names; this is the piece without it.
+pub fn train_step<M: Module, O>(
     model: M,
     optim: &mut ModuleOptimizer,
-    batch: DeviceBatch,
     learning_rate: f64,
     policy: SyncPolicy,
     device: &Device,
-) -> Result<(M, Tensor<1>), StepError> {
-    train_step_planted(model, optim, batch, learning_rate, policy, device, false)
-}
-
-/// [`train_step`], with the [`planted_upload`] in its `loss` span when
-/// `plant_upload` is set ([`RunConfig::plant_upload`](crate::RunConfig::plant_upload)).
-pub fn train_step_planted<M: StepModel>(
-    model: M,
-    optim: &mut ModuleOptimizer,
-    batch: DeviceBatch,
-    learning_rate: f64,
-    policy: SyncPolicy,
-    device: &Device,
-    plant_upload: bool,
-) -> Result<(M, Tensor<1>), StepError> {
-    train_step_sampled(model, optim, batch, learning_rate, policy, device, plant_upload, &mut |_| {})
-}
-
-/// [`train_step_planted`], calling `sample` with the phase's name after each phase (`forward`,
-/// `loss`, `backward`, `optimizer`), outside its span: where `--memory` samples the allocator.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn train_step_sampled<M: StepModel>(
-    model: M,
-    optim: &mut ModuleOptimizer,
-    batch: DeviceBatch,
-    learning_rate: f64,
-    policy: SyncPolicy,
-    device: &Device,
-    plant_upload: bool,
-    sample: &mut dyn FnMut(&'static str),
+    forward: impl FnOnce(&M) -> O,
+    loss: impl FnOnce(O) -> Tensor<1>,
 ) -> Result<(M, Tensor<1>), StepError> {
     let _step = steptrace::own_span!(TRAIN_STEP);
-    let logits = {
+    let output = {
         let _forward = steptrace::own_span!(FORWARD);
-        let logits = model.logits(batch.input)?;
+        let output = forward(&model);
         phase_sync(policy, device)?;
-        logits
+        output
     };
-    sample(FORWARD);
     let loss = {
         let _loss = steptrace::own_span!(LOSS);
-        let mut loss = loss(logits, batch.target)?;
-        if plant_upload {
-            loss = planted_upload(loss, device);
-        }
+        let loss = loss(output);
         phase_sync(policy, device)?;
         loss
     };
-    sample(LOSS);
     let grads = {
         let _backward = steptrace::own_span!(BACKWARD);
         let grads = loss.backward();
         phase_sync(policy, device)?;
         grads
     };
-    sample(BACKWARD);
     let model = {
         let _optimizer = steptrace::own_span!(OPTIMIZER);
         let grads = GradientsParams::from_grads(grads, &model);
@@ -306,26 +301,33 @@ pub(crate) fn train_step_sampled<M: StepModel>(
         phase_sync(policy, device)?;
         model
     };
-    sample(OPTIMIZER);
     Ok((model, loss))
 }
 
-/// One inference request on an eval-mode model: `infer.request` >
-/// `forward`. Returns the loss against the targets, for checking.
-pub fn infer_request<M: StepModel>(
-    model: &M,
+/// [`train_step`] for a bundled model on a [`DeviceBatch`].
+pub fn train_batch<M: StepModel>(
+    model: M,
+    optim: &mut ModuleOptimizer,
     batch: DeviceBatch,
+    learning_rate: f64,
     policy: SyncPolicy,
     device: &Device,
-) -> Result<Tensor<1>, StepError> {
-    let _request = steptrace::own_span!(INFER_REQUEST);
-    let logits = {
-        let _forward = steptrace::own_span!(FORWARD);
-        let logits = model.logits(batch.input)?;
-        phase_sync(policy, device)?;
-        logits
-    };
-    loss(logits, batch.target)
+) -> Result<(M, Tensor<1>), StepError> {
+    let DeviceBatch { input, target } = batch;
+    let mut failed = None;
+    let out = train_step(model, optim, learning_rate, policy, device, |m| m.logits(input), |logits| {
+        match logits.and_then(|l| LossInput::new(l, target)) {
+            Ok(pair) => pair.loss(),
+            Err(e) => {
+                failed = Some(e);
+                Tensor::zeros([1], device)
+            }
+        }
+    })?;
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(out),
+    }
 }
 
 #[cfg(all(test, feature = "cpu"))]

@@ -18,6 +18,12 @@ pub struct SyncError {
 /// cubecl gives each thread its own stream: this covers the calling
 /// thread's work only. A failure is returned as a [`SyncError`], never a
 /// panic: a backend that panics while syncing yields `"panicked: <message>"`.
+///
+/// What it reports is a device fault. A failed allocation or launch is not one: burn (cubecl
+/// 0.11) keeps it on the tensors the work would have written, and reports it where one of
+/// them is read (`Tensor::try_into_data`), so this returns `Ok` after it. Read a tensor the
+/// step made (its loss) to learn whether the step's work ran, as a
+/// [`Session`](crate::Session) does at the end of its startup steps.
 pub fn sync(device: &Device) -> Result<(), SyncError> {
     let _sync = steptrace::own_span!(SYNC);
     match panic::catch_unwind(AssertUnwindSafe(|| device.sync())) {

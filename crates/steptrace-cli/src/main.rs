@@ -6,7 +6,7 @@ mod console;
 mod convert;
 #[cfg(test)]
 mod reference;
-mod signals;
+
 
 use std::process::ExitCode;
 
@@ -21,7 +21,7 @@ fn main() -> ExitCode {
     // `train` catches Ctrl-C and SIGTERM (the first ends the run after the current step).
     // The handlers go in before anything else, argument parsing included, so that a signal
     // in the run's first milliseconds is kept (the flag remembers it) rather than lost.
-    let early = std::env::args_os().nth(1).is_some_and(|a| a == "train").then(signals::install);
+    let early = std::env::args_os().nth(1).is_some_and(|a| a == "train").then(steptrace_burn::signals::install);
     let cli = args::Cli::parse();
     let result = match cli.command {
         args::Command::Train(a) => cmd::train::run(a, early),

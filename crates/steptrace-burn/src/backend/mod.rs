@@ -49,6 +49,7 @@ use std::str::FromStr;
 
 pub use adapter::WgpuTarget;
 pub(crate) use guard::{catch_silently, panic_message};
+pub(crate) use startup::timed_client;
 pub use cache::{configure_cubecl_cache, count_cache_files, AutotuneLevel, CacheConfig, CacheState};
 pub use memory::{
     memory_in_use, memory_limits, memory_usage, memory_usage_after_sync, pool_largest_allocations, MemoryAsker, MemoryLimits, MemorySnapshot,

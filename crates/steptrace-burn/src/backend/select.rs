@@ -63,6 +63,44 @@ impl Selection {
     }
 }
 
+impl Selection {
+    /// The selection of a device the program built itself (`Device::cuda(1)`, a wgpu device of
+    /// its choosing, `Device::flex()`), autodiff or not: its kind is read from the device,
+    /// and the label says that the program chose it (`cuda (the program's own device:
+    /// ...)`). Nothing is probed: the device is the program's to have checked.
+    ///
+    /// # Errors
+    ///
+    /// [`BackendError::UnknownBackend`] for a device of a backend steptrace does not profile
+    /// (LibTorch, remote).
+    pub fn of_device(device: &burn::prelude::Device) -> Result<Selection, BackendError> {
+        let plain = device.clone().inner();
+        let text = format!("{:?}", plain.as_dispatch());
+        let kind = own_device_kind(&text).ok_or_else(|| BackendError::UnknownBackend { name: text.clone() })?;
+        Ok(Selection {
+            kind,
+            device: format!("the program's own device: {text}"),
+            fallback_reason: None,
+            requested: kind.into(),
+            wgpu_device: None,
+            probes: Vec::new(),
+        })
+    }
+}
+
+/// The backend of a device, from burn's description of it (`Cube(Cuda(..))`, `Flex(..)`).
+fn own_device_kind(text: &str) -> Option<BackendKind> {
+    if text.contains("Cuda") {
+        Some(BackendKind::Cuda)
+    } else if ["Wgpu", "Vulkan", "WebGpu", "Metal"].iter().any(|w| text.contains(w)) {
+        Some(BackendKind::Wgpu)
+    } else if text.starts_with("Flex") || text.starts_with("NdArray") {
+        Some(BackendKind::Cpu)
+    } else {
+        None
+    }
+}
+
 impl fmt::Display for Selection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.label())

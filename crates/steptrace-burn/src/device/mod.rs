@@ -72,12 +72,18 @@ impl DeviceSetup {
 /// The device collector for `selection`, or why there is none. Call it
 /// before the backend creates its first CUDA context.
 pub fn setup(mode: DeviceActivityMode, selection: &Selection) -> DeviceSetup {
+    setup_on(mode, selection, None)
+}
+
+/// [`setup`], for the kernels of `device` (a device the program built itself) rather than the
+/// one `selection` opens.
+pub fn setup_on(mode: DeviceActivityMode, selection: &Selection, device: Option<&burn::prelude::Device>) -> DeviceSetup {
     if mode == DeviceActivityMode::Off {
         return DeviceSetup::NotObserved("turned off (--device-activity off)".into());
     }
     match selection.kind {
-        BackendKind::Cuda => cuda_setup(selection, mode == DeviceActivityMode::Attributed),
-        BackendKind::Wgpu => wgpu_setup(selection, mode == DeviceActivityMode::Attributed),
+        BackendKind::Cuda => cuda_setup(selection, mode == DeviceActivityMode::Attributed, device),
+        BackendKind::Wgpu => wgpu_setup(selection, mode == DeviceActivityMode::Attributed, device),
         BackendKind::Cpu => {
             let mut why = "the CPU backend has no separate device: host time is the work itself".to_owned();
             if let Some(reason) = &selection.fallback_reason {
@@ -90,7 +96,7 @@ pub fn setup(mode: DeviceActivityMode, selection: &Selection) -> DeviceSetup {
 
 /// CUPTI where it can run; else cubecl's own timing (CUDA events), with CUPTI's reason.
 #[cfg(feature = "cuda")]
-fn cuda_setup(selection: &Selection, attributed: bool) -> DeviceSetup {
+fn cuda_setup(selection: &Selection, attributed: bool, own: Option<&burn::prelude::Device>) -> DeviceSetup {
     let started = match cupti::Setting::from_env() {
         // Runs as on a machine without libcupti (to check that path where CUPTI is installed).
         cupti::Setting::Off => Err("CUPTI turned off (STEPTRACE_CUPTI=off)".to_owned()),
@@ -103,7 +109,8 @@ fn cuda_setup(selection: &Selection, attributed: bool) -> DeviceSetup {
         }
         Err(why) if !attributed => DeviceSetup::NotObserved(format!("{why} (--detail ops times kernels without CUPTI)")),
         Err(why) => {
-            let device = timed::TimedDevice::new(burn::prelude::Device::cuda(0), &selection.device, timed::CUDA_EVENTS);
+            let device = own.map_or_else(|| burn::prelude::Device::cuda(0), |d| d.clone().inner());
+            let device = timed::TimedDevice::new(device, &selection.device, timed::CUDA_EVENTS);
             let what = format!("{} (CUPTI unusable: {why})", device.source);
             DeviceSetup::Collector(Box::new(device), what)
         }
@@ -111,27 +118,30 @@ fn cuda_setup(selection: &Selection, attributed: bool) -> DeviceSetup {
 }
 
 #[cfg(not(feature = "cuda"))]
-fn cuda_setup(_: &Selection, _: bool) -> DeviceSetup {
+fn cuda_setup(_: &Selection, _: bool, _: Option<&burn::prelude::Device>) -> DeviceSetup {
     DeviceSetup::NotObserved("steptrace-burn was built without its `cuda` feature".into())
 }
 
 #[cfg(feature = "wgpu")]
-fn wgpu_setup(selection: &Selection, attributed: bool) -> DeviceSetup {
+fn wgpu_setup(selection: &Selection, attributed: bool, own: Option<&burn::prelude::Device>) -> DeviceSetup {
     if !attributed {
         // Kernels are timed on wgpu only with attribution (`--detail ops`), through cubecl's
         // launch observer; without it the device is not observed.
         return not_cuda(selection);
     }
-    let device = selection
-        .wgpu_device
-        .map_or_else(|| burn::prelude::Device::wgpu(burn::prelude::DeviceKind::DefaultDevice), |t| t.device());
+    let device = match own {
+        Some(device) => device.clone().inner(),
+        None => selection
+            .wgpu_device
+            .map_or_else(|| burn::prelude::Device::wgpu(burn::prelude::DeviceKind::DefaultDevice), |t| t.device()),
+    };
     let device = timed::TimedDevice::new(device, &selection.device, timed::DEVICE_TIMESTAMPS);
     let what = device.source.clone();
     DeviceSetup::Collector(Box::new(device), what)
 }
 
 #[cfg(not(feature = "wgpu"))]
-fn wgpu_setup(selection: &Selection, _: bool) -> DeviceSetup {
+fn wgpu_setup(selection: &Selection, _: bool, _: Option<&burn::prelude::Device>) -> DeviceSetup {
     not_cuda(selection)
 }
 

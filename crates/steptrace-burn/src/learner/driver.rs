@@ -81,6 +81,9 @@ pub(crate) struct Driver {
     boundaries: Mutex<Vec<u64>>,
     /// One profiler per rank, when the run has several.
     ranks: Option<Ranks>,
+    /// Whether kernels are tied to layers, so that the optimizer notes the parameters' places
+    /// in the module tree.
+    names_layers: AtomicBool,
 }
 
 impl Driver {
@@ -96,6 +99,7 @@ impl Driver {
             described: AtomicBool::new(false),
             boundaries: Mutex::new(Vec::new()),
             ranks,
+            names_layers: AtomicBool::new(false),
         }
     }
 
@@ -127,6 +131,17 @@ impl Driver {
     }
 
     /// Whether the run has one profiler per rank.
+    /// Whether the optimizer notes the parameters for layer names.
+    #[cfg_attr(not(feature = "attribution"), allow(dead_code))]
+    pub(crate) fn names_layers(&self) -> bool {
+        self.names_layers.load(Ordering::Relaxed)
+    }
+
+    /// Has the optimizer note the parameters for layer names.
+    pub(crate) fn set_names_layers(&self, on: bool) {
+        self.names_layers.store(on, Ordering::Relaxed);
+    }
+
     pub(crate) fn is_ranked(&self) -> bool {
         self.ranks.is_some()
     }

@@ -29,6 +29,10 @@ pub enum LearnerError {
          `launch`); it is saved when that thread ends"
     )]
     WrongThread,
+    /// The session given to [`LearnerProfiler::from_session`](super::LearnerProfiler::from_session)
+    /// records nothing ([`no_profiler`](crate::SessionBuilder::no_profiler)).
+    #[error("the session records nothing (built with no_profiler): there is no profiler to drive")]
+    NoProfiler,
 }
 
 impl From<steptrace::Error> for LearnerError {

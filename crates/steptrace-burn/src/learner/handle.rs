@@ -27,6 +27,9 @@ use crate::SyncPolicy;
 #[derive(Debug)]
 pub struct LearnerProfiler {
     driver: Arc<Driver>,
+    /// The session it came from ([`from_session`](LearnerProfiler::from_session)): the
+    /// backend, the device, what the console says.
+    session: Option<crate::Session>,
 }
 
 /// What a profiled run wrote, from [`LearnerProfiler::finish`].
@@ -63,26 +66,28 @@ impl LearnerProfiler {
     /// installed then. [`LearnerError::Profiler`] when the builder's output
     /// directory, file-name template, targets or manifest are unusable.
     pub fn install(builder: ProfilerBuilder) -> Result<Self, LearnerError> {
-        use tracing_subscriber::layer::SubscriberExt;
-        use tracing_subscriber::util::SubscriberInitExt;
-        // NVTX ranges mirror steptrace's spans in every step, not only in recorded ones, while
-        // a tool is there to see them.
-        #[cfg(feature = "nvtx")]
-        let nvtx = crate::nvtx::tool_attached();
-        #[cfg(feature = "nvtx")]
-        let builder = if nvtx { builder.own_spans_in_every_step() } else { builder };
-        let (layer, profiler) = builder.build_global::<tracing_subscriber::Registry>()?;
-        let subscriber = tracing_subscriber::registry().with(layer);
-        // Stamps steptrace's spans, so that kernels are tied to the spans their ops were called in.
-        #[cfg(feature = "attribution")]
-        let subscriber = subscriber.with(crate::attribute::StampLayer);
-        // Mirrors steptrace's spans as NVTX ranges for Nsight.
-        #[cfg(feature = "nvtx")]
-        let subscriber = subscriber.with(nvtx.then_some(crate::NvtxLayer));
-        subscriber.try_init().map_err(|e| steptrace::Error::Install(e.to_string()))?;
-        // steptrace's own spans around tracing, except while kernel attribution stamps them.
-        profiler.record_own_spans_directly(crate::DIRECT_VETO);
+        // The one install of every steptrace-burn program: kernel attribution's stamps, the
+        // cold start's log capture, NVTX when a tool is attached, the direct span path.
+        let profiler = crate::backend::install_profiler(builder)?;
         Ok(Self::from_profiler(profiler))
+    }
+
+    /// Drives the profiler of `session`: the backend it chose (labelled in every trace, with
+    /// any fallback's reason), its device activity and kernel attribution, its on-demand
+    /// capture and its console. Build the model on [`Session::device`](crate::Session::device)
+    /// and call [`LearnerProfiler::finish`] at the end: it says what was written as the
+    /// session would.
+    ///
+    /// # Errors
+    ///
+    /// [`LearnerError::NoProfiler`] for a session built with
+    /// [`no_profiler`](crate::SessionBuilder::no_profiler).
+    pub fn from_session(mut session: crate::Session) -> Result<Self, LearnerError> {
+        let profiler = session.take_profiler().ok_or(LearnerError::NoProfiler)?;
+        let mut handle = Self::from_profiler(profiler);
+        handle.driver.set_names_layers(session.names_layers());
+        handle.session = Some(session);
+        Ok(handle)
     }
 
     /// Takes a profiler whose layer the caller has installed in a
@@ -91,7 +96,7 @@ impl LearnerProfiler {
     /// call `launch`, before the first step.
     pub fn from_profiler(profiler: Profiler) -> Self {
         profiler.update_manifest(|m| describe_trainer(m, "burn-train 0.22 Learner"));
-        Self { driver: Driver::bind(profiler) }
+        Self { driver: Driver::bind(profiler), session: None }
     }
 
     /// One profiler per rank, for a data-parallel run whose ranks each run
@@ -119,7 +124,7 @@ impl LearnerProfiler {
         let world = u32::try_from(devices.len()).unwrap_or(u32::MAX);
         let group = builder.rank_backend("burn-train DistributedDataParallel").try_install_ranks(world)?;
         group.update_manifest(|m| describe_trainer(m, "burn-train 0.22 Learner, one profiler per rank"));
-        Ok(Self { driver: Driver::bind_ranks(group, devices) })
+        Ok(Self { driver: Driver::bind_ranks(group, devices), session: None })
     }
 }
 
@@ -173,6 +178,10 @@ impl LearnerProfiler {
     /// groups (`ModuleOptimizer::with_group`). Wrap every group's optimizer,
     /// with the same model, so that every parameter's update is seen.
     pub fn profiled<O: Optimizer, M: Module>(&self, optimizer: O, model: &M) -> Profiled<O> {
+        #[cfg(feature = "attribution")]
+        if self.driver.names_layers() {
+            crate::attribute::note_parameters(model);
+        }
         Profiled::new(optimizer, self.driver.clone(), Arc::new(Plan::of(model)))
     }
 
@@ -234,8 +243,22 @@ impl LearnerProfiler {
             (self.driver.world_size(), running)
         } else {
             let profiler = self.driver.take().ok_or(LearnerError::WrongThread)?;
+            let mut errors = Vec::new();
+            let mut first_error = None;
             for result in profiler.finish_all() {
-                saved.push(result?);
+                match result {
+                    Ok(trace) => saved.push(trace),
+                    Err(e) => {
+                        errors.push(e.to_string());
+                        first_error.get_or_insert(e);
+                    }
+                }
+            }
+            if let Some(session) = &self.session {
+                session.say_written(&saved, &errors);
+            }
+            if let Some(e) = first_error {
+                return Err(e.into());
             }
             (None, Vec::new())
         };

@@ -211,6 +211,7 @@
 
 mod batcher;
 mod driver;
+mod phases;
 mod error;
 mod handle;
 mod optimizer;
@@ -219,6 +220,7 @@ pub use batcher::ProfiledBatcher;
 pub use error::LearnerError;
 pub use handle::{with_backend, with_device_activity, LearnerProfiler, ProfiledRun};
 pub use optimizer::Profiled;
+pub use phases::{backward, forward, loss};
 
 /// The instant event that flags a step holding validation and
 /// checkpointing: see [epoch boundaries](self#epoch-boundaries). `steptrace

@@ -115,6 +115,8 @@ impl<O: Optimizer> Optimizer for Profiled<O> {
         }
         let device = moved.close.then(|| tensor.device());
         let out = self.inner.step(lr, tensor, grad, state);
+        #[cfg(feature = "attribution")]
+        self.note_updated(id, moved.at, &out.0, moved.close);
         if let Some(device) = device {
             let span = UPDATES.with(|cell| {
                 cell.borrow_mut().iter_mut().find(|u| u.driver == id).and_then(|u| u.span.take())
@@ -131,6 +133,28 @@ impl<O: Optimizer> Optimizer for Profiled<O> {
 }
 
 impl<O> Profiled<O> {
+    /// Notes the updated parameter's tensor id and module; at the update's end, hands them to
+    /// kernel attribution for the next step's layer names.
+    #[cfg(feature = "attribution")]
+    fn note_updated<const D: usize>(&self, driver: u64, at: Option<usize>, updated: &Tensor<D>, close: bool) {
+        if !self.driver.names_layers() {
+            return;
+        }
+        let path = at.and_then(|at| self.plan.paths.get(at)).cloned();
+        let id = path.as_ref().and_then(|_| crate::attribute::tensor_id(updated.clone()));
+        let done = UPDATES.with(|cell| {
+            let mut all = cell.borrow_mut();
+            let update = all.iter_mut().find(|u| u.driver == driver)?;
+            if let (Some(id), Some(path)) = (id, path) {
+                update.updated.push((id, path));
+            }
+            close.then(|| std::mem::take(&mut update.updated))
+        });
+        if let Some(paths) = done {
+            crate::attribute::set_parameter_paths(paths);
+        }
+    }
+
     /// An update begins on this thread: with ranks, the thread takes the
     /// profiler of its device's rank; step 0 opens if it is not open.
     fn open(&self, device: &Device) {
@@ -157,6 +181,9 @@ struct Update {
     cursor: Cursor,
     /// The open update's `optimizer` span, entered.
     span: Option<OwnSpan<'static>>,
+    /// The updated parameters' tensor ids and modules, for layer names in the next step.
+    #[cfg_attr(not(feature = "attribution"), allow(dead_code))]
+    updated: Vec<(u64, std::sync::Arc<str>)>,
 }
 
 impl Update {
@@ -164,7 +191,7 @@ impl Update {
         let at = match all.iter().position(|u| u.driver == driver) {
             Some(at) => at,
             None => {
-                all.push(Update { driver, cursor: Cursor::new(plan), span: None });
+                all.push(Update { driver, cursor: Cursor::new(plan), span: None, updated: Vec::new() });
                 all.len() - 1
             }
         };
@@ -178,21 +205,35 @@ impl Update {
 #[derive(Debug)]
 pub(crate) struct Plan {
     shapes: Vec<Vec<usize>>,
+    /// Each parameter's module, as a span path (`blocks.1 > inner`), for layer names.
+    paths: Vec<std::sync::Arc<str>>,
     parameters: u64,
 }
 
 impl Plan {
     /// Reads `model`'s parameters without initialising lazy ones.
     pub(crate) fn of<M: Module>(model: &M) -> Plan {
-        struct Shapes(Vec<Vec<usize>>);
+        struct Shapes {
+            path: Vec<String>,
+            shapes: Vec<Vec<usize>>,
+            paths: Vec<std::sync::Arc<str>>,
+        }
         impl ModuleVisitor for Shapes {
+            fn enter_module(&mut self, name: &str, _container_type: &str) {
+                self.path.push(name.to_owned());
+            }
+            fn exit_module(&mut self, _name: &str, _container_type: &str) {
+                self.path.pop();
+            }
             fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-                self.0.push(param.lazy_shape().to_vec());
+                self.shapes.push(param.lazy_shape().to_vec());
+                let path = self.path.iter().filter(|p| !p.is_empty()).cloned().collect::<Vec<_>>().join(".");
+                self.paths.push(std::sync::Arc::from(crate::private::module_span_path(&path)));
             }
         }
-        let mut shapes = Shapes(Vec::new());
+        let mut shapes = Shapes { path: Vec::new(), shapes: Vec::new(), paths: Vec::new() };
         model.visit(&mut shapes);
-        Plan { shapes: shapes.0, parameters: model.num_params() as u64 }
+        Plan { shapes: shapes.shapes, paths: shapes.paths, parameters: model.num_params() as u64 }
     }
 
     /// The first parameter at or after `from` with this shape.
@@ -203,7 +244,7 @@ impl Plan {
 
     #[cfg(test)]
     fn from_shapes(shapes: Vec<Vec<usize>>) -> Plan {
-        Plan { shapes, parameters: 0 }
+        Plan { shapes, paths: Vec::new(), parameters: 0 }
     }
 }
 
@@ -238,6 +279,8 @@ struct Moved {
     open: bool,
     /// This call ends the update.
     close: bool,
+    /// The parameter it updates, when the model has one of its shape there.
+    at: Option<usize>,
 }
 
 impl Cursor {
@@ -273,6 +316,7 @@ impl Cursor {
             self.open = true;
             self.latest = None;
         }
+        moved.at = at;
         if let Some(at) = at {
             self.next = at + 1;
             self.latest = Some(at);
@@ -305,7 +349,18 @@ mod tests {
     use super::*;
 
     fn moved(close_previous: bool, open: bool, close: bool) -> Moved {
-        Moved { close_previous, open, close }
+        Moved { close_previous, open, close, at: None }
+    }
+
+    /// What a call did, without the parameter it matched.
+    trait Flags {
+        fn flags(self) -> Moved;
+    }
+
+    impl Flags for Moved {
+        fn flags(self) -> Moved {
+            Moved { at: None, ..self }
+        }
     }
 
     #[test]
@@ -314,10 +369,10 @@ mod tests {
         let plan = Plan::from_shapes(vec![vec![4, 4], vec![4], vec![4, 4], vec![4]]);
         let mut cursor = Cursor::new(&plan);
         for _update in 0..3 {
-            assert_eq!(cursor.advance(&plan, &[4, 4]), moved(false, true, false));
-            assert_eq!(cursor.advance(&plan, &[4]), moved(false, false, false));
-            assert_eq!(cursor.advance(&plan, &[4, 4]), moved(false, false, false));
-            assert_eq!(cursor.advance(&plan, &[4]), moved(false, false, true));
+            assert_eq!(cursor.advance(&plan, &[4, 4]).flags(), moved(false, true, false));
+            assert_eq!(cursor.advance(&plan, &[4]).flags(), moved(false, false, false));
+            assert_eq!(cursor.advance(&plan, &[4, 4]).flags(), moved(false, false, false));
+            assert_eq!(cursor.advance(&plan, &[4]).flags(), moved(false, false, true));
         }
     }
 
@@ -327,8 +382,8 @@ mod tests {
         let plan = Plan::from_shapes(vec![vec![8, 4], vec![4], vec![4, 2], vec![2]]);
         let mut cursor = Cursor::new(&plan);
         for _update in 0..2 {
-            assert_eq!(cursor.advance(&plan, &[4, 2]), moved(false, true, false));
-            assert_eq!(cursor.advance(&plan, &[2]), moved(false, false, true));
+            assert_eq!(cursor.advance(&plan, &[4, 2]).flags(), moved(false, true, false));
+            assert_eq!(cursor.advance(&plan, &[2]).flags(), moved(false, false, true));
         }
     }
 
@@ -338,20 +393,20 @@ mod tests {
         // when the second begins; from then on its last parameter ends it.
         let plan = Plan::from_shapes(vec![vec![8, 4], vec![4], vec![4, 2], vec![2]]);
         let mut cursor = Cursor::new(&plan);
-        assert_eq!(cursor.advance(&plan, &[8, 4]), moved(false, true, false));
-        assert_eq!(cursor.advance(&plan, &[4]), moved(false, false, false));
-        assert_eq!(cursor.advance(&plan, &[8, 4]), moved(true, true, false));
-        assert_eq!(cursor.advance(&plan, &[4]), moved(false, false, true));
-        assert_eq!(cursor.advance(&plan, &[8, 4]), moved(false, true, false));
-        assert_eq!(cursor.advance(&plan, &[4]), moved(false, false, true));
+        assert_eq!(cursor.advance(&plan, &[8, 4]).flags(), moved(false, true, false));
+        assert_eq!(cursor.advance(&plan, &[4]).flags(), moved(false, false, false));
+        assert_eq!(cursor.advance(&plan, &[8, 4]).flags(), moved(true, true, false));
+        assert_eq!(cursor.advance(&plan, &[4]).flags(), moved(false, false, true));
+        assert_eq!(cursor.advance(&plan, &[8, 4]).flags(), moved(false, true, false));
+        assert_eq!(cursor.advance(&plan, &[4]).flags(), moved(false, false, true));
     }
 
     #[test]
     fn a_parameter_the_model_lacks_stays_in_its_update() {
         let plan = Plan::from_shapes(vec![vec![3], vec![5]]);
         let mut cursor = Cursor::new(&plan);
-        assert_eq!(cursor.advance(&plan, &[3]), moved(false, true, false));
-        assert_eq!(cursor.advance(&plan, &[7]), moved(false, false, false));
-        assert_eq!(cursor.advance(&plan, &[5]), moved(false, false, true));
+        assert_eq!(cursor.advance(&plan, &[3]).flags(), moved(false, true, false));
+        assert_eq!(cursor.advance(&plan, &[7]).flags(), moved(false, false, false));
+        assert_eq!(cursor.advance(&plan, &[5]).flags(), moved(false, false, true));
     }
 }

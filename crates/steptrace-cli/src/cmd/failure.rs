@@ -1,123 +1,8 @@
-//! The console and `--json` of a `train` run whose step failed: what was saved, and, when the
-//! device ran out of memory, what it held and asked for and the batch that would have fit.
+//! The `--json` of a `train` run whose step failed (its console lines are steptrace-burn's
+//! [`failure::print`](steptrace_burn::failure::print)).
 
-use steptrace_burn::oom::{Bounded, Estimate, OutOfMemory};
+use steptrace_burn::oom::OutOfMemory;
 use steptrace_burn::StepFailure;
-
-use crate::console::{self, say};
-
-/// Bytes as decimal megabytes or gigabytes, with the exact count.
-pub(crate) fn size(bytes: u64) -> String {
-    let b = bytes as f64;
-    if b >= 1e9 {
-        format!("{:.2} GB ({bytes} B)", b / 1e9)
-    } else if b >= 1e6 {
-        format!("{:.2} MB ({bytes} B)", b / 1e6)
-    } else if b >= 1e3 {
-        format!("{:.1} KB ({bytes} B)", b / 1e3)
-    } else {
-        format!("{bytes} B")
-    }
-}
-
-fn bounded(b: &Bounded, unit: impl Fn(u64) -> String) -> String {
-    format!("{} {} ({})", b.bound, unit(b.value), b.method_note)
-}
-
-/// Prints what a failed step left: the saved traces, and the out-of-memory report.
-pub(crate) fn print(f: &StepFailure) {
-    if let Some(o) = &f.out_of_memory {
-        print_out_of_memory(o);
-    }
-    if f.traces.is_empty() {
-        say(&format!(
-            "no trace saved: no cycle of the schedule was recording at step {} (a later step would have started one)",
-            f.step
-        ));
-    }
-    for t in &f.traces {
-        let partial = if t.partial { " (cut short by the failure: partial)" } else { "" };
-        say(&format!("trace saved: {} (cycle {}, steps {:?}){partial}", t.path.display(), t.cycle, t.steps));
-    }
-    for e in &f.trace_errors {
-        say(&format!("trace NOT saved: {e}"));
-    }
-}
-
-fn print_out_of_memory(o: &OutOfMemory) {
-    say(&format!("OUT OF DEVICE MEMORY at step {}: {}", o.step, o.shortage.meaning()));
-    let mut t = console::table();
-    t.set_header(["", "out of memory"]);
-    let request = o.requested_bytes.map_or_else(|| "not said by the error".to_owned(), size);
-    t.add_row(["requested".to_owned(), request]);
-    t.add_row(["reported at".to_owned(), o.surfaced_at.to_owned()]);
-    let reached = o.reached_phase.map_or_else(|| "none (forward had not returned)".to_owned(), |p| format!("through {p}"));
-    t.add_row(["phases registered".to_owned(), reached]);
-    match o.limits {
-        Some(l) => {
-            t.add_row(["device capacity".to_owned(), l.capacity.map_or_else(|| "not stated by its runtime".to_owned(), size)]);
-            t.add_row(["largest allocation".to_owned(), size(l.max_allocation)]);
-        }
-        None => {
-            t.add_row(["device limits", "not observed (not a cubecl device)"]);
-        }
-    }
-    match o.at_failure {
-        Some(m) => {
-            t.add_row(["held after the failure".to_owned(), format!("in use {}, reserved {}", size(m.bytes_in_use), size(m.bytes_reserved))]);
-            for c in &o.categories {
-                t.add_row([format!("  {}", c.name.replace('_', " ")), signed(c.bytes)]);
-            }
-        }
-        None => {
-            t.add_row(["held after the failure", "not observed (the backend does not report memory in use)"]);
-        }
-    }
-    t.add_row(["batch".to_owned(), format!("{} samples", o.batch_size)]);
-    let per_sample = match &o.per_sample {
-        Estimate::Known(p) => bounded(p, size),
-        Estimate::NotKnown { not_known } => format!("not known: {not_known}"),
-    };
-    t.add_row(["per sample".to_owned(), per_sample]);
-    let fits = match &o.fitting_batch {
-        Estimate::Known(b) => bounded(b, |v| format!("{v} samples")),
-        Estimate::NotKnown { not_known } => format!("not known: {not_known}"),
-    };
-    t.add_row(["largest batch that fits".to_owned(), fits]);
-    if let Some(b) = &o.failure_bounds {
-        let said = |e: &Estimate, unit: &dyn Fn(u64) -> String| match e {
-            Estimate::Known(b) => format!("{} {}", b.bound, unit(b.value)),
-            Estimate::NotKnown { not_known } => format!("not known ({not_known})"),
-        };
-        t.add_row([
-            "the failure alone said".to_owned(),
-            format!("per sample {}; batch that fits {}", said(&b.per_sample, &size), said(&b.fitting_batch, &|v| format!("{v} samples"))),
-        ]);
-    }
-    if let Some(p) = &o.probe {
-        for f in &p.problems {
-            t.add_row(["not measured".to_owned(), f.clone()]);
-        }
-    }
-    for n in &o.not_observed {
-        t.add_row(["not observed".to_owned(), n.clone()]);
-    }
-    println!("{t}");
-    let mut t = console::table();
-    t.set_header(["bytes", "largest allocations steptrace can see (cubecl lists no live ones one by one)"]);
-    for a in &o.largest {
-        t.add_row([size(a.bytes), a.description.clone()]);
-    }
-    println!("{t}");
-}
-
-fn signed(bytes: i64) -> String {
-    if bytes < 0 {
-        format!("-{}", size(bytes.unsigned_abs()))
-    } else {
-        size(bytes as u64)
-    }
-}
 
 /// The `--json` of a failed run.
 #[derive(serde::Serialize)]
@@ -141,17 +26,5 @@ impl<'a> FailedRun<'a> {
             trace_errors: &f.trace_errors,
             out_of_memory: f.out_of_memory.as_ref(),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::size;
-
-    #[test]
-    fn sizes_are_decimal_with_the_exact_count() {
-        assert_eq!(size(68_719_476_736), "68.72 GB (68719476736 B)");
-        assert_eq!(size(2_500), "2.5 KB (2500 B)");
-        assert_eq!(size(12), "12 B");
     }
 }

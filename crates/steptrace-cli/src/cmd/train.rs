@@ -12,19 +12,19 @@ use anyhow::{bail, Context};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, ContentArrangement, Table};
 use indicatif::{ProgressBar, ProgressStyle};
 use steptrace::format::Figure;
-use steptrace::{Profiler, Schedule};
+use steptrace::Schedule;
 use steptrace_burn::backend;
-use steptrace_burn::RunSummary;
+use steptrace_burn::session::{said_above, steps_text};
+use steptrace_burn::signals::{self, Signals};
+use steptrace_burn::{Console, RunSummary, Session};
 
 use crate::args::{Detail, TrainArgs};
 use crate::console::{self, say};
 use crate::convert::{command_line, config, device_activity, INTERNAL_TARGETS};
-use crate::signals;
-use steptrace_burn::device::DeviceSetup;
 
 /// Runs `steptrace train`. `signals` are the handlers `main` installed before parsing the
 /// arguments (installed here when absent).
-pub fn run(a: TrainArgs, signals: Option<std::io::Result<signals::Signals>>) -> anyhow::Result<ExitCode> {
+pub fn run(a: TrainArgs, signals: Option<std::io::Result<Signals>>) -> anyhow::Result<ExitCode> {
     let mut cfg = config(&a.workload, a.steps)?;
     cfg.internals = matches!(a.detail, Detail::Internals);
     cfg.memory = a.memory;
@@ -56,66 +56,26 @@ pub fn run(a: TrainArgs, signals: Option<std::io::Result<signals::Signals>>) -> 
             first_recorded(&schedule).map_or_else(|| "never".to_owned(), |s| s.to_string()),
         ));
     }
-    say(&format!("backend: {}", selection.label()));
-    if selection.is_fallback() {
-        say(&format!(
-            "NOTE: this run is NOT on CUDA: its timings describe {} and must not be read as a GPU analysis.",
-            selection.kind
-        ));
+    // The session says the backend, the cache, the sync policy and the device activity, and
+    // installs the profiler the one way every program gets (steptrace_burn::Session); the
+    // summary below is this command's.
+    let worker = a.worker.clone().unwrap_or_else(|| format!("{}-{}", cfg.model, selection.kind));
+    let mut builder = Session::builder()
+        .schedule(schedule)
+        .selection(selection.clone())
+        .cache(cfg.cache.clone())
+        .console(Console::Start)
+        .signal_flags(signals.clone())
+        .out_dir(&a.out)
+        .worker(worker)
+        .device_activity(device_activity(a.device_activity, a.detail))
+        .command(command_line(&a));
+    if a.no_profile {
+        builder = builder.no_profiler();
     }
-    let cache = backend::configure_cubecl_cache(&cfg.cache);
-    if selection.kind.uses_cubecl() {
-        say(&format!(
-            "cubecl cache: {} ({} files before this run; whether it is cold, partly warm or warm for this run is told after step 0, from what cubecl compiles and tunes); autotune level {} ({})",
-            steptrace_burn::home_relative(&cache.dir),
-            cache.files_before,
-            cache.autotune_level,
-            cache.autotune_level_source,
-        ));
-    } else {
-        say(&format!("cubecl cache: {}", backend::BackendKind::NOT_CUBECL));
+    if cfg.internals {
+        builder = builder.profiler(|b| b.targets(INTERNAL_TARGETS.iter().copied()));
     }
-    say(&format!("sync: {} ({})", cfg.sync, cfg.sync.meaning()));
-
-    let profiler = if a.no_profile {
-        None
-    } else {
-        let worker = a.worker.clone().unwrap_or_else(|| format!("{}-{}", cfg.model, selection.kind));
-        let mode = device_activity(a.device_activity, a.detail);
-        let device = steptrace_burn::device::setup(mode, &selection);
-        let described = device.describe(mode);
-        say(&format!("device activity: {}", said_above(&described, selection.fallback_reason.as_deref())));
-        let mut builder = Profiler::builder(schedule).out_dir(&a.out).worker(worker);
-        builder = match device {
-            DeviceSetup::Collector(collector, _) => builder.device_collector(collector),
-            DeviceSetup::NotObserved(reason) => builder.device_not_observed(reason),
-        };
-        if cfg.internals {
-            builder = builder.targets(INTERNAL_TARGETS.iter().copied());
-        }
-        // Not `try_install`: its LogTracer would take the `log` slot that the run needs to
-        // read cubecl's compile and autotune records (steptrace's logger forwards them alike).
-        let profiler = backend::install_profiler(builder)?;
-        for warning in profiler.warnings() {
-            console::warn(&format!("steptrace: warning: {warning}"));
-        }
-        if schedule.is_on_demand() {
-            say(&format!(
-                "on demand: recording nothing until asked; from another terminal: steptrace capture {} --out {} [--steps N] \
-                 (a warmup step, then {} active steps by default)",
-                std::process::id(),
-                a.out.display(),
-                schedule.active()
-            ));
-        }
-        // What a report needs to propose the exact next experiment.
-        let command = command_line(&a);
-        profiler.update_manifest(|m| {
-            m.command = Some(command);
-            m.device_activity = Some(mode.to_string());
-        });
-        Some(profiler)
-    };
 
     let bar = if a.quiet { ProgressBar::hidden() } else { ProgressBar::new(cfg.steps) };
     bar.set_style(
@@ -124,7 +84,7 @@ pub fn run(a: TrainArgs, signals: Option<std::io::Result<signals::Signals>>) -> 
     );
     let batch = cfg.batch_size as f64;
     let mut startup = StartupLine::start(&bar);
-    let summary = steptrace_burn::run(&cfg, &cache, profiler, &mut |record| {
+    let summary = steptrace_burn::train(&cfg, builder, &mut |record| {
         startup.stop();
         bar.set_message(format!(
             "step {} {:.1} ms ({:.0} samples/s){}",
@@ -142,7 +102,7 @@ pub fn run(a: TrainArgs, signals: Option<std::io::Result<signals::Signals>>) -> 
         Ok(summary) => summary,
         Err(steptrace_burn::Error::StepFailed(failure)) => {
             // What was saved and, for an out-of-memory, why: before the error line.
-            super::failure::print(&failure);
+            steptrace_burn::failure::print(&failure);
             if let Some(json) = json {
                 json.write(&super::failure::FailedRun::of(&failure), "the failure report")?;
             }
@@ -196,7 +156,7 @@ impl StartupLine {
                     .spawn(move || {
                         while !done.load(Ordering::Relaxed) {
                             if let Some(progress) = backend::startup_progress() {
-                                bar.set_message(startup_message(&progress));
+                                bar.set_message(steptrace_burn::session::startup_message(&progress));
                             }
                             std::thread::park_timeout(Duration::from_millis(250));
                         }
@@ -215,24 +175,6 @@ impl StartupLine {
             let _ = thread.join();
         }
     }
-}
-
-/// `step 0 (cold start) 12.3 s: 31 kernels compiled (5 from cache); autotune: 3 keys
-/// decided (2 from cache), tuning matmul-...`.
-fn startup_message(p: &backend::StartupProgress) -> String {
-    let mut line = format!("step 0 (cold start) {:.1} s: {} kernels compiled", p.elapsed_s, p.compiled);
-    if p.compile_cache_hits > 0 {
-        line.push_str(&format!(" ({} from cache)", p.compile_cache_hits));
-    }
-    line.push_str(&format!("; autotune: {} keys decided", p.tuned + p.tune_cache_hits));
-    if p.tune_cache_hits > 0 {
-        line.push_str(&format!(" ({} from cache)", p.tune_cache_hits));
-    }
-    if let Some(key) = &p.tuning {
-        let key: String = key.chars().take(40).collect();
-        line.push_str(&format!(", tuning {key}"));
-    }
-    line
 }
 
 /// The first step `schedule` records, if any: it lies within the first cycle after the
@@ -280,16 +222,6 @@ fn open_new(path: &Path) -> anyhow::Result<File> {
             bail!("{} already exists; steptrace never overwrites a result: choose another --json path", path.display())
         }
         Err(e) => Err(e).with_context(|| format!("cannot create --json {}", path.display())),
-    }
-}
-
-/// `text` with the fallback reason, which the console's first line printed in full, replaced
-/// by a pointer to it: the reason can be hundreds of characters long and is said once on the
-/// console (every trace and report still carries it whole).
-fn said_above(text: &str, reason: Option<&str>) -> String {
-    match reason {
-        Some(reason) if !reason.is_empty() => text.replace(reason, "the reason on the first line"),
-        _ => text.to_owned(),
     }
 }
 
@@ -368,42 +300,5 @@ fn print_summary(s: &RunSummary, reason: Option<&str>) {
     }
     for err in &s.trace_errors {
         say(&format!("trace error: {err}"));
-    }
-}
-
-/// A list of steps for the console: short lists in full (`[12, 13, 14]`),
-/// long runs of consecutive steps as a range with their count.
-fn steps_text(steps: &[u64]) -> String {
-    const SHOWN: usize = 8;
-    let consecutive = steps.windows(2).all(|w| w[0].checked_add(1) == Some(w[1]));
-    match steps {
-        [] => "[]".to_owned(),
-        _ if steps.len() <= SHOWN => format!("{steps:?}"),
-        [first, .., last] if consecutive => format!("{first}..={last} ({} steps)", steps.len()),
-        [first, second, .., last] => format!("[{first}, {second}, …, {last}] ({} steps)", steps.len()),
-        _ => format!("{steps:?}"),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{said_above, steps_text};
-
-    #[test]
-    fn the_fallback_reason_is_said_once() {
-        let reason = "CUDA unavailable: libcuda.so not found; no GPU adapter for wgpu (CPU adapter only)";
-        let label = format!("wgpu (FALLBACK: {reason}) on llvmpipe");
-        assert_eq!(said_above(&label, Some(reason)), "wgpu (FALLBACK: the reason on the first line) on llvmpipe");
-        assert_eq!(said_above(&label, None), label);
-        assert_eq!(said_above("cuda on H200", Some("")), "cuda on H200");
-    }
-
-    #[test]
-    fn long_step_lists_are_shortened_with_their_count() {
-        assert_eq!(steps_text(&[12, 13, 14]), "[12, 13, 14]");
-        assert_eq!(steps_text(&(1..=5364).collect::<Vec<_>>()), "1..=5364 (5364 steps)");
-        let gaps: Vec<u64> = (0..20).map(|i| i * 2).collect();
-        assert_eq!(steps_text(&gaps), "[0, 2, …, 38] (20 steps)");
-        assert_eq!(steps_text(&[]), "[]");
     }
 }

@@ -1,0 +1,661 @@
+//! A session's life: started, stepped, finished, or failed.
+
+use std::time::Instant;
+
+use serde::Serialize;
+use steptrace::format::names::{counters, instants, TARGET};
+use steptrace::format::{ColdStart, Figure, StartupInfo};
+use steptrace::{Profiler, SavedTrace};
+
+use super::builder::{install_signals, SessionBuilder, Wanted};
+use super::console::{self as lines, said_above, LiveLine};
+use super::Session;
+use crate::backend::{self, BackendKind, StartupCapture};
+use crate::console::{say, warn};
+use crate::config::SyncPolicy;
+use crate::error::{Error, Result, StepFailure};
+use crate::signals::signal_name;
+use crate::step::StepError;
+use crate::summary::{startup_steps, Anomaly, RunSummary, Stats, StepRecord};
+
+/// Steady steps whose median a new step is compared with, to flag it as slow.
+const SLOW_WINDOW: usize = 64;
+
+/// What the manifest says of the run's cache state until step 0 has ended.
+pub(crate) const CACHE_STATE_PENDING: &str = "not known until step 0 ends";
+
+/// What the manifest says of burn itself (beside the generic fields).
+#[derive(Serialize)]
+struct BurnFields {
+    burn_type: String,
+    /// `true` on cubecl backends; on the CPU (burn-flex), a "not applicable" string.
+    fusion: serde_json::Value,
+    autotune: serde_json::Value,
+    /// cubecl's autotune level and where it comes from (`--autotune-level`, ...).
+    autotune_level: serde_json::Value,
+    cubecl_cache: serde_json::Value,
+    burn_version: &'static str,
+    /// On CUDA, how cubecl compiles kernels (LLVM NVPTX or NVRTC).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kernel_compiler: Option<&'static str>,
+}
+
+/// cubecl's kernel caches.
+#[derive(Serialize)]
+struct CubeclCache {
+    dir: String,
+    compilation_cache: bool,
+    autotune_cache: bool,
+    /// Files in `dir` before the run (they may be another model's: no label by itself).
+    files_before: usize,
+    /// `cold`, `partly warm` or `warm`, told at the end of step 0 from what cubecl
+    /// compiled and tuned (the startup's `cubecl_cache`).
+    state: &'static str,
+}
+
+impl Session {
+    /// Starts a session as `b` says ([`SessionBuilder::start`]).
+    pub(crate) fn start(b: SessionBuilder) -> Result<Session> {
+        let schedule = b.schedule.clone().map_err(Error::Config)?;
+        let signals = install_signals(&b.signals)?;
+        let (selection, own) = match b.backend {
+            Wanted::Choice(choice) => (backend::select(choice)?, None),
+            Wanted::Selected(selection) => (selection, None),
+            Wanted::Device(device) => (backend::Selection::of_device(&device)?, Some(device)),
+        };
+        let console = b.console;
+        if console.start() {
+            lines::backend_lines(&selection);
+        }
+        let cache = match b.cache_state {
+            Some(state) => state,
+            None => backend::configure_cubecl_cache(&b.cache),
+        };
+        if console.start() {
+            lines::cache_line(&selection, &cache);
+            say(&format!("sync: {} ({})", b.sync, b.sync.meaning()));
+        }
+        let attributed = b.profile && b.device_activity == crate::device::DeviceActivityMode::Attributed && selection.kind.uses_cubecl();
+        let profiler = if let Some(profiler) = b.installed {
+            for (key, value) in b.manifest {
+                let _ = profiler.set_manifest(key, value);
+            }
+            Some(profiler)
+        } else if b.profile {
+            let mode = b.device_activity;
+            let setup = crate::device::setup_on(mode, &selection, own.as_ref());
+            if console.start() {
+                let described = setup.describe(mode);
+                say(&format!("device activity: {}", said_above(&described, selection.fallback_reason.as_deref())));
+            }
+            let mut builder = Profiler::builder(schedule).out_dir(&b.out_dir);
+            if let Some(worker) = &b.worker {
+                builder = builder.worker(worker.clone());
+            }
+            builder = match setup {
+                crate::device::DeviceSetup::Collector(collector, _) => builder.device_collector(collector),
+                crate::device::DeviceSetup::NotObserved(reason) => builder.device_not_observed(reason),
+            };
+            for (key, value) in b.manifest {
+                builder = builder.manifest(key, value);
+            }
+            for change in b.configure {
+                builder = change(builder);
+            }
+            let profiler = backend::install_profiler(builder)?;
+            if console.start() {
+                for warning in profiler.warnings() {
+                    warn(&format!("steptrace: warning: {warning}"));
+                }
+                if schedule.is_on_demand() {
+                    say(&format!(
+                        "on demand: recording nothing until asked; from another terminal: steptrace capture {} --out {} [--steps N] \
+                         (a warmup step, then {} active steps by default)",
+                        std::process::id(),
+                        b.out_dir.display(),
+                        schedule.active()
+                    ));
+                }
+            }
+            let command = b.command.clone();
+            profiler.update_manifest(|m| {
+                m.command = command;
+                m.device_activity = Some(mode.to_string());
+            });
+            Some(profiler)
+        } else {
+            None
+        };
+        // Before the device client is created: the cold start is read from here on.
+        let startup = StartupCapture::begin(selection.kind);
+        let started = Instant::now();
+        let device = match own {
+            Some(device) => {
+                let _ = backend::timed_client(|| device.sync());
+                device
+            }
+            None => selection.device()?,
+        };
+        let device = if device.is_autodiff() { device } else { device.autodiff() };
+        let startup_steps = b.startup_steps.or(b.steps.map(startup_steps)).unwrap_or(1);
+        let session = Session {
+            selection,
+            device,
+            cache,
+            profiler,
+            sync: b.sync,
+            console,
+            live: None,
+            signals,
+            startup: Some(startup),
+            cold_start: None,
+            started,
+            setup_end: None,
+            step_start: started,
+            step: 0,
+            in_step: false,
+            startup_steps,
+            fixed_startup: b.startup_steps.is_some(),
+            planned_steps: b.steps,
+            batch_size: b.batch_size,
+            records: Vec::with_capacity(b.steps.unwrap_or(64).min(1 << 16) as usize),
+            anomalies: Vec::new(),
+            shapes: Vec::new(),
+            first_shape: None,
+            samples: None,
+            loss: None,
+            witness: None,
+            train_span: None,
+            memory_wanted: b.memory,
+            memory_phases: b.memory_phases,
+            memory: None,
+            memory_note: None,
+            sampled_start: false,
+            parameters: None,
+            optimizer_state: None,
+            optimizer_state_tried: false,
+            reached: None,
+            batch_bytes: 0,
+            attributed,
+            check_every_step: b.check_every_step,
+            inference: false,
+            model_load_ms: None,
+            ended: None,
+            interrupted: None,
+        };
+        session.describe_run();
+        Ok(session)
+    }
+
+    /// The manifest fields the session knows at its start.
+    fn describe_run(&self) {
+        let Some(profiler) = &self.profiler else { return };
+        let selection = &self.selection;
+        let cubecl = selection.kind.uses_cubecl();
+        let applies = |on: serde_json::Value| if cubecl { on } else { BackendKind::NOT_CUBECL.into() };
+        let cache = CubeclCache {
+            dir: crate::private::tilde(&self.cache.dir),
+            compilation_cache: self.cache.compilation_cache,
+            autotune_cache: self.cache.autotune_cache,
+            files_before: self.cache.files_before,
+            state: CACHE_STATE_PENDING,
+        };
+        let level = serde_json::json!({ "level": self.cache.autotune_level, "source": self.cache.autotune_level_source });
+        let burn = BurnFields {
+            burn_type: selection.backend_type_name(),
+            fusion: applies(true.into()),
+            autotune: applies(true.into()),
+            autotune_level: applies(level),
+            cubecl_cache: applies(serde_json::to_value(&cache).unwrap_or_default()),
+            burn_version: crate::run::BURN_VERSION,
+            kernel_compiler: (selection.kind == BackendKind::Cuda).then(backend::cuda_kernel_compiler).flatten(),
+        };
+        let precision = format!("{:?}", burn::tensor::DType::from(self.device.settings().float_dtype)).to_lowercase();
+        profiler.update_manifest(|m| {
+            m.backend = Some(selection.label());
+            m.backend_kind = Some(selection.kind.to_string());
+            m.device = Some(selection.device.clone());
+            m.fallback_reason = selection.fallback_reason.clone();
+            m.requested_backend = Some(selection.requested.to_string());
+            m.mode.get_or_insert_with(|| "train".into());
+            m.precision.get_or_insert(precision);
+            m.sync_policy = Some(self.sync.to_string());
+            m.sync_meaning = Some(self.sync.meaning().to_owned());
+            m.startup_steps = Some(self.startup_steps);
+            if self.planned_steps.is_some() {
+                m.steps = self.planned_steps;
+            }
+            if let Some(batch) = self.batch_size {
+                m.batch_size = Some(batch as u64);
+            }
+            if self.memory_wanted {
+                m.extra.insert("memory_description".into(), serde_json::json!(crate::memory::METHOD));
+            }
+            // A struct of plain fields always serialises to an object.
+            let _ = m.extend_extra(&burn);
+        });
+    }
+
+    /// Fails with [`Error::Ended`] once the session takes no more steps.
+    pub(super) fn check_running(&self) -> Result<()> {
+        match &self.ended {
+            Some(why) => Err(Error::Ended { why: why.clone() }),
+            None => Ok(()),
+        }
+    }
+
+    /// Begins the current step if it has not begun: step 0 at the first call that belongs to
+    /// it (what came before is the set-up).
+    pub(super) fn begin(&mut self) -> Result<()> {
+        self.check_running()?;
+        if self.in_step {
+            return Ok(());
+        }
+        self.in_step = true;
+        let now = Instant::now();
+        if self.setup_end.is_none() {
+            self.setup_end = Some(now);
+            if let Some(profiler) = &mut self.profiler {
+                profiler.start();
+            }
+            if self.console.full() {
+                self.live = Some(LiveLine::start());
+            }
+        }
+        self.step_start = now;
+        self.begin_memory();
+        Ok(())
+    }
+
+    /// The step's memory bookkeeping as it begins.
+    fn begin_memory(&mut self) {
+        self.sampled_start = false;
+        self.reached = None;
+        let recorded = self.recording();
+        if let Some(memory) = &mut self.memory {
+            memory.begin_step(recorded);
+        }
+    }
+
+    /// Ends the step: closes `train.step`, waits for the device as the sync policy says
+    /// (reading one element of the step's loss, which reports a failed allocation of the
+    /// step), records the step's time, and begins the next step.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::StepFailed`] when the step's work failed (the cycle in progress is saved, an
+    /// out-of-memory explained); [`Error::Interrupted`] when a signal asked the run to stop
+    /// (the cycle in progress is saved, and the error holds the run's summary);
+    /// [`Error::Ended`] after either.
+    pub fn step(&mut self) -> Result<StepRecord> {
+        self.begin()?;
+        self.train_span = None;
+        if self.sync != SyncPolicy::None {
+            let witness = self.witness.take();
+            // A step whose loss was read is checked already; otherwise startup steps are (a
+            // batch too large fails at once), or every step when asked.
+            let check = self.loss.is_none() && (self.check_every_step || self.step < self.startup_steps);
+            let outcome = backend::catch_silently(|| wait(&self.device, witness.filter(|_| check)));
+            match outcome {
+                Ok(Ok(value)) => {
+                    if self.loss.is_none() {
+                        self.loss = value;
+                    }
+                }
+                Ok(Err(source)) => return Err(self.fail(source)),
+                Err(message) => return Err(self.fail(StepError::Panicked { message })),
+            }
+        }
+        self.witness = None;
+        if self.memory.is_some() {
+            let next = self.profiler.as_ref().is_some_and(|p| p.schedule().action(p.step_num() + 1).records());
+            if let Some(memory) = &mut self.memory {
+                // The next step's start sample, asked now so that its answer is ready then.
+                memory.ask_ahead(next);
+            }
+        }
+        let step_end = Instant::now();
+        let ms = (step_end - self.step_start).as_secs_f64() * 1000.0;
+        let record = StepRecord { step: self.step, ms, samples: self.samples.or(self.batch_size).unwrap_or(0), loss: self.loss };
+        self.watch_time(record.step, ms);
+        if self.step == 0 {
+            self.end_startup(step_end);
+        }
+        self.records.push(record.clone());
+        self.samples = None;
+        self.loss = None;
+        if let Some(signal) = self.stop_requested() {
+            return Err(self.interrupt(signal));
+        }
+        // The next step starts at its boundary: what the profiler does there is in the step
+        // it begins, as in the trace's `ProfilerStep` spans.
+        self.step_start = Instant::now();
+        self.step += 1;
+        if let Some(profiler) = &mut self.profiler {
+            profiler.step();
+        }
+        self.begin_memory();
+        Ok(record)
+    }
+
+    /// The signal number that asked the run to stop, if any.
+    fn stop_requested(&self) -> Option<usize> {
+        let signal = self.signals.as_ref()?.received();
+        (signal != 0).then_some(signal)
+    }
+
+    /// A signal asked the run to stop after step `self.step`: the cycle in progress is saved
+    /// as cut short.
+    fn interrupt(&mut self, signal: usize) -> Error {
+        if let Some(signals) = &self.signals {
+            signals.announce();
+        }
+        let step = self.step;
+        let reason = format!("interrupted ({}) after step {step}", signal_name(signal));
+        let ran = step + 1;
+        let startup = self.startup_of(ran);
+        let planned = self.planned_steps;
+        if let Some(profiler) = &mut self.profiler {
+            profiler.update_manifest(|m| {
+                m.startup_steps = Some(startup);
+                m.notes.push(match planned {
+                    Some(planned) => format!(
+                        "{reason}: startup is steps 0..{startup} of the {ran} that ran, not a fifth of the {planned} asked for"
+                    ),
+                    None => format!("{reason}: {ran} steps ran"),
+                });
+            });
+            profiler.cut_short(reason.clone());
+        }
+        self.interrupted = Some(reason.clone());
+        self.ended = Some(reason);
+        let summary = self.conclude();
+        Error::Interrupted { signal, summary: Box::new(summary) }
+    }
+
+    /// Ends profiling: closes the current step, saves a cycle cut short as a partial file,
+    /// waits for every file, and sums the run up (say so on the console with
+    /// [`Console::Full`](super::Console::Full)).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Ended`] after a failure or an interruption (their errors carried what was
+    /// saved).
+    pub fn finish(mut self) -> Result<RunSummary> {
+        self.check_running()?;
+        self.ended = Some("the session finished".into());
+        Ok(self.conclude())
+    }
+
+    /// Finishes the profiler and sums the run up.
+    fn conclude(&mut self) -> RunSummary {
+        self.train_span = None;
+        if let Some(live) = &mut self.live {
+            live.stop();
+        }
+        let (traces, trace_errors) = self.finish_profiler();
+        if self.console.full() {
+            lines::written_lines(&traces, &trace_errors);
+        }
+        self.summary(traces, trace_errors)
+    }
+
+    /// Whether kernels are tied to layers (with names from the module tree).
+    pub(crate) fn names_layers(&self) -> bool {
+        self.attributed
+    }
+
+    /// Takes the profiler out, for a driver of its own (the burn-train wrapper): the session
+    /// then records nothing itself.
+    pub(crate) fn take_profiler(&mut self) -> Option<Profiler> {
+        self.profiler.take()
+    }
+
+    /// Says what was written, as [`finish`](Self::finish) does, for a profiler driven
+    /// elsewhere.
+    pub(crate) fn say_written(&self, traces: &[SavedTrace], errors: &[String]) {
+        if self.console.full() {
+            lines::written_lines(traces, errors);
+        }
+    }
+
+    /// Finishes the profiler: the traces written and the errors met.
+    pub(super) fn finish_profiler(&mut self) -> (Vec<SavedTrace>, Vec<String>) {
+        let Some(profiler) = self.profiler.take() else { return (Vec::new(), Vec::new()) };
+        let (mut saved, mut errors) = (Vec::new(), Vec::new());
+        for outcome in profiler.finish_all() {
+            match outcome {
+                Ok(trace) => saved.push(trace),
+                Err(err) => errors.push(err.to_string()),
+            }
+        }
+        (saved, errors)
+    }
+
+    /// The startup figures, now that step 0 has ended at `end`.
+    fn end_startup(&mut self, end: Instant) {
+        if let Some(live) = &mut self.live {
+            live.stop();
+        }
+        let setup_end = self.setup_end.unwrap_or(self.started);
+        let cold = self.startup.take().map(|c| c.finish((self.started, setup_end), (self.step_start, end)));
+        self.cold_start = cold.clone();
+        if self.console.full() {
+            lines::cold_start_lines(cold.as_ref());
+        }
+        let Some(profiler) = &self.profiler else { return };
+        let label = self.cache_label();
+        let setup_ms = ms_between(self.started, setup_end);
+        let first_step_ms = ms_between(self.step_start, end);
+        profiler.update_manifest(|m| {
+            let mut startup = StartupInfo::default();
+            startup.setup_ms = Some(setup_ms);
+            startup.first_step_ms = Some(first_step_ms);
+            startup.cubecl_cache = Some(label.clone());
+            startup.cold_start = cold;
+            m.startup = Some(startup);
+            if let Some(serde_json::Value::Object(c)) = m.extra.get_mut("cubecl_cache") {
+                c.insert("state".to_owned(), label.into());
+            }
+        });
+    }
+
+    /// `cold`, `partly warm` or `warm` from what cubecl compiled and tuned in this run's
+    /// start, or why that is not known.
+    fn cache_label(&self) -> String {
+        if !self.selection.kind.uses_cubecl() {
+            return BackendKind::NOT_CUBECL.to_owned();
+        }
+        match &self.cold_start {
+            Some(Figure::Known(ColdStart { cache, .. })) => cache.label.clone(),
+            Some(Figure::Absent(why)) => why.clone(),
+            None => CACHE_STATE_PENDING.to_owned(),
+        }
+    }
+
+    /// Notes the step's input shape: the first, and any shape first seen after startup.
+    pub(super) fn watch_shape(&mut self, shape: Vec<usize>) {
+        if self.first_shape.is_none() {
+            if let Some(profiler) = &self.profiler {
+                let dims = shape.iter().map(|&d| d as u64).collect();
+                let samples = self.samples.map(|n| n as u64);
+                profiler.update_manifest(|m| {
+                    m.input_shape = Some(dims);
+                    // Without a batch size from the program, the first copy's samples.
+                    m.batch_size = m.batch_size.or(samples);
+                });
+            }
+            self.first_shape = Some(shape.clone());
+        }
+        if self.shapes.contains(&shape) {
+            return;
+        }
+        if self.step >= self.startup_steps {
+            tracing::warn!(target: TARGET, step = self.step, shape = ?shape, "{}", instants::NEW_SHAPE);
+            self.anomalies.push(Anomaly { step: self.step, what: format!("new input shape {shape:?} after startup") });
+        }
+        if self.shapes.len() < 1024 {
+            self.shapes.push(shape);
+        }
+    }
+
+    /// Flags a steady step far slower than the steady median so far.
+    fn watch_time(&mut self, step: u64, elapsed: f64) {
+        if step < self.startup_steps {
+            return;
+        }
+        // The median of the last steady steps (at most SLOW_WINDOW of them): constant work
+        // per step, however long the run.
+        let steady_so_far = self.records.len().saturating_sub(self.startup_steps as usize);
+        let recent = &self.records[self.records.len() - steady_so_far.min(SLOW_WINDOW)..];
+        let steady: Vec<f64> = recent.iter().map(|r| r.ms).collect();
+        if let Some(s) = Stats::of(&steady).filter(|s| s.n >= 3) {
+            if elapsed > 3.0 * s.median && elapsed - s.median > 2.0 {
+                tracing::warn!(target: TARGET, step, ms = elapsed, median_ms = s.median, "{}", instants::SLOW_STEP);
+                self.anomalies.push(Anomaly {
+                    step,
+                    what: format!("{elapsed:.1} ms, {:.1}x the steady median: a new compile path?", elapsed / s.median),
+                });
+            }
+        }
+    }
+
+    /// The run's result so far.
+    fn summary(&mut self, traces: Vec<SavedTrace>, trace_errors: Vec<String>) -> RunSummary {
+        let records = std::mem::take(&mut self.records);
+        let ran = records.len() as u64;
+        let startup = self.startup_of(ran);
+        let steady: Vec<f64> = records.iter().skip(startup as usize).map(|r| r.ms).collect();
+        let steady_ms = Stats::of(&steady);
+        let losses: Vec<f64> = records.iter().filter_map(|r| r.loss).collect();
+        let batch = self.batch_size.or(records.first().map(|r| r.samples)).unwrap_or(0);
+        let cache_state = self.cache_label();
+        let setup_ms = ms_between(self.started, self.setup_end.unwrap_or(self.started));
+        RunSummary {
+            backend: self.selection.label(),
+            backend_kind: self.selection.kind.to_string(),
+            device: self.selection.device.clone(),
+            parameters: self.parameters.as_ref().map_or(0, |(_, n)| *n),
+            input_shape: self.first_shape.clone().unwrap_or_default(),
+            fallback: self.selection.is_fallback(),
+            sync: format!("{}: {}", self.sync, self.sync.meaning()),
+            mode: "train".into(),
+            setup_ms,
+            model_load_ms: self.model_load_ms,
+            first_step_ms: records.first().map_or(0.0, |r| r.ms),
+            startup_steps: startup,
+            steady_samples_per_s: steady_ms.as_ref().filter(|_| batch > 0).map(|s| batch as f64 / (s.median / 1000.0)),
+            steady_ms,
+            batch_size: batch,
+            first_loss: losses.first().copied(),
+            last_loss: losses.last().copied(),
+            steps: records,
+            held_out: None,
+            anomalies: std::mem::take(&mut self.anomalies),
+            traces,
+            trace_errors,
+            cache: if self.selection.kind.uses_cubecl() {
+                format!("{} ({cache_state})", crate::private::tilde(&self.cache.dir))
+            } else {
+                BackendKind::NOT_CUBECL.to_owned()
+            },
+            memory: self.memory_wanted.then(|| self.memory_summary()),
+            interrupted: self.interrupted.clone(),
+            cold_start: self.cold_start.clone(),
+            init_hashes: None,
+            warnings: Vec::new(),
+        }
+    }
+
+    /// What the summary says of device memory.
+    fn memory_summary(&self) -> String {
+        match (&self.memory_note, self.memory.as_ref().is_some_and(|m| m.last.is_some())) {
+            (Some(note), _) => note.clone(),
+            (None, true) => format!(
+                "observed in recorded steps: counter tracks `{}` and `{}`{}",
+                counters::DEVICE_MEMORY,
+                counters::MEMORY_CATEGORIES,
+                self.memory.as_ref().and_then(|m| m.query_times()).map_or(String::new(), |t| format!("; {t}"))
+            ),
+            (None, false) if self.memory.is_none() => {
+                "not observed: the model's parameters were not given (Session::watch)".to_owned()
+            }
+            (None, false) => "not observed: no recorded step was sampled (memory is sampled in recorded steps only)".to_owned(),
+        }
+    }
+
+    /// Startup steps for a run in which `ran` steps ran: the fifth of the run when it was
+    /// declared so (by its length), else what was declared, at most `ran`.
+    fn startup_of(&self, ran: u64) -> u64 {
+        match (self.fixed_startup, self.planned_steps) {
+            (false, Some(planned)) => startup_steps(planned.min(ran).max(1)),
+            _ => self.startup_steps.min(ran.max(1)),
+        }
+    }
+
+    /// A step failed with `source`: the cycle in progress is saved, cut short with the
+    /// failure as its reason, and a failure for lack of device memory is explained.
+    pub(super) fn fail(&mut self, source: StepError) -> Error {
+        let step = self.step;
+        self.train_span = None;
+        if let Some(live) = &mut self.live {
+            live.stop();
+        }
+        let text = source.to_string();
+        let out_of_memory = crate::oom::classify(&text).map(|(shortage, requested)| self.explain_oom(shortage, requested, &source));
+        let reason = match &out_of_memory {
+            Some(o) => format!(
+                "step {step} failed: out of device memory ({}{})",
+                o.shortage.meaning(),
+                o.requested_bytes.map(|b| format!(": a request for {b} B")).unwrap_or_default()
+            ),
+            None => format!("step {step} failed: {}", crate::oom::brief(&text)),
+        };
+        if let Some(profiler) = &mut self.profiler {
+            profiler.update_manifest(|m| {
+                m.notes.push(reason.clone());
+                if let Some(o) = out_of_memory.as_ref().and_then(|o| serde_json::to_value(o).ok()) {
+                    m.extra.insert("out_of_memory".into(), o);
+                }
+            });
+            profiler.cut_short(reason.clone());
+        }
+        let (traces, trace_errors) = self.finish_profiler();
+        self.ended = Some(reason);
+        let failure = StepFailure { step, error: text, traces, trace_errors, out_of_memory };
+        if self.console.full() {
+            crate::failure::print(&failure);
+        }
+        Error::StepFailed(Box::new(failure))
+    }
+}
+
+impl Drop for Session {
+    /// Saves a cycle in progress as a partial file (errors are the profiler's to print).
+    fn drop(&mut self) {
+        self.train_span = None;
+        if let Some(profiler) = self.profiler.take() {
+            drop(profiler.finish_all());
+        }
+    }
+}
+
+/// Waits for `device`, after reading one element of `witness` (the step's loss) when given:
+/// burn reports a failed allocation of the step where a tensor it fed is read, not at a sync.
+/// The value read, when one was.
+fn wait(device: &burn::prelude::Device, witness: Option<burn::prelude::Tensor<1>>) -> std::result::Result<Option<f64>, StepError> {
+    let _sync = steptrace::own_span!(steptrace::format::names::SYNC);
+    let mut value = None;
+    if let Some(loss) = witness {
+        let n = loss.dims()[0];
+        let first = if n > 1 { loss.slice([0..1]) } else { loss };
+        let data = first.try_into_data().map_err(|e| StepError::Read { reason: e.to_string() })?;
+        value = data.iter::<f64>().next();
+    }
+    device.sync().map_err(|e| StepError::Sync { reason: e.to_string() })?;
+    Ok(value)
+}
+
+pub(super) fn ms_between(from: Instant, to: Instant) -> f64 {
+    to.saturating_duration_since(from).as_secs_f64() * 1000.0
+}

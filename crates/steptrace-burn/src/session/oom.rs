@@ -1,0 +1,52 @@
+//! What a session knew when a step ran out of device memory: [`crate::oom::explain`]'s facts.
+
+use super::Session;
+use crate::oom::{Facts, OutOfMemory, Sample, Shortage};
+use crate::step::StepError;
+
+impl Session {
+    /// What the run held and asked for when the current step ran out of device memory.
+    pub(super) fn explain_oom(&self, shortage: Shortage, requested: Option<u64>, source: &StepError) -> OutOfMemory {
+        let surfaced_at = match source {
+            StepError::Read { .. } => "the loss read (burn's fusion runs the step's queued operations there)",
+            StepError::Sync { .. } => "a device sync (burn's fusion runs the queued operations there)",
+            _ => "the step's host code",
+        };
+        let parameters = self.parameters.as_ref().map(|(p, _)| p.clone()).unwrap_or_default();
+        let memory = self.memory.as_ref();
+        let highest = memory.and_then(|m| {
+            let (snapshot, after, at_step) = m.highest?;
+            // A step's start holds the state the optimizer's updates made, from step 1 on.
+            let updated = at_step > 0 || after == steptrace::format::names::OPTIMIZER;
+            Some(Sample {
+                in_use: snapshot.bytes_in_use,
+                gradients: if after == steptrace::format::names::BACKWARD { parameters.bytes } else { 0 },
+                optimizer_state: if updated { m.optimizer_state.unwrap_or(0) } else { 0 },
+                after,
+                step: at_step,
+                inside_step: m.samples_phases(),
+            })
+        });
+        let pools = crate::backend::pool_largest_allocations(&self.device);
+        let batch_size = self.samples.or(self.batch_size).unwrap_or(0) as u64;
+        let mut report = crate::oom::explain(&Facts {
+            step: self.step,
+            shortage,
+            requested,
+            batch_size,
+            batch_bytes: self.batch_bytes,
+            reached: self.reached,
+            surfaced_at,
+            parameters: &parameters,
+            optimizer_state: self.optimizer_state,
+            limits: crate::backend::memory_limits(&self.device),
+            at_failure: crate::backend::memory_usage(&self.device),
+            pools: &pools,
+            highest,
+        });
+        if self.parameters.is_none() {
+            report.not_observed.push("the model's parameters: the session was not given the model (Session::watch)".to_owned());
+        }
+        report
+    }
+}
