@@ -5,6 +5,8 @@
 use burn::optim::{AdamConfig, ModuleOptimizer};
 use burn::prelude::Device;
 
+use steptrace::format::names::TRAIN_STEP;
+
 use crate::config::Mode;
 use crate::error::{Error, Result, StepFailure};
 use crate::run::Job;
@@ -41,6 +43,10 @@ impl<'a> Job<'a> {
             match self.one_step(step, &mut models, &mut optim, &device) {
                 Ok(record) => on_step(&record),
                 Err(Error::Interrupted { mut summary, .. }) => {
+                    // The step the signal ended ran whole: the caller sees it like the others.
+                    if let Some(last) = summary.steps.last() {
+                        on_step(last);
+                    }
                     summary.held_out = held_out(self.source.as_ref(), &models, &device);
                     finish_summary(self.cfg, &self.start, &mut summary);
                     return Ok(*summary);
@@ -75,6 +81,8 @@ impl<'a> Job<'a> {
         let reads = self.reads_loss(step);
         match cfg.mode {
             Mode::Train => {
+                // `train.step` > forward, loss, backward, optimizer, as the bundled runs name it.
+                let _train = steptrace::own_span!(TRAIN_STEP);
                 let model = models.train.take().ok_or(step::StepError::Missing { what: "model" }).map_err(|e| self.session.fail_step(e))?;
                 let logits = self.session.forward(|| model.logits(on_device.input))?;
                 let logits = logits.map_err(|e| self.session.fail_step(e))?;
@@ -90,6 +98,7 @@ impl<'a> Job<'a> {
                 })?;
                 let grads = self.session.backward(|| loss.backward())?;
                 models.train = Some(self.session.optimize(optim, cfg.learning_rate, model, grads)?);
+                drop(_train);
                 if reads {
                     self.session.read_loss(loss)?;
                 }

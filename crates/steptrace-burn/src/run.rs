@@ -41,9 +41,11 @@ pub fn run(cfg: &RunConfig, cache: &CacheState, profiler: Option<Profiler>, on_s
     train(cfg, builder, on_step)
 }
 
-/// Trains (or serves) `cfg`'s bundled model on a session from `builder`, which says where
-/// traces go and what the console says; `cfg` gives the workload, the sync policy, the
-/// steps, the memory sampling and the device activity's detail is the builder's.
+/// Trains (or serves) `cfg`'s bundled model on a session from `builder`. `cfg` gives the
+/// workload, the sync policy, the steps and the memory sampling; the builder gives the rest:
+/// the backend, cubecl's cache, the signal flags, where traces go, device activity and what
+/// the console says (`cfg.backend`, `cfg.cache` and `cfg.stop` are not read here: [`run`]
+/// puts them on the builder).
 pub fn train(cfg: &RunConfig, builder: SessionBuilder, on_step: &mut dyn FnMut(&StepRecord)) -> Result<RunSummary> {
     cfg.validate()?;
     let mut builder = builder.sync(cfg.sync).steps(cfg.steps).batch_size(cfg.batch_size);

@@ -24,13 +24,36 @@ pub struct Signals {
     /// loop watches (`RunConfig::stop`).
     pub stop: Arc<AtomicUsize>,
     announced: Arc<AtomicBool>,
+    /// The handlers [`install`] registered, until [`uninstall`](Signals::uninstall).
+    #[cfg(unix)]
+    handlers: Arc<std::sync::Mutex<Vec<signal_hook::SigId>>>,
 }
 
 impl Signals {
     /// Flags set by handlers of the program's own (or by a test): `stop` holds the number of
     /// the first signal, 0 until then.
     pub fn from_flag(stop: Arc<AtomicUsize>) -> Signals {
-        Signals { stop, announced: Arc::new(AtomicBool::new(true)) }
+        Signals {
+            stop,
+            announced: Arc::new(AtomicBool::new(true)),
+            #[cfg(unix)]
+            handlers: Arc::default(),
+        }
+    }
+
+    /// Takes the handlers [`install`] registered away again: Ctrl-C, SIGTERM and SIGHUP do
+    /// what they did before (a run that no longer watches the flag must not swallow them).
+    /// Harmless when called twice, and for flags made by [`from_flag`](Signals::from_flag).
+    pub fn uninstall(&self) {
+        #[cfg(unix)]
+        {
+            let ids = std::mem::take(&mut *self.handlers.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+            for id in ids {
+                signal_hook::low_level::unregister(id);
+            }
+            // The thread that announces a signal stops too.
+            self.announced.store(true, Ordering::SeqCst);
+        }
     }
 
     /// The first signal received, 0 for none.
@@ -67,7 +90,7 @@ pub fn signal_name(signal: usize) -> String {
 pub fn install() -> io::Result<Signals> {
     // Elsewhere Ctrl-C keeps its default: the run stops, and the cycle in
     // progress stays a `.partial` file that report and inspect read.
-    Ok(Signals { stop: Arc::new(AtomicUsize::new(0)), announced: Arc::new(AtomicBool::new(false)) })
+    Ok(Signals::from_flag(Arc::new(AtomicUsize::new(0))))
 }
 
 /// Installs the handlers: the first `SIGINT`, `SIGTERM` or `SIGHUP` sets [`Signals::stop`] (a
@@ -85,22 +108,27 @@ pub fn install() -> io::Result<Signals> {
 pub fn install() -> io::Result<Signals> {
     let stop = Arc::new(AtomicUsize::new(0));
     let seen = Arc::new(AtomicBool::new(false));
+    let mut ids = Vec::new();
     for signal in [SIGINT, SIGTERM, SIGHUP] {
         // Registered first, so it sees `seen` before this signal sets it:
         // only a second signal exits at once, with the conventional code.
-        flag::register_conditional_shutdown(signal, 128 + signal, Arc::clone(&seen))?;
-        flag::register(signal, Arc::clone(&seen))?;
-        flag::register_usize(signal, Arc::clone(&stop), signal as usize)?;
+        ids.push(flag::register_conditional_shutdown(signal, 128 + signal, Arc::clone(&seen))?);
+        ids.push(flag::register(signal, Arc::clone(&seen))?);
+        ids.push(flag::register_usize(signal, Arc::clone(&stop), signal as usize)?);
     }
-    flag::register(SIGXFSZ, Arc::new(AtomicBool::new(false)))?;
-    let signals = Signals { stop, announced: Arc::new(AtomicBool::new(false)) };
+    ids.push(flag::register(SIGXFSZ, Arc::new(AtomicBool::new(false)))?);
+    let signals = Signals { stop, announced: Arc::new(AtomicBool::new(false)), handlers: Arc::new(std::sync::Mutex::new(ids)) };
     let watcher = signals.clone();
     // Says what is happening as soon as the signal arrives (the loop itself
     // notices only when the step ends, which can take a while on a cold
     // CUDA cache); the caller announces it too, in case the run ends first.
+    // It stops once the signal is announced, or the handlers are taken away.
     std::thread::Builder::new().name("steptrace-signals".into()).spawn(move || loop {
         if watcher.received() != 0 {
             watcher.announce();
+            return;
+        }
+        if watcher.announced.load(Ordering::SeqCst) {
             return;
         }
         std::thread::sleep(Duration::from_millis(50));

@@ -145,8 +145,9 @@ pub(crate) fn tensor_id<const D: usize>(tensor: burn::prelude::Tensor<D>) -> Opt
     modules::fusion_id(tensor)
 }
 
-/// Sets the parameters' ids and modules (as span paths), as an optimizer that made them knows
-/// them ([`note_parameters`] reads them from a model).
+/// Sets the ids of the parameters `paths` names (as span paths), as an optimizer that made
+/// them knows them ([`note_parameters`] reads them from a model). The parameters it does not
+/// name (frozen ones, which no update remakes) keep their ids.
 pub(crate) fn set_parameter_paths(paths: modules::ParamPaths) {
     if recording() {
         let mut n = notes();
@@ -156,7 +157,10 @@ pub(crate) fn set_parameter_paths(paths: modules::ParamPaths) {
             }
         }
     }
-    *RECORDER.params.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = paths;
+    let mut current = RECORDER.params.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let renewed: std::collections::HashSet<&Arc<str>> = paths.iter().map(|(_, p)| p).collect();
+    current.retain(|(_, p)| !renewed.contains(p));
+    current.extend(paths.iter().cloned());
 }
 
 /// Notes where each of `model`'s parameters sits in the module tree, by its tensor id, for the

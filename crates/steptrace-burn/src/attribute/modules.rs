@@ -61,6 +61,10 @@ pub(crate) fn parameter_paths<M: Module>(model: &M) -> ParamPaths {
             self.path.pop();
         }
         fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            // A lazy parameter not made yet is not made here (it would be, on this device).
+            if !param.is_initialized() {
+                return;
+            }
             let Some(id) = fusion_id(param.val()) else { return };
             let path = self.path.iter().filter(|p| !p.is_empty()).cloned().collect::<Vec<_>>().join(".");
             self.found.push((id, Arc::from(as_span_path(&path))));
@@ -69,6 +73,22 @@ pub(crate) fn parameter_paths<M: Module>(model: &M) -> ParamPaths {
     let mut visit = Visit { path: Vec::new(), found: Vec::new() };
     model.visit(&mut visit);
     visit.found
+}
+
+/// The modules two span paths share: `attn > query` and `attn > key` share `attn`.
+fn common_module<'a>(a: &'a str, b: &str) -> &'a str {
+    let mut end = 0;
+    for ((at, x), y) in a.split(" > ").scan(0, |pos, part| {
+        let start = *pos;
+        *pos += part.len() + 3;
+        Some((start, part))
+    }).zip(b.split(" > ")) {
+        if x != y {
+            break;
+        }
+        end = at + x.len();
+    }
+    &a[..end]
 }
 
 /// The output of a forward operation named by the module tree, and how firmly: `true` for a
@@ -87,9 +107,11 @@ pub(crate) struct Named {
 /// The span paths the module tree gives forward operations called outside every layer span.
 ///
 /// An operation that reads a parameter (or a view of one) is the parameter's module's. One
-/// that reads none takes the module of its most recently made named input: an activation
-/// after a linear layer is that layer's, and the sum of a residual connection belongs to the
-/// branch it closes, not to the layer that started the stream.
+/// that reads none takes the module its named inputs share (attention's product of queries
+/// and keys is the attention block's); where they share none, the module of its most
+/// recently made input: an activation after a linear layer is that layer's, and the sum of a
+/// residual connection belongs to the branch it closes, not to the layer that started the
+/// stream.
 pub(crate) fn name_by_module(map: &SpanMap, ops: &[OpNote], params: &HashMap<u64, Arc<str>>) -> Named {
     let mut tags: HashMap<u64, Tag> = params.iter().map(|(id, module)| (*id, (Arc::clone(module), true))).collect();
     let mut out = Named::default();
@@ -109,8 +131,13 @@ pub(crate) fn name_by_module(map: &SpanMap, ops: &[OpNote], params: &HashMap<u64
         let firm = op.inputs.iter().filter_map(|id| tags.get(id)).find(|(_, firm)| *firm).cloned();
         let by_parameter = firm.is_some();
         let latest = || {
-            let id = op.inputs.iter().filter(|id| tags.contains_key(id)).max()?;
-            tags.get(id).map(|(m, _)| (Arc::clone(m), false))
+            let named: Vec<(u64, &Arc<str>)> =
+                op.inputs.iter().filter_map(|id| tags.get(id).map(|(m, _)| (*id, m))).collect();
+            let shared = named.iter().map(|(_, m)| &***m).reduce(common_module).filter(|c| !c.is_empty());
+            match shared {
+                Some(shared) if named.len() > 1 => Some((Arc::from(shared), false)),
+                _ => named.iter().max_by_key(|(id, _)| *id).map(|(_, m)| (Arc::clone(m), false)),
+            }
         };
         let Some((module, firm)) = firm.or_else(latest) else { continue };
         let firm = firm && op.inputs.len() == 1;
@@ -170,8 +197,8 @@ mod tests {
         assert_eq!(at(12).as_deref(), Some("forward > blocks.0 > linear"));
         assert_eq!(at(13).as_deref(), Some("forward > blocks.0 > linear"));
         assert_eq!(at(15).as_deref(), Some("forward > blocks.1 > linear"));
-        // The residual sum reads the stream (13, from block 0) and the branch (15, block 1):
-        // the branch it closes, the one made last.
+        // The residual sum reads the stream (13, from block 0) and the branch (15, block 1),
+        // which share no module: the branch it closes, the one made last.
         assert_eq!(at(16).as_deref(), Some("forward > blocks.1 > linear"));
         assert_eq!(at(17).as_deref(), Some("forward > head"));
         assert_eq!(at(45), None);
@@ -179,6 +206,28 @@ mod tests {
         assert!(!named.through_inputs.contains(&12) && !named.through_inputs.contains(&15));
         assert!(named.through_inputs.contains(&13) && named.through_inputs.contains(&16));
         assert!(name_by_module(&map, &ops, &HashMap::new()).paths.is_empty());
+    }
+
+    #[test]
+    fn an_operation_of_several_inputs_takes_the_module_they_share() {
+        let map = SpanMap::new(&[boundary(5, TRAIN_STEP, true), boundary(10, FORWARD, true), boundary(30, FORWARD, false)]);
+        let params: HashMap<u64, Arc<str>> =
+            [(1, Arc::from("attn > query")), (2, Arc::from("attn > key")), (3, Arc::from("mlp"))].into_iter().collect();
+        let ops = [
+            op("Matmul", "matmul", &[0, 1], 11),
+            op("Matmul", "matmul", &[0, 2], 12),
+            op("Matmul", "matmul", &[11, 12], 13),
+            op("Softmax", "elementwise", &[13], 14),
+            op("Matmul", "matmul", &[14, 3], 15),
+        ];
+        let named = name_by_module(&map, &ops, &params);
+        let at = |id: u64| named.paths.get(&id).map(|p| p.to_string());
+        assert_eq!(at(13).as_deref(), Some("forward > attn"));
+        assert_eq!(at(14).as_deref(), Some("forward > attn"));
+        assert_eq!(at(15).as_deref(), Some("forward > mlp"));
+        assert_eq!(common_module("a > b > c", "a > b > d"), "a > b");
+        assert_eq!(common_module("blocks.0 > out", "blocks.1 > out"), "");
+        assert_eq!(common_module("head", "head"), "head");
     }
 
     #[test]

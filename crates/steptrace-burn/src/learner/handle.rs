@@ -84,6 +84,19 @@ impl LearnerProfiler {
     /// [`no_profiler`](crate::SessionBuilder::no_profiler).
     pub fn from_session(mut session: crate::Session) -> Result<Self, LearnerError> {
         let profiler = session.take_profiler().ok_or(LearnerError::NoProfiler)?;
+        // burn-train runs the loop and never looks at the session's Ctrl-C flag: Ctrl-C keeps
+        // its usual meaning (a cycle in progress is then left as a readable partial file).
+        session.release_signals();
+        // burn-train's loop syncs nothing, and its length is the session's to declare only
+        // when the program did (`steps`, `startup_steps`).
+        let declared = session.declared_startup();
+        profiler.update_manifest(|m| {
+            m.sync_policy = Some(SyncPolicy::None.to_string());
+            m.sync_meaning = Some(SyncPolicy::None.meaning().into());
+            if !declared {
+                m.startup_steps = None;
+            }
+        });
         let mut handle = Self::from_profiler(profiler);
         handle.driver.set_names_layers(session.names_layers());
         handle.session = Some(session);

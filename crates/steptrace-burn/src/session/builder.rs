@@ -201,7 +201,8 @@ impl SessionBuilder {
     }
 
     /// Device memory in recorded steps, by category: parameters and optimizer state counted
-    /// exactly from your model and optimizer, gradients, the input batch, and the rest
+    /// exactly from your model ([`Session::watch`]) and optimizer ([`Session::optimize`], or
+    /// [`Session::watch_optimizer`]), gradients, the input batch, and the rest
     /// (`steptrace train --memory`). An out-of-memory report then also says where memory
     /// stood at the highest sample.
     pub fn memory(mut self) -> Self {

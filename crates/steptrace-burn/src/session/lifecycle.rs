@@ -75,7 +75,10 @@ impl Session {
             lines::cache_line(&selection, &cache);
             say(&format!("sync: {} ({})", b.sync, b.sync.meaning()));
         }
-        let attributed = b.profile && b.device_activity == crate::device::DeviceActivityMode::Attributed && selection.kind.uses_cubecl();
+        // With a profiler the program installed, its subscriber decides (StampLayer beside it):
+        // the parameters are noted, which costs nothing when no window records attribution.
+        let attributed = selection.kind.uses_cubecl()
+            && (b.installed.is_some() || (b.profile && b.device_activity == crate::device::DeviceActivityMode::Attributed));
         let profiler = if let Some(profiler) = b.installed {
             for (key, value) in b.manifest {
                 let _ = profiler.set_manifest(key, value);
@@ -165,7 +168,8 @@ impl Session {
             samples: None,
             loss: None,
             witness: None,
-            train_span: None,
+            pending_optimizer: None,
+            owns_signals: matches!(b.signals, super::builder::SignalSetting::Install),
             memory_wanted: b.memory,
             memory_phases: b.memory_phases,
             memory: None,
@@ -178,7 +182,7 @@ impl Session {
             batch_bytes: 0,
             attributed,
             check_every_step: b.check_every_step,
-            inference: false,
+            inferred: false,
             model_load_ms: None,
             ended: None,
             interrupted: None,
@@ -244,25 +248,30 @@ impl Session {
         }
     }
 
-    /// Begins the current step if it has not begun: step 0 at the first call that belongs to
-    /// it (what came before is the set-up).
+    /// Begins the current step if it has not begun, at the first call that belongs to it:
+    /// step 0 after the set-up, step N + 1 after [`step`](Self::step) ended step N. Its
+    /// `ProfilerStep#N` opens here: what the program did between the two (a progress line, a
+    /// log) is in the trace's step before, and in neither step's time.
     pub(super) fn begin(&mut self) -> Result<()> {
         self.check_running()?;
         if self.in_step {
             return Ok(());
         }
         self.in_step = true;
-        let now = Instant::now();
         if self.setup_end.is_none() {
-            self.setup_end = Some(now);
-            if let Some(profiler) = &mut self.profiler {
-                profiler.start();
-            }
+            self.setup_end = Some(Instant::now());
             if self.console.full() {
                 self.live = Some(LiveLine::start());
             }
+            if let Some(profiler) = &mut self.profiler {
+                profiler.start();
+            }
+        } else if let Some(profiler) = &mut self.profiler {
+            // The boundary: what the profiler does there is in the step it begins, as in the
+            // trace's `ProfilerStep` spans.
+            profiler.step();
         }
-        self.step_start = now;
+        self.step_start = Instant::now();
         self.begin_memory();
         Ok(())
     }
@@ -277,7 +286,7 @@ impl Session {
         }
     }
 
-    /// Ends the step: closes `train.step`, waits for the device as the sync policy says
+    /// Ends the step: waits for the device as the sync policy says
     /// (reading one element of the step's loss, which reports a failed allocation of the
     /// step), records the step's time, and begins the next step.
     ///
@@ -289,7 +298,6 @@ impl Session {
     /// [`Error::Ended`] after either.
     pub fn step(&mut self) -> Result<StepRecord> {
         self.begin()?;
-        self.train_span = None;
         if self.sync != SyncPolicy::None {
             let witness = self.witness.take();
             // A step whose loss was read is checked already; otherwise startup steps are (a
@@ -297,18 +305,17 @@ impl Session {
             let check = self.loss.is_none() && (self.check_every_step || self.step < self.startup_steps);
             let outcome = backend::catch_silently(|| wait(&self.device, witness.filter(|_| check)));
             match outcome {
-                Ok(Ok(value)) => {
-                    if self.loss.is_none() {
-                        self.loss = value;
-                    }
-                }
+                Ok(Ok(())) => {}
                 Ok(Err(source)) => return Err(self.fail(source)),
                 Err(message) => return Err(self.fail(StepError::Panicked { message })),
             }
         }
         self.witness = None;
+        // The step's work ran: the optimizer's state can be read now.
+        self.read_optimizer_state();
         if self.memory.is_some() {
-            let next = self.profiler.as_ref().is_some_and(|p| p.schedule().action(p.step_num() + 1).records());
+            let last = self.planned_steps.is_some_and(|planned| self.step + 1 >= planned);
+            let next = !last && self.profiler.as_ref().is_some_and(|p| p.schedule().action(p.step_num() + 1).records());
             if let Some(memory) = &mut self.memory {
                 // The next step's start sample, asked now so that its answer is ready then.
                 memory.ask_ahead(next);
@@ -327,14 +334,9 @@ impl Session {
         if let Some(signal) = self.stop_requested() {
             return Err(self.interrupt(signal));
         }
-        // The next step starts at its boundary: what the profiler does there is in the step
-        // it begins, as in the trace's `ProfilerStep` spans.
-        self.step_start = Instant::now();
+        // The next step begins at the next call that belongs to it.
         self.step += 1;
-        if let Some(profiler) = &mut self.profiler {
-            profiler.step();
-        }
-        self.begin_memory();
+        self.in_step = false;
         Ok(record)
     }
 
@@ -384,12 +386,28 @@ impl Session {
     pub fn finish(mut self) -> Result<RunSummary> {
         self.check_running()?;
         self.ended = Some("the session finished".into());
+        // A loop that ran fewer steps than it declared: its startup, as the summary counts it.
+        // The last step's `ProfilerStep` ends where it ended, as every other's does at the
+        // next step's begin.
+        if !self.in_step && self.setup_end.is_some() {
+            if let Some(profiler) = &mut self.profiler {
+                profiler.step();
+            }
+        }
+        let ran = self.records.len() as u64;
+        if let (Some(planned), Some(profiler)) = (self.planned_steps.filter(|p| ran < *p), &self.profiler) {
+            let startup = self.startup_of(ran);
+            profiler.update_manifest(|m| {
+                m.startup_steps = Some(startup);
+                m.notes.push(format!("{ran} of the {planned} steps declared ran: startup is steps 0..{startup}"));
+            });
+        }
         Ok(self.conclude())
     }
 
     /// Finishes the profiler and sums the run up.
     fn conclude(&mut self) -> RunSummary {
-        self.train_span = None;
+        self.release_signals();
         if let Some(live) = &mut self.live {
             live.stop();
         }
@@ -400,9 +418,25 @@ impl Session {
         self.summary(traces, trace_errors)
     }
 
+    /// Whether the program declared how long the run is or which steps are startup.
+    pub(crate) fn declared_startup(&self) -> bool {
+        self.fixed_startup || self.planned_steps.is_some()
+    }
+
     /// Whether kernels are tied to layers (with names from the module tree).
     pub(crate) fn names_layers(&self) -> bool {
         self.attributed
+    }
+
+    /// Takes the signal handlers the session installed away again: nothing watches their flag
+    /// once the session has ended (or handed its profiler over).
+    pub(crate) fn release_signals(&mut self) {
+        if self.owns_signals {
+            if let Some(signals) = &self.signals {
+                signals.uninstall();
+            }
+            self.owns_signals = false;
+        }
     }
 
     /// Takes the profiler out, for a driver of its own (the burn-train wrapper): the session
@@ -539,7 +573,7 @@ impl Session {
             input_shape: self.first_shape.clone().unwrap_or_default(),
             fallback: self.selection.is_fallback(),
             sync: format!("{}: {}", self.sync, self.sync.meaning()),
-            mode: "train".into(),
+            mode: if self.inferred { "infer" } else { "train" }.into(),
             setup_ms,
             model_load_ms: self.model_load_ms,
             first_step_ms: records.first().map_or(0.0, |r| r.ms),
@@ -597,7 +631,6 @@ impl Session {
     /// failure as its reason, and a failure for lack of device memory is explained.
     pub(super) fn fail(&mut self, source: StepError) -> Error {
         let step = self.step;
-        self.train_span = None;
         if let Some(live) = &mut self.live {
             live.stop();
         }
@@ -622,6 +655,7 @@ impl Session {
         }
         let (traces, trace_errors) = self.finish_profiler();
         self.ended = Some(reason);
+        self.release_signals();
         let failure = StepFailure { step, error: text, traces, trace_errors, out_of_memory };
         if self.console.full() {
             crate::failure::print(&failure);
@@ -633,7 +667,7 @@ impl Session {
 impl Drop for Session {
     /// Saves a cycle in progress as a partial file (errors are the profiler's to print).
     fn drop(&mut self) {
-        self.train_span = None;
+        self.release_signals();
         if let Some(profiler) = self.profiler.take() {
             drop(profiler.finish_all());
         }
@@ -642,18 +676,14 @@ impl Drop for Session {
 
 /// Waits for `device`, after reading one element of `witness` (the step's loss) when given:
 /// burn reports a failed allocation of the step where a tensor it fed is read, not at a sync.
-/// The value read, when one was.
-fn wait(device: &burn::prelude::Device, witness: Option<burn::prelude::Tensor<1>>) -> std::result::Result<Option<f64>, StepError> {
+fn wait(device: &burn::prelude::Device, witness: Option<burn::prelude::Tensor<1>>) -> std::result::Result<(), StepError> {
     let _sync = steptrace::own_span!(steptrace::format::names::SYNC);
-    let mut value = None;
     if let Some(loss) = witness {
         let n = loss.dims()[0];
         let first = if n > 1 { loss.slice([0..1]) } else { loss };
-        let data = first.try_into_data().map_err(|e| StepError::Read { reason: e.to_string() })?;
-        value = data.iter::<f64>().next();
+        first.try_into_data().map_err(|e| StepError::Read { reason: e.to_string() })?;
     }
-    device.sync().map_err(|e| StepError::Sync { reason: e.to_string() })?;
-    Ok(value)
+    device.sync().map_err(|e| StepError::Sync { reason: e.to_string() })
 }
 
 pub(super) fn ms_between(from: Instant, to: Instant) -> f64 {

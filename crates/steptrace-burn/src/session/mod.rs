@@ -59,15 +59,20 @@
 //! |---|---|---|
 //! | [`load`](Session::load) | `data.load` | the step's batch number |
 //! | [`copy`](Session::copy) | `transfer.h2d` | the bytes of input and target, so that a report tells the batch's copies from other uploads; the first shape, and any new shape after startup |
-//! | [`forward`](Session::forward), [`loss`](Session::loss), [`backward`](Session::backward), [`optimizer`](Session::optimizer) / [`optimize`](Session::optimize) | the phase, inside `train.step` | a memory sample after each phase with [`memory_phases`](SessionBuilder::memory_phases); a sync after each with [`SyncPolicy::Phase`](crate::SyncPolicy::Phase) |
+//! | [`forward`](Session::forward), [`loss`](Session::loss), [`backward`](Session::backward), [`optimizer`](Session::optimizer) / [`optimize`](Session::optimize) | the phase | a memory sample after each phase with [`memory_phases`](SessionBuilder::memory_phases); a sync after each with [`SyncPolicy::Phase`](crate::SyncPolicy::Phase) |
 //! | [`read_loss`](Session::read_loss) | `loss.read` | the step's loss |
+//! | [`infer`](Session::infer) | `infer.request` > `forward` | one inference request |
 //! | [`step`](Session::step) | `sync`, then `ProfilerStep#N` ends | the step's time, a check that the step's work ran (below), the cold start after step 0, Ctrl-C |
 //!
-//! Layers: put [`layer`](crate::layer) spans around yours to name them; without any, every
-//! kernel's layer is read from the module tree, the path of the parameters its operations
-//! read (`blocks.1.linear`), for forward, backward and optimizer kernels alike, as long as
-//! the session sees the model's parameters: [`watch`](Session::watch) once and
-//! [`optimize`](Session::optimize) each step do that.
+//! A step's parts are not wrapped in a span of the session's: the step is `ProfilerStep#N`,
+//! and spans of your own (a micro-batch, say) nest as you open them.
+//!
+//! Layers: put [`layer`](crate::layer) spans around yours to name them; without any, a
+//! training step's kernels are named after the module path of the parameters their
+//! operations read (`blocks.1 > inner`), for forward, backward and optimizer kernels alike,
+//! as long as the session sees the model's parameters: [`watch`](Session::watch) once and
+//! [`optimize`](Session::optimize) each step do that. (An inference request's kernels keep
+//! the span path `infer.request > forward` and your layer spans.)
 //!
 //! # Failures
 //!
@@ -79,7 +84,8 @@
 //! fed is read, not at a sync. So the startup steps end by reading one element of the step's
 //! loss (the tensor [`loss`](Session::loss) returned), which waits for the device as a sync
 //! does and reports such a failure in the step it happened in: a batch too large fails
-//! there. Later steps end with a plain sync, which costs less; a failure in one of them
+//! there (with [`SyncPolicy::None`](crate::SyncPolicy::None) nothing waits, and nothing is
+//! read). Later steps end with a plain sync, which costs less; a failure in one of them
 //! surfaces at the next read ([`read_loss`](Session::read_loss), or the next check), and is
 //! reported as that step's. [`check_every_step`](SessionBuilder::check_every_step) reads the
 //! loss at the end of every step. After a failure, every call returns
@@ -139,8 +145,9 @@ pub struct Session {
     step_start: Instant,
     /// The current step (`ProfilerStep#N`).
     step: u64,
-    /// Whether the current step has begun (step 0 begins at the first call that belongs to
-    /// it).
+    /// Whether the current step has begun: a step begins at the first call that belongs to
+    /// it (step 0 after the set-up, the next one after [`step`](Session::step) ended this
+    /// one), and its `ProfilerStep#N` opens there.
     in_step: bool,
     startup_steps: u64,
     /// Whether the program declared the startup steps itself (else they are a fifth of the
@@ -158,8 +165,11 @@ pub struct Session {
     loss: Option<f64>,
     /// The step's loss tensor, read at the step's end to learn whether its work ran.
     witness: Option<Tensor<1>>,
-    /// The `train.step` span, open from the first phase to the optimizer's end.
-    train_span: Option<TrainSpan>,
+    /// The optimizer, as it was after its first update, until its state's size is read at
+    /// the end of a step whose work ran.
+    pending_optimizer: Option<burn::optim::ModuleOptimizer>,
+    /// Whether the session installed the signal handlers (and takes them away at its end).
+    owns_signals: bool,
     memory_wanted: bool,
     memory_phases: bool,
     memory: Option<MemorySampler>,
@@ -179,8 +189,8 @@ pub struct Session {
     attributed: bool,
     /// Whether every step's end reads its loss (else startup steps only).
     check_every_step: bool,
-    /// Inside an inference request (no `train.step`).
-    inference: bool,
+    /// Whether the session has served inference requests (its mode, in the summary).
+    inferred: bool,
     /// The model's load before the first request, ms.
     model_load_ms: Option<f64>,
     /// Why the session takes no more steps, once it does not.
@@ -188,9 +198,6 @@ pub struct Session {
     /// The signal that stopped the run.
     interrupted: Option<String>,
 }
-
-/// The open `train.step` span.
-type TrainSpan = steptrace::collect::direct::OwnSpan<'static>;
 
 impl std::fmt::Debug for Session {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

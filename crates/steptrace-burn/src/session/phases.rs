@@ -6,7 +6,7 @@ use burn::prelude::Tensor;
 use burn::tensor::Gradients;
 use steptrace::collect::direct::OwnSpan;
 use steptrace::format::names::{
-    BACKWARD, DATA_LOAD, FORWARD, INFER_REQUEST, LOSS, LOSS_READ, MODEL_LOAD, OPTIMIZER, TARGET, TRAIN_STEP, TRANSFER_H2D,
+    BACKWARD, DATA_LOAD, FORWARD, INFER_REQUEST, LOSS, LOSS_READ, MODEL_LOAD, OPTIMIZER, TARGET, TRANSFER_H2D,
 };
 use steptrace::own_span;
 
@@ -107,7 +107,7 @@ impl Session {
         outcome.map_err(|message| self.fail(StepError::Panicked { message }))
     }
 
-    /// Runs the forward pass in a `forward` span (inside the step's `train.step`).
+    /// Runs the forward pass in a `forward` span.
     ///
     /// # Errors
     ///
@@ -154,9 +154,17 @@ impl Session {
     /// As [`forward`](Self::forward).
     pub fn optimizer<T>(&mut self, update: impl FnOnce() -> T) -> Result<T> {
         self.begin()?;
-        let out = self.phase(OPTIMIZER, update)?;
-        self.train_span = None;
-        Ok(out)
+        self.phase(OPTIMIZER, update)
+    }
+
+    /// Tells the session about an optimizer that [`optimizer`](Self::optimizer) updates
+    /// with, once it has made its first update: its state's size (Adam's moments, say) is read
+    /// at the end of the step, for [`memory`](super::SessionBuilder::memory).
+    /// [`optimize`](Self::optimize) does this itself.
+    pub fn watch_optimizer(&mut self, optim: &ModuleOptimizer) {
+        if self.memory_wanted && !self.optimizer_state_tried && self.pending_optimizer.is_none() {
+            self.pending_optimizer = Some(optim.clone());
+        }
     }
 
     /// One optimizer update in an `optimizer` span: the gradients of `model`'s parameters
@@ -170,16 +178,13 @@ impl Session {
     /// As [`forward`](Self::forward).
     pub fn optimize<M: Module>(&mut self, optim: &mut ModuleOptimizer, learning_rate: f64, model: M, grads: Gradients) -> Result<M> {
         self.begin()?;
-        // The state the previous update made, once a step has ended well (reading it reads
-        // its tensors back: after a failed step it would fail too).
-        if self.step > 0 {
-            self.read_optimizer_state(optim);
-        }
         let model = self.phase(OPTIMIZER, || {
             let grads = GradientsParams::from_grads(grads, &model);
             optim.step(learning_rate, model, grads)
         })?;
-        self.train_span = None;
+        // Its state is read at the step's end, once the step's work is known to have run
+        // (reading it reads its tensors back: after a failed step it would fail too).
+        self.watch_optimizer(optim);
         let next_collects = self.profiler.as_ref().is_some_and(|p| {
             let schedule = p.schedule();
             schedule.action(p.step_num() + 1).collects() || schedule.is_on_demand()
@@ -215,11 +220,19 @@ impl Session {
     pub fn infer<T>(&mut self, forward: impl FnOnce() -> T) -> Result<T> {
         self.begin()?;
         self.sample_step_start();
-        let _request = own_span!(INFER_REQUEST);
-        self.inference = true;
-        let out = self.phase(FORWARD, forward);
-        self.inference = false;
-        out
+        if !self.inferred {
+            self.inferred = true;
+            self.update_manifest(|m| m.mode = Some("eval (inference)".into()));
+        }
+        let outcome = {
+            let _request = own_span!(INFER_REQUEST);
+            self.run_phase(FORWARD, forward)
+        };
+        // The request's span is closed before a failure saves the cycle.
+        match outcome {
+            Ok(out) => Ok(self.after_phase(FORWARD, out)),
+            Err(source) => Err(self.fail(source)),
+        }
     }
 
     /// Before the first step, loads or prepares a model for inference in a `model.load` span
@@ -288,36 +301,41 @@ impl Session {
         Ok(value.unwrap_or(f64::NAN))
     }
 
-    /// Runs `f` in the span of `phase`, inside `train.step`, syncing at its end with
-    /// [`SyncPolicy::Phase`]; then, with `--memory-phases`, samples the allocator.
+    /// Runs `f` in the span of `phase`, syncing at its end with [`SyncPolicy::Phase`]; then,
+    /// with `--memory-phases`, samples the allocator. A failure saves the cycle.
     fn phase<T>(&mut self, phase: &'static str, f: impl FnOnce() -> T) -> Result<T> {
-        if self.train_span.is_none() && !self.inference {
-            self.train_span = Some(own_span!(TRAIN_STEP));
+        match self.run_phase(phase, f) {
+            Ok(out) => Ok(self.after_phase(phase, out)),
+            Err(source) => Err(self.fail(source)),
         }
+    }
+
+    /// [`phase`](Self::phase)'s span and sync, the failure returned rather than handled.
+    fn run_phase<T>(&mut self, phase: &'static str, f: impl FnOnce() -> T) -> std::result::Result<T, StepError> {
         let policy = self.sync;
         let device = &self.device;
-        let outcome = {
-            let _span = phase_span(phase);
-            catch_silently(|| {
-                let out = f();
-                if policy == SyncPolicy::Phase {
-                    crate::step::sync(device).map(|()| out)
-                } else {
-                    Ok(out)
-                }
-            })
-        };
-        let out = match outcome {
-            Ok(Ok(out)) => out,
-            Ok(Err(source)) => return Err(self.fail(source)),
-            Err(message) => return Err(self.fail(StepError::Panicked { message })),
-        };
+        let _span = phase_span(phase);
+        match catch_silently(|| {
+            let out = f();
+            if policy == SyncPolicy::Phase {
+                crate::step::sync(device).map(|()| out)
+            } else {
+                Ok(out)
+            }
+        }) {
+            Ok(outcome) => outcome,
+            Err(message) => Err(StepError::Panicked { message }),
+        }
+    }
+
+    /// What follows a phase that returned: the phase reached, and its memory sample.
+    fn after_phase<T>(&mut self, phase: &'static str, out: T) -> T {
         self.reached = Some(phase);
         let step = self.step;
         if let Some(memory) = &mut self.memory {
             memory.sample(phase, step);
         }
-        Ok(out)
+        out
     }
 
     /// The step's start sample (`--memory`), before its batch is copied, once per step.
@@ -336,14 +354,12 @@ impl Session {
         }
     }
 
-    /// The optimizer's state exists once it has updated: its size is read once (`--memory`), in
-    /// the first step after one that ended well, before that step's update.
-    fn read_optimizer_state(&mut self, optim: &ModuleOptimizer) {
-        if !self.memory_wanted || self.optimizer_state_tried {
-            return;
-        }
+    /// The optimizer's state exists once it has updated: its size is read once (`--memory`),
+    /// at the end of the first step whose work ran after that update.
+    pub(super) fn read_optimizer_state(&mut self) {
+        let Some(optim) = self.pending_optimizer.take() else { return };
         self.optimizer_state_tried = true;
-        match catch_silently(|| crate::memory::optimizer_bytes(optim)) {
+        match catch_silently(|| crate::memory::optimizer_bytes(&optim)) {
             Ok(Ok(bytes)) => {
                 self.optimizer_state = Some(bytes);
                 if let Some(memory) = &mut self.memory {

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# A program's own model and loop on CUDA (the `own_model` example: a residual MLP whose block 1
+# is planted wide), through steptrace_burn::Session: each capability, read back with
+# `steptrace report`; then the paired bench of `steptrace train` (now built on the session)
+# on the MLP at batch 256, host spans with the null check, for docs/benchmarks.md.
+#
+#   bash scripts/h200-own-model.sh
+#
+# Knobs: BUDGET (seconds, default 560), RUNS (bench processes, default 20), BENCH=0, OOM=0,
+# CAPTURE=0. Needs .devbin/steptrace.xz and .devbin/own_model.xz. What comes back:
+# $OUT/h200-own-model.tgz.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+W=${WORK:-/tmp/st-own-model}
+R=$W/results
+FINAL=${OUT:-$W/out}
+BUDGET=${BUDGET:-560}
+CACHE=${CACHE:-/tmp/st-cubecl-cache}
+RUNS=${RUNS:-20}
+. "$(dirname "$0")/h200-common.sh"
+
+trap 'st_pack h200-own-model' EXIT
+st_start "$W"
+mkdir -p "$FINAL"
+OM=$W/bin/own_model
+# The session's cubecl cache: shared by every run here.
+export STEPTRACE_CACHE_DIR=$CACHE
+
+# NAME CAP ARGS...: own_model on CUDA into traces/NAME, then its report as text and JSON.
+om() {
+  local name=$1 cap=$2
+  shift 2
+  st_run_capped "$name" "$cap" "$OM" --backend cuda --out "traces/$name" "$@"
+  (cd "$R" && "$B" report "traces/$name" > "report-$name.txt" 2>&1; "$B" report "traces/$name" --json > "report-$name.json" 2>&1) || true
+}
+
+# The first run compiles and autotunes (cold cache); it asks for device activity only.
+om plain 150 --steps 40
+om ops 90 --steps 40 --ops
+om spans 90 --steps 40 --ops --spans
+om memory 90 --steps 40 --memory
+grep -A14 "Which op" "$R/report-ops.txt" | head -30
+grep -A14 "Which op" "$R/report-spans.txt" | head -30
+grep -A14 "Device memory" "$R/report-memory.txt" | head -16
+
+# A batch whose wide layer (16384 floats a sample) cannot be allocated: 300,000 samples.
+if [ "${OOM:-1}" = 1 ]; then
+  om oom 150 --steps 6 --batch 300000 --wide 256 --memory
+  grep -B2 -A30 "OUT OF DEVICE MEMORY" "$R/oom.log" | head -40
+fi
+
+# On demand: a long run, one capture of 3 steps asked for after its start.
+if [ "${CAPTURE:-1}" = 1 ]; then
+  (cd "$R" && timeout 90 "$OM" --backend cuda --out traces/on-demand --schedule on-demand --steps 1000000 > on-demand.log 2>&1) &
+  run=$!
+  sleep 25
+  ready=$(ls "$R"/traces/on-demand/.steptrace-capture/*.ready.json 2> /dev/null | head -n 1)
+  pid=$(basename "$ready"); pid=${pid%%.*}
+  if [ -n "$pid" ]; then
+    st_run_capped capture 40 "$B" capture "$pid" --steps 3 --out traces/on-demand --json
+    kill -INT "$pid" 2> /dev/null
+  fi
+  wait "$run"
+  echo "on-demand exit: $?" >> "$R/rc.txt"
+  (cd "$R" && "$B" report traces/on-demand > report-on-demand.txt 2>&1) || true
+fi
+
+# `steptrace train` on the session: what its host spans cost, paired in each process.
+if [ "${BENCH:-1}" = 1 ]; then
+  st_run_capped bench-mlp-host 200 "$B" bench --profile interleaved --backend cuda --cache-dir "$CACHE" \
+    --schedule wait=7,warmup=1,active=2 --runs "$RUNS" --model mlp --dataset digits --batch 256 \
+    --device-activity off --baseline --json bench-mlp-host.json
+fi
+echo "== done [${SECONDS}s]"
+cat "$R/rc.txt" 2> /dev/null || true
