@@ -2,15 +2,13 @@
 
 use std::time::Instant;
 
-use serde::Serialize;
-use steptrace::format::names::{counters, instants, TARGET};
-use steptrace::format::{ColdStart, Figure, StartupInfo};
+use steptrace::format::names::{instants, TARGET};
 use steptrace::{Profiler, SavedTrace};
 
 use super::builder::{install_signals, SessionBuilder, Wanted};
 use super::console::{self as lines, said_above, LiveLine};
 use super::Session;
-use crate::backend::{self, BackendKind, StartupCapture};
+use crate::backend::{self, StartupCapture};
 use crate::console::{say, warn};
 use crate::config::SyncPolicy;
 use crate::error::{Error, Result, StepFailure};
@@ -20,38 +18,6 @@ use crate::summary::{startup_steps, Anomaly, RunSummary, Stats, StepRecord};
 
 /// Steady steps whose median a new step is compared with, to flag it as slow.
 const SLOW_WINDOW: usize = 64;
-
-/// What the manifest says of the run's cache state until step 0 has ended.
-pub(crate) const CACHE_STATE_PENDING: &str = "not known until step 0 ends";
-
-/// What the manifest says of burn itself (beside the generic fields).
-#[derive(Serialize)]
-struct BurnFields {
-    burn_type: String,
-    /// `true` on cubecl backends; on the CPU (burn-flex), a "not applicable" string.
-    fusion: serde_json::Value,
-    autotune: serde_json::Value,
-    /// cubecl's autotune level and where it comes from (`--autotune-level`, ...).
-    autotune_level: serde_json::Value,
-    cubecl_cache: serde_json::Value,
-    burn_version: &'static str,
-    /// On CUDA, how cubecl compiles kernels (LLVM NVPTX or NVRTC).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    kernel_compiler: Option<&'static str>,
-}
-
-/// cubecl's kernel caches.
-#[derive(Serialize)]
-struct CubeclCache {
-    dir: String,
-    compilation_cache: bool,
-    autotune_cache: bool,
-    /// Files in `dir` before the run (they may be another model's: no label by itself).
-    files_before: usize,
-    /// `cold`, `partly warm` or `warm`, told at the end of step 0 from what cubecl
-    /// compiled and tuned (the startup's `cubecl_cache`).
-    state: &'static str,
-}
 
 impl Session {
     /// Starts a session as `b` says ([`SessionBuilder::start`]).
@@ -189,55 +155,6 @@ impl Session {
         };
         session.describe_run();
         Ok(session)
-    }
-
-    /// The manifest fields the session knows at its start.
-    fn describe_run(&self) {
-        let Some(profiler) = &self.profiler else { return };
-        let selection = &self.selection;
-        let cubecl = selection.kind.uses_cubecl();
-        let applies = |on: serde_json::Value| if cubecl { on } else { BackendKind::NOT_CUBECL.into() };
-        let cache = CubeclCache {
-            dir: crate::private::tilde(&self.cache.dir),
-            compilation_cache: self.cache.compilation_cache,
-            autotune_cache: self.cache.autotune_cache,
-            files_before: self.cache.files_before,
-            state: CACHE_STATE_PENDING,
-        };
-        let level = serde_json::json!({ "level": self.cache.autotune_level, "source": self.cache.autotune_level_source });
-        let burn = BurnFields {
-            burn_type: selection.backend_type_name(),
-            fusion: applies(true.into()),
-            autotune: applies(true.into()),
-            autotune_level: applies(level),
-            cubecl_cache: applies(serde_json::to_value(&cache).unwrap_or_default()),
-            burn_version: crate::run::BURN_VERSION,
-            kernel_compiler: (selection.kind == BackendKind::Cuda).then(backend::cuda_kernel_compiler).flatten(),
-        };
-        let precision = format!("{:?}", burn::tensor::DType::from(self.device.settings().float_dtype)).to_lowercase();
-        profiler.update_manifest(|m| {
-            m.backend = Some(selection.label());
-            m.backend_kind = Some(selection.kind.to_string());
-            m.device = Some(selection.device.clone());
-            m.fallback_reason = selection.fallback_reason.clone();
-            m.requested_backend = Some(selection.requested.to_string());
-            m.mode.get_or_insert_with(|| "train".into());
-            m.precision.get_or_insert(precision);
-            m.sync_policy = Some(self.sync.to_string());
-            m.sync_meaning = Some(self.sync.meaning().to_owned());
-            m.startup_steps = Some(self.startup_steps);
-            if self.planned_steps.is_some() {
-                m.steps = self.planned_steps;
-            }
-            if let Some(batch) = self.batch_size {
-                m.batch_size = Some(batch as u64);
-            }
-            if self.memory_wanted {
-                m.extra.insert("memory_description".into(), serde_json::json!(crate::memory::METHOD));
-            }
-            // A struct of plain fields always serialises to an object.
-            let _ = m.extend_extra(&burn);
-        });
     }
 
     /// Fails with [`Error::Ended`] once the session takes no more steps.
@@ -466,47 +383,6 @@ impl Session {
         (saved, errors)
     }
 
-    /// The startup figures, now that step 0 has ended at `end`.
-    fn end_startup(&mut self, end: Instant) {
-        if let Some(live) = &mut self.live {
-            live.stop();
-        }
-        let setup_end = self.setup_end.unwrap_or(self.started);
-        let cold = self.startup.take().map(|c| c.finish((self.started, setup_end), (self.step_start, end)));
-        self.cold_start = cold.clone();
-        if self.console.full() {
-            lines::cold_start_lines(cold.as_ref());
-        }
-        let Some(profiler) = &self.profiler else { return };
-        let label = self.cache_label();
-        let setup_ms = ms_between(self.started, setup_end);
-        let first_step_ms = ms_between(self.step_start, end);
-        profiler.update_manifest(|m| {
-            let mut startup = StartupInfo::default();
-            startup.setup_ms = Some(setup_ms);
-            startup.first_step_ms = Some(first_step_ms);
-            startup.cubecl_cache = Some(label.clone());
-            startup.cold_start = cold;
-            m.startup = Some(startup);
-            if let Some(serde_json::Value::Object(c)) = m.extra.get_mut("cubecl_cache") {
-                c.insert("state".to_owned(), label.into());
-            }
-        });
-    }
-
-    /// `cold`, `partly warm` or `warm` from what cubecl compiled and tuned in this run's
-    /// start, or why that is not known.
-    fn cache_label(&self) -> String {
-        if !self.selection.kind.uses_cubecl() {
-            return BackendKind::NOT_CUBECL.to_owned();
-        }
-        match &self.cold_start {
-            Some(Figure::Known(ColdStart { cache, .. })) => cache.label.clone(),
-            Some(Figure::Absent(why)) => why.clone(),
-            None => CACHE_STATE_PENDING.to_owned(),
-        }
-    }
-
     /// Notes the step's input shape: the first, and any shape first seen after startup.
     pub(super) fn watch_shape(&mut self, shape: Vec<usize>) {
         if self.first_shape.is_none() {
@@ -551,79 +427,6 @@ impl Session {
                     what: format!("{elapsed:.1} ms, {:.1}x the steady median: a new compile path?", elapsed / s.median),
                 });
             }
-        }
-    }
-
-    /// The run's result so far.
-    fn summary(&mut self, traces: Vec<SavedTrace>, trace_errors: Vec<String>) -> RunSummary {
-        let records = std::mem::take(&mut self.records);
-        let ran = records.len() as u64;
-        let startup = self.startup_of(ran);
-        let steady: Vec<f64> = records.iter().skip(startup as usize).map(|r| r.ms).collect();
-        let steady_ms = Stats::of(&steady);
-        let losses: Vec<f64> = records.iter().filter_map(|r| r.loss).collect();
-        let batch = self.batch_size.or(records.first().map(|r| r.samples)).unwrap_or(0);
-        let cache_state = self.cache_label();
-        let setup_ms = ms_between(self.started, self.setup_end.unwrap_or(self.started));
-        RunSummary {
-            backend: self.selection.label(),
-            backend_kind: self.selection.kind.to_string(),
-            device: self.selection.device.clone(),
-            parameters: self.parameters.as_ref().map_or(0, |(_, n)| *n),
-            input_shape: self.first_shape.clone().unwrap_or_default(),
-            fallback: self.selection.is_fallback(),
-            sync: format!("{}: {}", self.sync, self.sync.meaning()),
-            mode: if self.inferred { "infer" } else { "train" }.into(),
-            setup_ms,
-            model_load_ms: self.model_load_ms,
-            first_step_ms: records.first().map_or(0.0, |r| r.ms),
-            startup_steps: startup,
-            steady_samples_per_s: steady_ms.as_ref().filter(|_| batch > 0).map(|s| batch as f64 / (s.median / 1000.0)),
-            steady_ms,
-            batch_size: batch,
-            first_loss: losses.first().copied(),
-            last_loss: losses.last().copied(),
-            steps: records,
-            held_out: None,
-            anomalies: std::mem::take(&mut self.anomalies),
-            traces,
-            trace_errors,
-            cache: if self.selection.kind.uses_cubecl() {
-                format!("{} ({cache_state})", crate::private::tilde(&self.cache.dir))
-            } else {
-                BackendKind::NOT_CUBECL.to_owned()
-            },
-            memory: self.memory_wanted.then(|| self.memory_summary()),
-            interrupted: self.interrupted.clone(),
-            cold_start: self.cold_start.clone(),
-            init_hashes: None,
-            warnings: Vec::new(),
-        }
-    }
-
-    /// What the summary says of device memory.
-    fn memory_summary(&self) -> String {
-        match (&self.memory_note, self.memory.as_ref().is_some_and(|m| m.last.is_some())) {
-            (Some(note), _) => note.clone(),
-            (None, true) => format!(
-                "observed in recorded steps: counter tracks `{}` and `{}`{}",
-                counters::DEVICE_MEMORY,
-                counters::MEMORY_CATEGORIES,
-                self.memory.as_ref().and_then(|m| m.query_times()).map_or(String::new(), |t| format!("; {t}"))
-            ),
-            (None, false) if self.memory.is_none() => {
-                "not observed: the model's parameters were not given (Session::watch)".to_owned()
-            }
-            (None, false) => "not observed: no recorded step was sampled (memory is sampled in recorded steps only)".to_owned(),
-        }
-    }
-
-    /// Startup steps for a run in which `ran` steps ran: the fifth of the run when it was
-    /// declared so (by its length), else what was declared, at most `ran`.
-    fn startup_of(&self, ran: u64) -> u64 {
-        match (self.fixed_startup, self.planned_steps) {
-            (false, Some(planned)) => startup_steps(planned.min(ran).max(1)),
-            _ => self.startup_steps.min(ran.max(1)),
         }
     }
 

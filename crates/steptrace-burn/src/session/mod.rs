@@ -98,6 +98,7 @@
 
 mod builder;
 mod console;
+mod describe;
 mod lifecycle;
 mod oom;
 mod phases;
