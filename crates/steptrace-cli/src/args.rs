@@ -50,11 +50,12 @@ pub struct CaptureArgs {
     /// Active steps to record [default: the run's schedule's].
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub steps: Option<u64>,
-    /// The trace directory the process writes to (its --out).
-    #[arg(long, default_value = "traces")]
-    pub out: PathBuf,
-    /// Seconds to wait for the trace; a request not yet read by then is
-    /// taken back.
+    /// The trace directory the process writes to (its --out) [default: found
+    /// from the process: the capture folder it holds open (Linux)].
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Seconds to wait for the trace; a request not yet read by then (or
+    /// when Ctrl-C stops the wait) is taken back.
     #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub timeout: u64,
     /// Print the outcome as JSON.

@@ -1,6 +1,7 @@
 //! `steptrace capture PID` against a real `train --schedule on-demand` child process: a
-//! capture saved with who asked, a second request refused while one records, bad pids and
-//! processes that are not ready, and a run that ends mid-capture.
+//! capture saved with who asked (the run found from its pid, without --out), a second request
+//! refused while one records, bad pids and processes that are not ready, a run that ends
+//! mid-capture, Ctrl-C taking a waiting request back, and hostile files in the capture folder.
 #![cfg(unix)]
 
 mod common;
@@ -12,10 +13,37 @@ use std::time::{Duration, Instant};
 use common::{flat, spawn, steptrace, text};
 use serde_json::Value;
 
+const RUN: [&str; 12] =
+    ["train", "--backend", "cpu", "--quiet", "--steps", "1000000", "--loader-delay-ms", "20", "--schedule", "on-demand", "--out", "traces"];
+
 /// A CPU run recording nothing until asked, 20 ms a step, far longer than the test.
 fn on_demand_run(dir: &Path) -> Child {
-    let args = ["train", "--backend", "cpu", "--quiet", "--steps", "1000000", "--loader-delay-ms", "20"];
-    spawn(&[&args[..], &["--schedule", "on-demand", "--out", "traces", "--json", "run.json"]].concat(), dir)
+    spawn(&[&RUN[..], &["--json", "run.json"]].concat(), dir)
+}
+
+/// `steptrace ARGS` in `dir` with its address space limited to `kb` (`ulimit -v`): a read
+/// without end fails there at once instead of taking the machine's memory.
+fn spawn_limited(args: &[&str], dir: &Path, kb: u64) -> Child {
+    Command::new("sh")
+        .args(["-c", &format!("ulimit -v {kb} && exec \"$0\" \"$@\""), env!("CARGO_BIN_EXE_steptrace")])
+        .args(args)
+        .current_dir(dir)
+        .env("NODEVICE_SELECT", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// `child`'s output once it exits, or after `limit` (then killed); and how long it took.
+fn within(mut child: Child, limit: Duration) -> (Output, Duration) {
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() && started.elapsed() < limit {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let took = started.elapsed();
+    let _ = child.kill();
+    (child.wait_with_output().unwrap(), took)
 }
 
 fn ready_file(dir: &Path, pid: u32) -> PathBuf {
@@ -86,8 +114,10 @@ fn a_running_job_is_captured_on_demand_and_bad_requests_are_told_why() {
     let _ = sleeper.wait();
     assert!(traces(dir.path()).is_empty(), "nothing recorded before a request");
 
-    // A capture of two steps, saved with who asked.
-    let out = capture(dir.path(), &[&pid_text, "--steps", "2", "--json"]);
+    // A capture of two steps, saved with who asked. No --out, from another directory: the
+    // run is found from its pid.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let out = capture(elsewhere.path(), &[&pid_text, "--steps", "2", "--json"]);
     assert!(out.status.success(), "{:?}", text(&out));
     let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!((answer["partial"].as_bool(), answer["steps"]["count"].as_u64()), (Some(false), Some(2)), "{answer}");
@@ -146,4 +176,120 @@ fn a_run_killed_mid_capture_leaves_its_partial_file_and_the_asker_says_where() {
     assert_eq!(out.status.code(), Some(1));
     assert!(flat(&stderr).contains(&format!("process {pid} ended before saving the capture; what it recorded is left in")), "{stderr}");
     assert!(flat(&stderr).contains(".partial"), "{stderr}");
+}
+
+fn request_file(dir: &Path, pid: u32) -> PathBuf {
+    dir.join("traces/.steptrace-capture").join(format!("{pid}.request.json"))
+}
+
+fn signal(pid: u32, signal: &str) {
+    assert!(Command::new("kill").args([&format!("-{signal}"), &pid.to_string()]).status().unwrap().success());
+}
+
+/// The resident memory of process `pid`, in kB.
+fn resident_kb(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[test]
+fn ctrl_c_takes_a_waiting_request_back_and_a_hostile_request_harms_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut run = Ended(spawn_limited(&RUN, dir.path(), 4_000_000));
+    let pid = run.0.id();
+    wait_until("the run is ready", || ready_file(dir.path(), pid).exists());
+
+    // A stopped run reads nothing: the request waits, and Ctrl-C takes it back.
+    signal(pid, "STOP");
+    let asker = spawn(&["capture", &pid.to_string()], dir.path());
+    wait_until("the request is left", || request_file(dir.path(), pid).exists());
+    let out = stop(asker, "INT");
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(flat(&stderr).contains(&format!("the request to process {pid} was taken back")), "{stderr}");
+    assert!(!request_file(dir.path(), pid).exists(), "the request is gone");
+    signal(pid, "CONT");
+
+    // A request that is a link to /dev/zero, signalled: refused unread, the run goes on.
+    let before = resident_kb(pid);
+    std::os::unix::fs::symlink("/dev/zero", request_file(dir.path(), pid)).unwrap();
+    signal(pid, "USR1");
+    wait_until("the run answers", || {
+        std::fs::read_to_string(ready_file(dir.path(), pid)).is_ok_and(|t| t.contains("symbolic link"))
+    });
+    assert!(run.0.try_wait().unwrap().is_none(), "the run goes on");
+    assert!(resident_kb(pid) < before + 64 * 1024, "the run's memory grew: {before} kB -> {} kB", resident_kb(pid));
+    assert!(std::fs::symlink_metadata(request_file(dir.path(), pid)).is_err(), "the link is taken away");
+
+    // A FIFO request: the run's next step boundary does not wait on it.
+    let steps_before = std::fs::read_to_string(ready_file(dir.path(), pid)).unwrap();
+    assert!(Command::new("mkfifo").arg(request_file(dir.path(), pid)).status().unwrap().success());
+    signal(pid, "USR1");
+    wait_until("the run answers", || std::fs::read_to_string(ready_file(dir.path(), pid)).is_ok_and(|t| t != steps_before && t.contains("FIFO")));
+
+    // And it still captures when asked properly.
+    let out = capture(dir.path(), &[&pid.to_string(), "--steps", "1"]);
+    assert!(out.status.success(), "{:?}", text(&out));
+}
+
+/// A run killed when the test ends, passed or not.
+struct Ended(Child);
+
+impl Drop for Ended {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn hostile_ready_files_neither_stall_capture_nor_get_a_process_signalled() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("traces/.steptrace-capture");
+    std::fs::create_dir_all(&folder).unwrap();
+    let mut sleeper = Command::new("sleep").arg("60").spawn().unwrap();
+    let pid = sleeper.id();
+
+    let ready = folder.join(format!("{pid}.ready.json"));
+    let pid_text = pid.to_string();
+    let ask = ["capture", pid_text.as_str(), "--out", "traces", "--timeout", "1"];
+
+    // A FIFO ready file: capture gives up within its --timeout, says why, signals nothing.
+    assert!(Command::new("mkfifo").arg(&ready).status().unwrap().success());
+    let (out, took) = within(spawn(&ask, dir.path()), Duration::from_secs(20));
+    assert!(took < Duration::from_secs(5), "capture hung on a FIFO for {took:?}");
+    assert!(flat(&text(&out).1).contains("it is a FIFO, not a regular file"), "{:?}", text(&out));
+    std::fs::remove_file(&ready).unwrap();
+
+    // A ready file linked to /dev/zero: refused unread (capture's memory is capped at 1 GB
+    // here, where a read without end would end it).
+    std::os::unix::fs::symlink("/dev/zero", &ready).unwrap();
+    let (out, took) = within(spawn_limited(&ask, dir.path(), 1_000_000), Duration::from_secs(20));
+    assert!(took < Duration::from_secs(5), "capture read /dev/zero for {took:?}");
+    assert_eq!(out.status.code(), Some(1), "{:?}", text(&out));
+    assert!(flat(&text(&out).1).contains("it is a symbolic link (not followed)"), "{:?}", text(&out));
+    std::fs::remove_file(&ready).unwrap();
+
+    // A ready file forged for a live process that is no steptrace run, its real start time
+    // copied from /proc, and a token file beside it: refused, and the process lives.
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let start: u64 = stat[stat.rfind(')').unwrap() + 1..].split_whitespace().nth(19).unwrap().parse().unwrap();
+    let forged = serde_json::json!({"pid": pid, "process_start": start, "worker": "w", "dir": "traces", "warmup": 1,
+        "active": 1, "state": "idle", "step": 0, "answers": []});
+    std::fs::write(folder.join(format!("{pid}.ready.json")), forged.to_string()).unwrap();
+    std::fs::write(folder.join(format!("{pid}.token")), "0123456789abcdef0123456789abcdef").unwrap();
+    let out = capture(dir.path(), &ask[1..]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(flat(&text(&out).1).contains(&format!("process {pid} is not the steptrace run that wrote")), "{:?}", text(&out));
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(sleeper.try_wait().unwrap().is_none(), "the process was not signalled");
+    assert!(!folder.join(format!("{pid}.request.json")).exists());
+
+    // A trace directory whose name would drive the terminal is shown escaped.
+    let out = capture(dir.path(), &[&pid_text, "--out", "a\u{1b}[2Jb"]);
+    let (_, stderr) = text(&out);
+    assert!(stderr.contains("a\\x1b[2Jb") && !stderr.contains('\u{1b}'), "{stderr:?}");
+    sleeper.kill().unwrap();
+    let _ = sleeper.wait();
 }

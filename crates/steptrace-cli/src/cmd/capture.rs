@@ -1,28 +1,53 @@
 //! `steptrace capture PID`: asks a running on-demand run to record its next
 //! cycle, and waits for the trace (the protocol: `steptrace::capture`).
 
+use std::path::Path;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::bail;
+use anyhow::{bail, Context};
 use serde_json::json;
-use steptrace::capture::{self, Answer, Progress};
+use steptrace::capture::{self, Answer, Asked, Progress};
+use steptrace::read::display::escape;
 
 use crate::args::CaptureArgs;
-use crate::console::say;
+use crate::console::{say, warn};
 
 /// How often the ready file is read while waiting.
 const POLL: Duration = Duration::from_millis(50);
 
+/// The exit status after Ctrl-C (128 + SIGINT), as a shell reports it.
+const INTERRUPTED: u8 = 130;
+
 pub fn run(a: CaptureArgs) -> anyhow::Result<ExitCode> {
-    let asked = capture::ask(&a.out, a.pid, a.steps, &requested_by())?;
+    // Ctrl-C (or SIGTERM) while waiting takes the request back: caught from before the
+    // request is written, so that none is left behind.
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, stop.clone()).context("cannot install the Ctrl-C handler")?;
+    }
+    let dir = match &a.out {
+        Some(dir) => dir.clone(),
+        None => capture::locate(a.pid)?,
+    };
+    let asked = capture::ask(&dir, a.pid, a.steps, &requested_by())?;
     let quiet = a.json;
     if !quiet {
-        say(&format!("asked process {} for a capture (request {}); it starts at the run's next step boundary", a.pid, asked.id()));
+        say(&format!(
+            "asked process {} for a capture (request {}, traces in {}); it starts at the run's next step boundary",
+            a.pid,
+            asked.id(),
+            shown(&dir)
+        ));
     }
     let deadline = Instant::now() + Duration::from_secs(a.timeout);
     let mut accepted = None;
     loop {
+        if stop.load(Ordering::Relaxed) {
+            return Ok(interrupted(&asked, a.pid, accepted.is_some(), &dir));
+        }
         match asked.poll()? {
             Progress::Answered(answer @ Answer::Accepted { .. }) => {
                 if accepted.as_ref() != Some(&answer) {
@@ -39,7 +64,7 @@ pub fn run(a: CaptureArgs) -> anyhow::Result<ExitCode> {
                     println!("{}", serde_json::to_string_pretty(&out)?);
                 } else {
                     let cut = if partial { " (cut short: the run ended first)" } else { "" };
-                    say(&format!("saved {} (steps {steps}){cut}", path.display()));
+                    say(&format!("saved {} (steps {steps}){cut}", shown(&path)));
                 }
                 return Ok(ExitCode::SUCCESS);
             }
@@ -58,11 +83,30 @@ pub fn run(a: CaptureArgs) -> anyhow::Result<ExitCode> {
                 "the capture was accepted but not saved within {} s; process {} will still save it in {}",
                 a.timeout,
                 a.pid,
-                a.out.display()
+                shown(&dir)
             );
         }
         std::thread::sleep(POLL);
     }
+}
+
+/// Stopped by Ctrl-C: the request is taken back if the run has not read it.
+fn interrupted(asked: &Asked, pid: u32, accepted: bool, dir: &Path) -> ExitCode {
+    if !accepted && asked.withdraw() {
+        warn(&format!("steptrace: interrupted: the request to process {pid} was taken back; nothing will be recorded for it"));
+    } else {
+        warn(&format!(
+            "steptrace: interrupted: process {pid} had already read the request; it will still answer it, and save any \
+             capture it accepted in {}",
+            shown(dir)
+        ));
+    }
+    ExitCode::from(INTERRUPTED)
+}
+
+/// A path as printed: control characters escaped (paths come from the run's files).
+fn shown(path: &Path) -> String {
+    escape(&path.display().to_string()).into_owned()
 }
 
 /// Who asked, for the capture's manifest: this command, its pid and the

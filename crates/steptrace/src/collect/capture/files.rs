@@ -1,13 +1,13 @@
-//! The two small files of the capture protocol, in `DIR/.steptrace-capture/`:
+//! The small files of the capture protocol, in `DIR/.steptrace-capture/`:
 //!
 //! - `PID.ready.json`, written by the running process (atomically: a new
 //!   file renamed over the old): who it is, whether it is recording, and
 //!   its answers to requests;
+//! - `PID.token`, written once by the running process (mode 0600) and held
+//!   open while it listens: a random token that a request must carry;
 //! - `PID.request.json`, written by the one who asks, never over another
 //!   request: a request waiting to be read is not replaced.
 
-use std::fs;
-use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -20,23 +20,43 @@ pub const FOLDER: &str = ".steptrace-capture";
 /// Answers a ready file keeps (the oldest go first).
 const ANSWERS_KEPT: usize = 16;
 
-/// The largest protocol file read (a bigger one is not ours).
-const MAX_FILE: u64 = 1 << 20;
+/// The names of process `pid`'s files in the capture folder.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Names {
+    pub(crate) ready: String,
+    pub(crate) request: String,
+    pub(crate) token: String,
+}
+
+impl Names {
+    pub(crate) fn new(pid: u32) -> Names {
+        Names {
+            ready: format!("{pid}.ready.json"),
+            request: format!("{pid}.request.json"),
+            token: format!("{pid}{}", super::process::TOKEN_SUFFIX),
+        }
+    }
+}
 
 /// Where the protocol's files of process `pid` sit, for the trace directory `dir`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Paths {
+    /// `DIR/.steptrace-capture`.
+    pub folder: PathBuf,
     /// `DIR/.steptrace-capture/PID.ready.json`.
     pub ready: PathBuf,
     /// `DIR/.steptrace-capture/PID.request.json`.
     pub request: PathBuf,
+    /// `DIR/.steptrace-capture/PID.token`.
+    pub token: PathBuf,
 }
 
 impl Paths {
     /// The files of process `pid` under the trace directory `dir`.
     pub fn new(dir: &Path, pid: u32) -> Paths {
         let folder = dir.join(FOLDER);
-        Paths { ready: folder.join(format!("{pid}.ready.json")), request: folder.join(format!("{pid}.request.json")) }
+        let names = Names::new(pid);
+        Paths { ready: folder.join(names.ready), request: folder.join(names.request), token: folder.join(names.token), folder }
     }
 }
 
@@ -51,6 +71,10 @@ pub struct Request {
     pub requested_by: String,
     /// When, in ms since the Unix epoch.
     pub requested_at_unix_ms: u64,
+    /// The token of the run asked (from its `PID.token`), which it checks;
+    /// `None` in a request made in the run's own process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
 }
 
 impl Request {
@@ -59,7 +83,13 @@ impl Request {
         static MADE: AtomicU64 = AtomicU64::new(0);
         let now = now_unix_ms();
         let n = MADE.fetch_add(1, Ordering::Relaxed);
-        Request { id: format!("{}-{now}-{n}", std::process::id()), steps, requested_by: requested_by.into(), requested_at_unix_ms: now }
+        Request {
+            id: format!("{}-{now}-{n}", std::process::id()),
+            steps,
+            requested_by: requested_by.into(),
+            requested_at_unix_ms: now,
+            token: None,
+        }
     }
 }
 
@@ -211,55 +241,14 @@ impl Ready {
     }
 }
 
-/// Writes `value` to `path` atomically: a new file beside it, renamed over it.
-pub(crate) fn write_atomic(path: &Path, value: &impl Serialize) -> io::Result<()> {
-    write_beside(path, value, |tmp| fs::rename(tmp, path))
+/// `value` as a protocol file's bytes.
+pub(crate) fn to_bytes(value: &impl Serialize) -> std::io::Result<Vec<u8>> {
+    serde_json::to_vec_pretty(value).map_err(std::io::Error::other)
 }
 
-/// Writes `value` to `path` unless a file is there: written beside it, then
-/// linked to its name without replacing anything (the finaliser's
-/// `link_no_clobber`), so a reader never sees
-/// half a file and an earlier request is never replaced.
-pub(crate) fn write_new(path: &Path, value: &impl Serialize) -> io::Result<()> {
-    write_beside(path, value, |tmp| crate::sink::link_no_clobber(tmp, path))
-}
-
-/// `value` as JSON in a new file beside `path`, synced, then put in place by
-/// `place`; the new file never stays behind.
-fn write_beside(path: &Path, value: &impl Serialize, place: impl FnOnce(&Path) -> io::Result<()>) -> io::Result<()> {
-    let bytes = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
-    let tmp = sibling(path, &format!("new-{}-{}", std::process::id(), now_unix_ms()));
-    let result = (|| {
-        let mut file = fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
-        file.write_all(&bytes)?;
-        file.sync_data()?;
-        place(&tmp)
-    })();
-    let _ = fs::remove_file(&tmp);
-    result
-}
-
-/// Reads a protocol file: `Ok(None)` when there is none.
-pub(crate) fn read<T: for<'de> Deserialize<'de>>(path: &Path) -> io::Result<Option<T>> {
-    let bytes = match fs::metadata(path) {
-        Ok(meta) if meta.len() > MAX_FILE => {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, format!("{} bytes: not a capture file", meta.len())))
-        }
-        Ok(_) => fs::read(path),
-        Err(e) => Err(e),
-    };
-    match bytes {
-        Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e)),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e),
-    }
-}
-
-/// `NAME.WHAT` beside `path`.
-fn sibling(path: &Path, what: &str) -> PathBuf {
-    let mut name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
-    name.push(format!(".{what}"));
-    path.with_file_name(name)
+/// A protocol file's bytes as a value.
+pub(crate) fn from_bytes<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> std::io::Result<T> {
+    serde_json::from_slice(bytes).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }
 
 /// Milliseconds since the Unix epoch.
@@ -267,40 +256,9 @@ pub(crate) fn now_unix_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
-/// When process `pid` started, where the system says (Linux: field 22 of
-/// `/proc/PID/stat`, in clock ticks since boot).
-pub fn process_start(pid: u32) -> Option<u64> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may hold spaces and parentheses: count from the last `)`.
-    let after = &stat[stat.rfind(')')? + 1..];
-    after.split_whitespace().nth(19)?.parse().ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_request_is_never_written_over_another() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("1.request.json");
-        let first = Request::new(Some(2), "first");
-        write_new(&path, &first).unwrap();
-        let err = write_new(&path, &Request::new(None, "second")).unwrap_err();
-        assert_eq!(err.kind(), io::ErrorKind::AlreadyExists);
-        assert_eq!(read::<Request>(&path).unwrap(), Some(first));
-        // No temporary file is left behind.
-        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
-    }
-
-    #[test]
-    fn garbage_and_absence_are_told_apart() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("x.json");
-        assert!(read::<Ready>(&path).unwrap().is_none());
-        fs::write(&path, b"{not json").unwrap();
-        assert_eq!(read::<Ready>(&path).unwrap_err().kind(), io::ErrorKind::InvalidData);
-    }
 
     #[test]
     fn answers_replace_their_earlier_word_and_stay_bounded() {
@@ -324,13 +282,5 @@ mod tests {
         }
         assert_eq!(ready.answers.len(), ANSWERS_KEPT);
         assert!(ready.answer_to("39").is_some() && ready.answer_to("a").is_none());
-    }
-
-    #[test]
-    fn this_process_has_a_start_time_on_linux() {
-        if cfg!(target_os = "linux") {
-            assert!(process_start(std::process::id()).is_some());
-            assert_eq!(process_start(u32::MAX), None);
-        }
     }
 }

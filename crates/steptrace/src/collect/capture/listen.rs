@@ -1,7 +1,15 @@
 //! The running process's side: a flag raised by `SIGUSR1` (or by a
 //! [`CaptureHandle`] in the same process), read once per step; the request
 //! read and answered at the step boundary; the capture planned as a cycle.
+//!
+//! The capture folder is created with mode 0700, or taken only if it is a
+//! real folder of this user's that nobody else can write to; it is then
+//! used through its descriptor. A random token is written to `PID.token`
+//! (mode 0600) and the file is held open while the run listens: a request
+//! must carry the token, and `capture` finds the folder, and tells this run
+//! from any other process, by the open file.
 
+use std::fs::File;
 use std::io;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -9,7 +17,9 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
 
-use super::files::{self, Answer, Paths, Ready, Request, State, Steps};
+use super::error::shown;
+use super::files::{self, Answer, Names, Paths, Ready, Request, State, Steps};
+use super::folder::{Folder, FolderError};
 use crate::error::Error;
 use crate::schedule::{Action, Schedule};
 use crate::sink::{utc_stamp, SavedTrace};
@@ -96,6 +106,14 @@ impl Plan {
 /// The on-demand state of a profiler.
 pub(crate) struct OnDemand {
     paths: Paths,
+    names: Names,
+    folder: Folder,
+    /// The uid this process runs as (requests are taken from it and root).
+    uid: u32,
+    /// What a request from another process must carry.
+    token: String,
+    /// The token file, held open while the run listens.
+    held: Option<File>,
     flag: Arc<AtomicBool>,
     pending: Arc<Mutex<Option<Request>>>,
     ready: Ready,
@@ -114,15 +132,30 @@ pub(crate) struct OnDemand {
 
 impl OnDemand {
     /// Writes the ready file in `dir` and starts listening for `SIGUSR1`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::OutDir`] when the capture folder cannot be created, or is
+    /// there but is not a folder of this user's that only this user can
+    /// write to (it is then refused, and said why).
     pub(crate) fn start(dir: &Path, worker: &str, schedule: &Schedule) -> Result<OnDemand, Error> {
         let pid = std::process::id();
         let paths = Paths::new(dir, pid);
-        let folder = paths.ready.parent().unwrap_or(dir).to_path_buf();
-        let failed = |what, source| Error::OutDir { path: folder.clone(), what, source };
-        std::fs::create_dir_all(&folder).map_err(|e| failed("cannot create the on-demand capture folder", e))?;
+        let names = Names::new(pid);
+        let folder_path = paths.folder.clone();
+        let failed = |what, source| Error::OutDir { path: folder_path.clone(), what, source };
+        std::fs::create_dir_all(dir).map_err(|source| Error::OutDir { path: dir.to_path_buf(), what: "cannot create the trace directory", source })?;
+        let folder = Folder::create(&paths.folder).map_err(|e| match e {
+            FolderError::Refused(why) => {
+                failed("the on-demand capture folder is refused", io::Error::new(io::ErrorKind::PermissionDenied, why))
+            }
+            FolderError::Missing => failed("cannot create the on-demand capture folder", io::ErrorKind::NotFound.into()),
+            FolderError::Io(e) => failed("cannot create the on-demand capture folder", e),
+        })?;
+        let token = random_token().map_err(|e| failed("cannot make the on-demand token", e))?;
         let ready = Ready {
             pid,
-            process_start: files::process_start(pid),
+            process_start: super::process::process_start(pid),
             worker: worker.to_owned(),
             dir: dir.to_path_buf(),
             warmup: schedule.warmup(),
@@ -138,10 +171,15 @@ impl OnDemand {
                 .map_err(|e| failed("cannot listen for SIGUSR1", e))?,
         );
         // A request left by a run that ended before reading it is not this run's.
-        let _ = std::fs::remove_file(&paths.request);
-        files::write_atomic(&paths.ready, &ready).map_err(|e| failed("cannot write the on-demand ready file", e))?;
-        Ok(OnDemand {
+        let _ = folder.remove(&names.request);
+        let (held, _) = folder.write_atomic(&names.token, token.as_bytes()).map_err(|e| failed("cannot write the on-demand token file", e))?;
+        let on_demand = OnDemand {
             paths,
+            names,
+            folder,
+            uid: super::ask::euid(),
+            token,
+            held: Some(held),
             flag,
             pending: Arc::new(Mutex::new(None)),
             ready,
@@ -152,7 +190,10 @@ impl OnDemand {
             problem: None,
             #[cfg(unix)]
             signal,
-        })
+        };
+        let bytes = files::to_bytes(&on_demand.ready).map_err(|e| failed("cannot write the on-demand ready file", e))?;
+        on_demand.folder.write_atomic(&on_demand.names.ready, &bytes).map_err(|e| failed("cannot write the on-demand ready file", e))?;
+        Ok(on_demand)
     }
 
     pub(crate) fn handle(&self) -> CaptureHandle {
@@ -193,17 +234,11 @@ impl OnDemand {
         let own = self.pending.lock().ok().and_then(|mut p| p.take());
         let request = match own {
             Some(request) => request,
-            None => match files::read::<Request>(&self.paths.request) {
+            None => match self.read_outside() {
                 Ok(None) => return false,
-                Ok(Some(request)) => {
-                    let _ = std::fs::remove_file(&self.paths.request);
-                    self.asked_from_outside = true;
-                    request
-                }
-                Err(e) => {
-                    self.asked_from_outside = true;
-                    let _ = std::fs::remove_file(&self.paths.request);
-                    let reason = format!("the request file {} could not be read: {e}", self.paths.request.display());
+                Ok(Some(request)) => request,
+                Err(reason) => {
+                    // No id: one taken from an untrusted file could replace the answer to another request.
                     self.ready.answer(Answer::Refused { id: None, reason });
                     return true;
                 }
@@ -237,6 +272,36 @@ impl OnDemand {
         true
     }
 
+    /// The request another process left, taken away: `Err` with the
+    /// reason to refuse it when it is not a readable request file of this
+    /// user's or root's that carries this run's token. The file is opened
+    /// without following a link or blocking, and read through a bound.
+    fn read_outside(&mut self) -> Result<Option<Request>, String> {
+        let read = self.folder.read(&self.names.request, &[self.uid, 0]);
+        if matches!(read, Ok(None)) {
+            return Ok(None);
+        }
+        self.asked_from_outside = true;
+        // Read or refused, it is not read twice (a request read is removed only if it is
+        // still the file read).
+        if let Ok(Some((_, meta))) = &read {
+            self.folder.remove_if_same(&self.names.request, meta);
+        } else {
+            let _ = self.folder.remove(&self.names.request);
+        }
+        let unreadable = |e: io::Error| format!("the request file {} could not be read: {e}", shown(&self.paths.request));
+        let Some((bytes, _)) = read.map_err(unreadable)? else { return Ok(None) };
+        let request: Request = files::from_bytes(&bytes).map_err(unreadable)?;
+        if request.token.as_deref() != Some(self.token.as_str()) {
+            return Err(format!(
+                "the request file {} does not carry this run's token (steptrace capture reads it from {})",
+                shown(&self.paths.request),
+                self.names.token
+            ));
+        }
+        Ok(Some(request))
+    }
+
     /// Whether a capture's recording has ended and its file is not yet answered for.
     pub(crate) fn awaits_save(&self) -> bool {
         !self.saving.is_empty()
@@ -244,9 +309,13 @@ impl OnDemand {
 
     /// Answers the captures whose files are now written (or failed).
     pub(crate) fn note_results(&mut self, results: &[(u64, Result<SavedTrace, Error>)]) {
-        if self.saving.is_empty() {
-            return;
+        if self.answer_results(results) {
+            self.write();
         }
+    }
+
+    /// Answers the captures whose files are in `results`; whether any was.
+    fn answer_results(&mut self, results: &[(u64, Result<SavedTrace, Error>)]) -> bool {
         let mut changed = false;
         self.saving.retain(|(cycle, id)| {
             let Some((_, result)) = results.iter().find(|(c, _)| c == cycle) else { return true };
@@ -258,28 +327,28 @@ impl OnDemand {
             changed = true;
             false
         });
-        if changed {
-            self.write();
-        }
+        changed
     }
 
     /// The run has ended (every file written): a capture cut short is
     /// answered, and the ready file says the run has ended, so that an asker
     /// still waiting reads its answer (and then removes the file); it goes
-    /// at once when no request came from another process.
+    /// at once when no request came from another process. The last answers
+    /// and the end are written at once: an asker that reads a final answer
+    /// reads the end with it.
     pub(crate) fn end(&mut self, results: &[(u64, Result<SavedTrace, Error>)]) {
         if let Some(plan) = self.plan.take() {
             self.saving.push((plan.cycle, plan.request.id));
         }
-        self.note_results(results);
+        self.answer_results(results);
         for (_, id) in std::mem::take(&mut self.saving) {
             let reason = "the run ended before the capture's first recorded step".to_owned();
             self.ready.answer(Answer::Refused { id: Some(id), reason });
         }
         self.stop_listening();
-        let _ = std::fs::remove_file(&self.paths.request);
+        let _ = self.folder.remove(&self.names.request);
         if !self.asked_from_outside {
-            let _ = std::fs::remove_file(&self.paths.ready);
+            let _ = self.folder.remove(&self.names.ready);
         } else {
             self.ready.state = State::Ended;
             self.write();
@@ -287,12 +356,18 @@ impl OnDemand {
     }
 
     fn write(&mut self) {
-        if let Err(e) = files::write_atomic(&self.paths.ready, &self.ready) {
+        let written = files::to_bytes(&self.ready).and_then(|bytes| self.folder.write_atomic(&self.names.ready, &bytes));
+        if let Err(e) = written {
             self.problem.get_or_insert_with(|| describe(&self.paths.ready, &e));
         }
     }
 
+    /// Stops listening: no more signals, and the token file goes (nobody
+    /// can ask any more).
     fn stop_listening(&mut self) {
+        if self.held.take().is_some() {
+            let _ = self.folder.remove(&self.names.token);
+        }
         #[cfg(unix)]
         if let Some(id) = self.signal.take() {
             // The registry's handler stays installed and does nothing: a late
@@ -309,72 +384,25 @@ impl Drop for OnDemand {
 }
 
 fn describe(path: &Path, e: &io::Error) -> String {
-    format!("the on-demand ready file {} could not be updated: {e}", path.display())
+    format!("the on-demand ready file {} could not be updated: {e}", shown(path))
+}
+
+/// 128 random bits, in hex.
+fn random_token() -> io::Result<String> {
+    let mut bytes = [0u8; 16];
+    #[cfg(unix)]
+    io::Read::read_exact(&mut File::open("/dev/urandom")?, &mut bytes)?;
+    #[cfg(not(unix))]
+    {
+        // Without signals no other process can ask; the token is never checked.
+        use std::hash::{BuildHasher, Hasher};
+        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+        hasher.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0));
+        bytes[..8].copy_from_slice(&hasher.finish().to_le_bytes());
+    }
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn listener(dir: &Path) -> OnDemand {
-        OnDemand::start(dir, "w", &Schedule::on_demand(1, 2).unwrap()).unwrap()
-    }
-
-    #[test]
-    fn a_request_becomes_a_warmup_then_its_active_steps_and_a_second_is_refused_meanwhile() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut od = listener(dir.path());
-        let handle = od.handle();
-        od.at_boundary(5);
-        assert_eq!(od.action(5), Action::None);
-        let id = handle.request(None, "test");
-        od.at_boundary(6);
-        let actions: Vec<Action> = (5..10).map(|s| od.action(s)).collect();
-        assert_eq!(actions, [Action::None, Action::Warmup, Action::Record, Action::RecordAndSave, Action::None]);
-        let ready: Ready = files::read(&od.paths.ready).unwrap().unwrap();
-        assert_eq!(ready.state, State::Recording);
-        assert!(matches!(ready.answer_to(&id), Some(Answer::Accepted { first_step: 6, steps, .. }) if *steps == Steps::new(7, 8)));
-        let second = handle.request(Some(1), "again");
-        od.at_boundary(7);
-        assert!(matches!(od.ready.answer_to(&second), Some(Answer::Refused { reason, .. }) if reason.contains("already recording")));
-        od.at_boundary(8);
-        od.at_boundary(9);
-        assert_eq!(od.ready.state, State::Idle);
-        assert_eq!(od.saving, [(0, id.clone())]);
-    }
-
-    #[test]
-    fn the_ready_file_goes_at_the_end_unless_another_process_asked() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut od = listener(dir.path());
-        let path = od.paths.ready.clone();
-        assert!(path.exists());
-        od.handle().request(Some(1), "own code");
-        od.at_boundary(1);
-        od.end(&[]);
-        assert!(!path.exists(), "asked from inside: nobody outside waits for the answer");
-
-        let mut od = listener(dir.path());
-        let request = Request::new(Some(4), "another process");
-        files::write_new(&od.paths.request, &request).unwrap();
-        od.flag.store(true, Ordering::Release);
-        od.at_boundary(1);
-        assert!(!od.paths.request.exists());
-        od.end(&[]);
-        let ready: Ready = files::read(&path).unwrap().unwrap();
-        assert_eq!(ready.state, State::Ended);
-        assert!(matches!(ready.answer_to(&request.id), Some(Answer::Refused { reason, .. }) if reason.contains("ended")));
-    }
-
-    #[test]
-    fn an_unreadable_request_is_answered_and_removed() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut od = listener(dir.path());
-        std::fs::write(&od.paths.request, b"garbage").unwrap();
-        od.flag.store(true, Ordering::Release);
-        od.at_boundary(3);
-        assert!(!od.paths.request.exists());
-        assert_eq!(od.action(3), Action::None);
-        assert!(matches!(&od.ready.answers[..], [Answer::Refused { id: None, reason }] if reason.contains("could not be read")));
-    }
-}
+#[path = "listen_tests.rs"]
+mod tests;

@@ -71,6 +71,7 @@ pub(crate) use chrome::{chrome_layer, event_name};
 pub(crate) use linger::{Linger, LINGER};
 pub use crate::format::names::COUNTER_TARGET;
 pub use names::{DEFAULT_FILE_NAME, RANK_FILE_NAME};
+#[cfg(not(unix))]
 pub(crate) use finalise::link_no_clobber;
 pub(crate) use names::FileNames;
 pub(crate) use names::{sanitize as sanitize_worker, utc_stamp};

@@ -12,6 +12,7 @@ mod lines;
 mod window;
 mod write;
 
+#[cfg(not(unix))]
 pub(crate) use write::link_no_clobber;
 
 use std::fs;
