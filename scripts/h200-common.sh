@@ -17,6 +17,8 @@ st_binaries() {
     [ -e "$packed" ] || continue
     name=$(basename "${packed%.*}")
     case $packed in
+      # Several binaries in one archive (they share LLVM: one xz dictionary holds both).
+      *.tar.xz) tar xJf "$packed" -C "$dir"; continue ;;
       *.gz) gzip -dc "$packed" > "$dir/$name" ;;
       *.xz) xz -dc "$packed" > "$dir/$name" ;;
     esac

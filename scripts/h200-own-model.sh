@@ -7,7 +7,7 @@
 #   bash scripts/h200-own-model.sh
 #
 # Knobs: BUDGET (seconds, default 560), RUNS (bench processes, default 20), BENCH=0, OOM=0,
-# CAPTURE=0. Needs .devbin/steptrace.xz and .devbin/own_model.xz. What comes back:
+# CAPTURE=0. Needs .devbin/steptrace and own_model (one .tar.xz). What comes back:
 # $OUT/h200-own-model.tgz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -45,7 +45,7 @@ grep -A14 "Device memory" "$R/report-memory.txt" | head -16
 
 # A batch whose wide layer (16384 floats a sample) cannot be allocated: 300,000 samples.
 if [ "${OOM:-1}" = 1 ]; then
-  om oom 150 --steps 6 --batch 300000 --wide 256 --memory
+  om oom 150 --steps 6 --batch 300000 --wide 256 --memory --schedule wait=0,warmup=0,active=3,repeat=1
   grep -B2 -A30 "OUT OF DEVICE MEMORY" "$R/oom.log" | head -40
 fi
 
