@@ -7,7 +7,8 @@
 #   bash scripts/h200-own-model.sh
 #
 # Knobs: BUDGET (seconds, default 560), RUNS (bench processes, default 20), BENCH=0, OOM=0,
-# CAPTURE=0. Needs .devbin/steptrace and own_model (one .tar.xz). What comes back:
+# CAPTURE=0, RUNS_OWN=0 (skips the own_model runs before the out-of-memory one), CONVNET=1 (the
+# bench on the ConvNet at batch 256 too). Needs .devbin/steptrace and own_model (one .tar.xz). What comes back:
 # $OUT/h200-own-model.tgz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -35,6 +36,7 @@ om() {
 }
 
 # The first run compiles and autotunes (cold cache); it asks for device activity only.
+if [ "${RUNS_OWN:-1}" = 1 ]; then
 om plain 150 --steps 40
 om ops 90 --steps 40 --ops
 om spans 90 --steps 40 --ops --spans
@@ -42,10 +44,12 @@ om memory 90 --steps 40 --memory
 grep -A14 "Which op" "$R/report-ops.txt" | head -30
 grep -A14 "Which op" "$R/report-spans.txt" | head -30
 grep -A14 "Device memory" "$R/report-memory.txt" | head -16
+fi
 
-# A batch whose wide layer (16384 floats a sample) cannot be allocated: 300,000 samples.
+# A batch whose wide layer cannot be allocated: 131,072 floats a sample (64 x 2048), 300,000
+# samples, 157 GB for one activation on a 141 GB device.
 if [ "${OOM:-1}" = 1 ]; then
-  om oom 150 --steps 6 --batch 300000 --wide 256 --memory --schedule wait=0,warmup=0,active=3,repeat=1
+  om oom 150 --steps 6 --batch 300000 --wide 2048 --memory --schedule wait=0,warmup=0,active=3,repeat=1
   grep -B2 -A30 "OUT OF DEVICE MEMORY" "$R/oom.log" | head -40
 fi
 
@@ -70,6 +74,11 @@ if [ "${BENCH:-1}" = 1 ]; then
   st_run_capped bench-mlp-host 200 "$B" bench --profile interleaved --backend cuda --cache-dir "$CACHE" \
     --schedule wait=7,warmup=1,active=2 --runs "$RUNS" --model mlp --dataset digits --batch 256 \
     --device-activity off --baseline --json bench-mlp-host.json
+  if [ "${CONVNET:-0}" = 1 ]; then
+    st_run_capped bench-convnet-host 200 "$B" bench --profile interleaved --backend cuda --cache-dir "$CACHE" \
+      --schedule wait=7,warmup=1,active=2 --runs "$RUNS" --model convnet --dataset digits --batch 256 \
+      --device-activity off --json bench-convnet-host.json
+  fi
 fi
 echo "== done [${SECONDS}s]"
 cat "$R/rc.txt" 2> /dev/null || true

@@ -183,12 +183,17 @@ impl Session {
             if let Some(profiler) = &mut self.profiler {
                 profiler.start();
             }
-        } else if let Some(profiler) = &mut self.profiler {
-            // The boundary: what the profiler does there is in the step it begins, as in the
+            // Step 0 starts once its `ProfilerStep#0` is open.
+            self.step_start = Instant::now();
+        } else {
+            // The boundary: what the profiler does there (ending a recorded step, beginning the
+            // next, handing the records to the writer) is in the step it begins, as in the
             // trace's `ProfilerStep` spans.
-            profiler.step();
+            self.step_start = Instant::now();
+            if let Some(profiler) = &mut self.profiler {
+                profiler.step();
+            }
         }
-        self.step_start = Instant::now();
         self.begin_memory();
         Ok(())
     }
