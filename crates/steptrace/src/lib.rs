@@ -5,22 +5,22 @@
 //! The crate reads as collect → format → read:
 //!
 //! - [`collect`]: the schedule, the profiler, the gate that decides which
-//!   spans are kept, and the [sink](crate::sink) that writes them;
-//! - [`format`]: the trace file as types, shared by every writer and reader;
-//! - [`read`]: the reader, the report, label [hygiene](crate::hygiene) and
-//!   bench results.
+//!   spans are kept, and the [sink] that writes them;
+//! - [`format`](mod@format): the trace file as types, shared by every writer and reader;
+//! - [`read`]: the reader, the report, label [hygiene] and bench results;
+//! - [`settings`]: every environment variable steptrace reads.
 //!
 //! - [`Schedule`] decides, step by step, whether spans are skipped, warmed
 //!   up or recorded, with torch.profiler's semantics.
 //! - [`Profiler`] is advanced once per step with [`Profiler::step`]; each
 //!   step is wrapped in a `ProfilerStep#N` span.
-//! - The [gate](crate::gate) is a `tracing-subscriber` layer and filter that
+//! - The [gate] is a `tracing-subscriber` layer and filter that
 //!   keeps spans only while the schedule records.
-//! - The [sink](crate::sink) writes one Chrome trace file per cycle through
+//! - The [sink] writes one Chrome trace file per cycle through
 //!   tracing-chrome, never overwriting a file, in the JSON object format with
 //!   a metadata block. The files open in Perfetto UI and speedscope.
-//! - The [reader](crate::reader) loads Chrome traces (ours and others') and
-//!   validates them; [hygiene](crate::hygiene) flags labels that look like
+//! - The [reader] loads Chrome traces (ours and others') and
+//!   validates them; [hygiene] flags labels that look like
 //!   secrets, private paths or input content.
 //!
 //! This crate has no burn dependency: it serves any `tracing`-instrumented
@@ -57,6 +57,7 @@ pub mod collect;
 mod error;
 pub mod format;
 pub mod read;
+pub mod settings;
 
 pub use collect::{capture, gate, ranks, schedule, sink};
 pub use collect::{layer, layer_span, Action, Profiler, ProfilerBuilder, ProfilerLayer, RankLayer, RankProfilers, Schedule, ScheduleError};

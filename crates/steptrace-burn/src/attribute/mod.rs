@@ -47,7 +47,7 @@ pub use stamps::StampLayer;
 
 /// `STEPTRACE_ATTRIBUTION=off` turns attribution off (to measure what it costs); kernels are
 /// then recorded as before, and each window says why they are not attributed.
-pub(crate) const OFF_VAR: &str = "STEPTRACE_ATTRIBUTION";
+pub(crate) const OFF_VAR: &str = steptrace::settings::ATTRIBUTION;
 
 /// What a kernel is when its window stamped no span boundary: the profiler was installed
 /// without the stamp layer, so no operation can be placed in a span.
@@ -282,7 +282,7 @@ impl Drop for Recording {
 /// When attribution is turned off ([`OFF_VAR`]), `device` is not a cubecl device, or another
 /// window is recording (the observers have one slot per process).
 pub(crate) fn open(device: &Device, timing: TimingRequest) -> Result<Recording, String> {
-    if std::env::var_os(OFF_VAR).is_some_and(|v| v == "off") {
+    if steptrace::settings::attribution_off() {
         return Err(format!("turned off ({OFF_VAR}=off)"));
     }
     if RECORDER.stamp.get().is_none() {

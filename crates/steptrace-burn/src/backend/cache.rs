@@ -123,7 +123,7 @@ impl CacheConfig {
     /// The default cache root (see [`CacheConfig::dir`]).
     pub fn default_dir() -> PathBuf {
         let non_empty = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
-        if let Some(dir) = non_empty("STEPTRACE_CACHE_DIR") {
+        if let Some(dir) = steptrace::settings::cache_dir() {
             return dir;
         }
         let cache_home = non_empty("XDG_CACHE_HOME")
@@ -380,7 +380,7 @@ mod tests {
     fn default_dir_respects_env_precedence() {
         // Only checks the shape: the env of the test process is not ours to change.
         let d = CacheConfig::default_dir();
-        if std::env::var_os("STEPTRACE_CACHE_DIR").is_none() {
+        if steptrace::settings::cache_dir().is_none() {
             assert!(d.ends_with("steptrace/cubecl"), "{}", d.display());
         }
         assert!(CacheConfig::default().enabled);

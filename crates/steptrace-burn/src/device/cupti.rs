@@ -35,20 +35,17 @@ pub(super) enum Setting {
     Never,
     /// No CUPTI: the path of a machine without libcupti (`off`).
     Off,
-    /// A value it does not know: run as unset, and say so in every trace.
-    Unknown(String),
 }
 
 impl Setting {
     pub(super) fn from_env() -> Setting {
-        match std::env::var("STEPTRACE_CUPTI") {
-            Err(std::env::VarError::NotPresent) => Setting::Near,
-            Ok(v) if v.is_empty() => Setting::Near,
-            Ok(v) if v == "keep" => Setting::Always,
-            Ok(v) if v == "per-cycle" => Setting::Never,
-            Ok(v) if v == "off" => Setting::Off,
-            Ok(v) => Setting::Unknown(v.chars().filter(|c| !c.is_control()).take(32).collect()),
-            Err(std::env::VarError::NotUnicode(_)) => Setting::Unknown("(not UTF-8)".into()),
+        use steptrace::settings::Cupti;
+        match steptrace::settings::cupti() {
+            Cupti::Keep => Setting::Always,
+            Cupti::PerCycle => Setting::Never,
+            Cupti::Off => Setting::Off,
+            // A value not understood is named by steptrace::settings::problems, at start.
+            _ => Setting::Near,
         }
     }
 
@@ -59,7 +56,6 @@ impl Setting {
             Setting::Near | Setting::Off => near,
             Setting::Always => "kinds kept enabled between windows (STEPTRACE_CUPTI=keep)".into(),
             Setting::Never => "kinds enabled per window (STEPTRACE_CUPTI=per-cycle)".into(),
-            Setting::Unknown(v) => format!("{near}; STEPTRACE_CUPTI={v:?} not understood (off, keep or per-cycle)"),
         }
     }
 }
@@ -108,7 +104,7 @@ impl DeviceCollector for CuptiDevice {
         let keep = match self.keep {
             Setting::Always => true,
             Setting::Never | Setting::Off => false,
-            Setting::Near | Setting::Unknown(_) => steps.is_some_and(|n| n <= KEEP_WITHIN_STEPS),
+            Setting::Near => steps.is_some_and(|n| n <= KEEP_WITHIN_STEPS),
         };
         self.collector.set_keep_enabled(keep);
     }

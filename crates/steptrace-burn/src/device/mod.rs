@@ -2,7 +2,7 @@
 //! CUPTI on CUDA; on wgpu, and on CUDA without a usable CUPTI, kernels timed
 //! by cubecl itself (timestamp queries, CUDA events); on the CPU "not
 //! observed", with the reason. Every kernel is tied to the burn operations
-//! and the span it ran for ([`attribute`](crate::attribute)).
+//! and the span it ran for.
 //!
 //! [`setup`] probes first and never panics: with another CUPTI client in the
 //! process, on the CPU, or with `--device-activity off`, the traces say why
@@ -128,6 +128,12 @@ fn wgpu_setup(selection: &Selection, attributed: bool, own: Option<&burn::prelud
         // Kernels are timed on wgpu only with attribution (`--detail ops`), through cubecl's
         // launch observer; without it the device is not observed.
         return not_cuda(selection);
+    }
+    if steptrace::settings::attribution_off() {
+        return DeviceSetup::NotObserved(format!(
+            "kernel attribution turned off ({}=off, an experiment's knob): on wgpu kernels are timed through it, so none are recorded",
+            steptrace::settings::ATTRIBUTION
+        ));
     }
     let device = match own {
         Some(device) => device.clone().inner(),

@@ -87,8 +87,9 @@ pub(crate) fn cold_start_lines(cold: Option<&Figure<ColdStart>>) {
     }
 }
 
-/// One line per file written, then each file's label warnings and the errors.
-pub(crate) fn written_lines(traces: &[SavedTrace], errors: &[String]) {
+/// One line per file written, then each file's label warnings and the errors, as a session
+/// and `steptrace train` say them.
+pub fn written_lines(traces: &[SavedTrace], errors: &[String]) {
     for trace in traces {
         say(&format!(
             "wrote {} (cycle {}, steps {}{})",

@@ -32,6 +32,10 @@ impl Session {
         let console = b.console;
         if console.start() {
             lines::backend_lines(&selection);
+            // Environment variables not understood, and experiments' knobs that are set.
+            for line in steptrace::settings::warnings() {
+                warn(&line);
+            }
         }
         let cache = match b.cache_state {
             Some(state) => state,

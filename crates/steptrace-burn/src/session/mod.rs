@@ -59,7 +59,7 @@
 //! |---|---|---|
 //! | [`load`](Session::load) | `data.load` | the step's batch number |
 //! | [`copy`](Session::copy) | `transfer.h2d` | the bytes of input and target, so that a report tells the batch's copies from other uploads; the first shape, and any new shape after startup |
-//! | [`forward`](Session::forward), [`loss`](Session::loss), [`backward`](Session::backward), [`optimizer`](Session::optimizer) / [`optimize`](Session::optimize) | the phase | a memory sample after each phase with [`memory_phases`](SessionBuilder::memory_phases); a sync after each with [`SyncPolicy::Phase`](crate::SyncPolicy::Phase) |
+//! | [`forward`](Session::forward), [`loss`](Session::loss), [`backward`](Session::backward), [`optimizer`](Session::optimizer) / [`optimize`](Session::optimize) | the phase | a memory sample after each phase with [`memory_phases`](SessionBuilder::memory_phases); a sync after each with [`SyncPolicy::Phase`] |
 //! | [`read_loss`](Session::read_loss) | `loss.read` | the step's loss |
 //! | [`infer`](Session::infer) | `infer.request` > `forward` | one inference request |
 //! | [`step`](Session::step) | `sync`, then `ProfilerStep#N` ends | the step's time, a check that the step's work ran (below), the cold start after step 0, Ctrl-C |
@@ -84,7 +84,7 @@
 //! fed is read, not at a sync. So the startup steps end by reading one element of the step's
 //! loss (the tensor [`loss`](Session::loss) returned), which waits for the device as a sync
 //! does and reports such a failure in the step it happened in: a batch too large fails
-//! there (with [`SyncPolicy::None`](crate::SyncPolicy::None) nothing waits, and nothing is
+//! there (with [`SyncPolicy::None`] nothing waits, and nothing is
 //! read). Later steps end with a plain sync, which costs less; a failure in one of them
 //! surfaces at the next read ([`read_loss`](Session::read_loss), or the next check), and is
 //! reported as that step's. [`check_every_step`](SessionBuilder::check_every_step) reads the
@@ -117,7 +117,7 @@ use crate::signals::Signals;
 use crate::summary::{Anomaly, StepRecord};
 
 pub use builder::{IntoSchedule, SessionBuilder, DEFAULT_SCHEDULE};
-pub use console::{said_above, startup_message, steps_text, Console};
+pub use console::{said_above, startup_message, steps_text, written_lines, Console};
 pub use upload::{Upload, UploadSize};
 pub(crate) use upload::device_bytes as upload_bytes;
 

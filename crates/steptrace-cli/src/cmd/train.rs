@@ -14,7 +14,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use steptrace::format::Figure;
 use steptrace::Schedule;
 use steptrace_burn::backend;
-use steptrace_burn::session::{said_above, steps_text};
+use steptrace_burn::session::{said_above, written_lines};
 use steptrace_burn::signals::{self, Signals};
 use steptrace_burn::{Console, RunSummary, Session};
 
@@ -115,6 +115,9 @@ pub fn run(a: TrainArgs, signals: Option<std::io::Result<Signals>>) -> anyhow::R
     }
     if schedule.is_on_demand() && !a.no_profile && summary.traces.is_empty() {
         say("no trace written: no capture was asked for (steptrace capture PID)");
+    }
+    if let Some(why) = steptrace::settings::why_no_trace().filter(|_| !a.no_profile && summary.traces.is_empty()) {
+        say(&format!("no trace written: {why}"));
     }
     if records_nothing && summary.traces.is_empty() {
         say(&format!("no trace written: the schedule {} recorded none of the {} steps that ran", a.schedule, summary.steps.len()));
@@ -269,7 +272,7 @@ fn print_summary(s: &RunSummary, reason: Option<&str>) {
     if let Some(per_step) = s.trace_bytes_per_step() {
         table.add_row(["trace bytes per recorded step".to_owned(), format!("{per_step:.0}")]);
     }
-    println!("{table}");
+    steptrace_burn::console::out(&table);
     match &s.cold_start {
         Some(Figure::Known(cold)) => {
             for line in cold.lines() {
@@ -284,21 +287,5 @@ fn print_summary(s: &RunSummary, reason: Option<&str>) {
     for anomaly in &s.anomalies {
         say(&format!("after startup, step {}: {}", anomaly.step, anomaly.what));
     }
-    for trace in &s.traces {
-        say(&format!(
-            "wrote {} (cycle {}, steps {}{})",
-            trace.path.display(),
-            trace.cycle,
-            steps_text(&trace.steps),
-            if trace.partial { ", PARTIAL" } else { "" }
-        ));
-    }
-    for trace in &s.traces {
-        for warning in &trace.label_warnings {
-            console::warn(&format!("steptrace: warning: {}: {warning}", trace.path.display()));
-        }
-    }
-    for err in &s.trace_errors {
-        say(&format!("trace error: {err}"));
-    }
+    written_lines(&s.traces, &s.trace_errors);
 }

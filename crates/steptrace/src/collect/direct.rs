@@ -1,5 +1,5 @@
-//! steptrace's own spans on the stepping thread, kept without tracing's registry: [`own_span!`]
-//! and [`layer`](crate::layer).
+//! steptrace's own spans on the stepping thread, kept without tracing's registry:
+//! [`own_span!`](crate::own_span!) and [`layer`](crate::layer).
 //!
 //! A `tracing` span costs its registry slot, the dispatcher's walk through every layer, and
 //! the gate's lookups of the span it is told about, on each begin and end. Inside a
@@ -11,8 +11,8 @@
 //! gate would have kept for it: integer fields (`data.load`'s batch, `transfer.h2d`'s bytes)
 //! included, written as the gate writes a `tracing` span's `args` (by the writer: the buffer
 //! keeps them as numbers). So is the step's own `ProfilerStep#N` span, when the global
-//! subscriber is the profiler's own ([`begin_step`]): a step's records reach the writer at the
-//! profiler's flush, or, where they must be announced (see [`batch`](super::batch)), by an event
+//! subscriber is the profiler's own (`begin_step`): a step's records reach the writer at the
+//! profiler's flush, or, where they must be announced (see the `batch` module), by an event
 //! sent through that subscriber to the Chrome layer.
 //!
 //! [`Profiler::record_own_spans_directly`](crate::Profiler::record_own_spans_directly) turns
@@ -106,7 +106,8 @@ pub(crate) fn end_step(step: DirectStep, end_waits: bool) {
 }
 
 /// A span of steptrace's own, begun directly, through `tracing`, or not at all (outside a
-/// window); it ends when dropped. Made by [`own_span!`] and [`layer`](crate::layer).
+/// window); it ends when dropped. Made by [`own_span!`](crate::own_span!) and
+/// [`layer`](crate::layer).
 #[must_use = "the span ends when this guard is dropped"]
 pub struct OwnSpan<'a>(Inner<'a>);
 

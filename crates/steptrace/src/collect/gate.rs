@@ -1,6 +1,6 @@
 //! Which spans are kept: the schedule gate.
 //!
-//! The gate has two halves that share one [`Shared`] state, written by the
+//! The gate has two halves that share one state, written by the
 //! [`Profiler`](crate::Profiler) at each step and read by every thread:
 //!
 //! - A filter. While the current step's action is [`Action::None`](crate::schedule::Action::None) (skip or
@@ -9,10 +9,10 @@
 //!   is made again for each span rather than cached per callsite, and
 //!   [`Interest::never`] for targets that are not opted in. It comes in two
 //!   forms:
-//!   - **global** ([`ProfilerBuilder::build_global`], used by
-//!     [`ProfilerBuilder::try_install`]): the gate is the subscriber's only
+//!   - **global** ([`ProfilerBuilder::build_global`](crate::ProfilerBuilder::build_global), used by
+//!     [`ProfilerBuilder::try_install`](crate::ProfilerBuilder::try_install)): the gate is the subscriber's only
 //!     layer and rejected spans are never created — the cheapest path;
-//!   - **per-layer** ([`GateFilter`], from [`ProfilerBuilder::build`]), to
+//!   - **per-layer** ([`GateFilter`], from [`ProfilerBuilder::build`](crate::ProfilerBuilder::build)), to
 //!     compose with other layers such as a log formatter. tracing-subscriber
 //!     only disables a span outright when every per-layer filter slot
 //!     rejects it, so here a rejected span is still created in the registry
@@ -46,7 +46,7 @@ pub use crate::format::names::{STEP_SPAN, TARGET};
 use crate::format::names::LAYER_SPAN;
 
 
-pub(crate) use super::shared::{OwnSpans, Shared, OWN_SPANS_ENV};
+pub(crate) use super::shared::{OwnSpans, Shared};
 pub(crate) use super::threads::{tagged_category, thread_name};
 pub(crate) use super::args::{LayerName, MessageVisitor, StepNumber};
 use super::args::{Fields, LayerVisitor, SpanArgs, StepVisitor};

@@ -1,6 +1,6 @@
 //! Collection: which steps are recorded ([`schedule`]), the handle that
 //! advances them ([`Profiler`]), and the [`gate`] that decides, once, which
-//! spans are kept. The [sink](crate::sink) writes what the gate keeps.
+//! spans are kept. The [sink] writes what the gate keeps.
 
 mod args;
 pub(crate) mod backlog;

@@ -259,9 +259,9 @@ impl Profiler {
     /// `STEPTRACE_OWN_SPANS=tracing` refuses it too (an experiment's knob, to measure one path
     /// against the other); every trace's metadata says which path the spans took (`own_spans`).
     pub fn record_own_spans_directly(&self, veto: Option<fn() -> bool>) -> bool {
-        use crate::gate::{OwnSpans, OWN_SPANS_ENV};
+        use crate::gate::OwnSpans;
         let shared = &self.core.shared;
-        if std::env::var(OWN_SPANS_ENV).is_ok_and(|v| v.trim() == "tracing") {
+        if crate::settings::own_spans_tracing() {
             shared.set_own_spans(OwnSpans::TracingAsked);
             return false;
         }

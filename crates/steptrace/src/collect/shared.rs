@@ -50,11 +50,6 @@ pub(crate) struct Shared {
     own_spans: AtomicU8,
 }
 
-/// An experiment's knob: `tracing` keeps steptrace's own spans going through tracing's registry
-/// where they would be kept around it ([`direct`](super::direct)); every trace's `own_spans`
-/// says which path they took.
-pub(crate) const OWN_SPANS_ENV: &str = "STEPTRACE_OWN_SPANS";
-
 /// How steptrace's own spans of the stepping thread were kept.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum OwnSpans {
@@ -62,23 +57,24 @@ pub(crate) enum OwnSpans {
     Tracing = 0,
     /// As records, around tracing ([`direct`](super::direct)).
     Direct = 1,
-    /// Through tracing, because [`OWN_SPANS_ENV`] asked for it.
+    /// Through tracing, because [`crate::settings::OWN_SPANS`] asked for it.
     TracingAsked = 2,
 }
 
-/// An experiment's knob: `steps` keeps only the `ProfilerStep` spans while collecting (events,
-/// counters included, are kept); `unwritten` makes every span but has the writer drop the
-/// stepping thread's records (what the writer's work beside the step costs it); `announced`
-/// announces every batch through tracing-chrome, a step's too (what the flushes taking them
-/// saves); every trace's `span_filter` says so. Anything else: every span.
-pub(crate) const SPANS_ENV: &str = "STEPTRACE_SPANS";
+/// An experiment's knob ([`crate::settings::SPANS`]): `steps` keeps only the `ProfilerStep`
+/// spans while collecting (events, counters included, are kept); `unwritten` makes every span
+/// but has the writer drop the stepping thread's records (what the writer's work beside the
+/// step costs it); `announced` announces every batch through tracing-chrome, a step's too
+/// (what the flushes taking them saves); every trace's `span_filter` says so.
+pub(crate) const SPANS_ENV: &str = crate::settings::SPANS;
 
 impl Shared {
     pub(crate) fn new(include_args: bool) -> Shared {
-        let spans_env = |value: &str| std::env::var(SPANS_ENV).is_ok_and(|v| v.trim() == value);
-        let batches = super::batch::Batches::unwritten(spans_env("unwritten"));
+        use crate::settings::Spans;
+        let spans = crate::settings::spans();
+        let batches = super::batch::Batches::unwritten(spans == Spans::Unwritten);
         Shared {
-            batches: if spans_env("announced") { batches.announcing_every() } else { batches },
+            batches: if spans == Spans::Announced { batches.announcing_every() } else { batches },
             include_args,
             action: AtomicU8::new(Action::None.to_u8()),
             segment: AtomicU64::new(0),
@@ -86,7 +82,7 @@ impl Shared {
             sink_id: NEXT_SINK.fetch_add(1, Ordering::Relaxed),
             lost_events: AtomicU64::new(0),
             backlog: super::backlog::Backlog::default(),
-            only_steps: std::env::var(SPANS_ENV).is_ok_and(|v| v.trim() == "steps"),
+            only_steps: spans == Spans::Steps,
             step_end_waits: AtomicBool::new(false),
             direct_allowed: AtomicBool::new(false),
             own_spans: AtomicU8::new(OwnSpans::Tracing as u8),

@@ -136,7 +136,7 @@ mod tests {
         }
         assert!(p.available, "{p:?}");
         assert!(p.device.is_some());
-        if std::env::var_os("STEPTRACE_EXPECT_LAVAPIPE").is_some() || lavapipe_installed() {
+        if steptrace::settings::expect_lavapipe() || lavapipe_installed() {
             assert!(
                 adapters.iter().any(|a| a.device_type == wgpu::DeviceType::Cpu),
                 "{adapters:?}"

@@ -28,7 +28,7 @@ const POLL: Duration = Duration::from_micros(500);
 /// An experiment's knob: how the writer waits between a window's steps. `off` parks it on its
 /// channel (the step's first message then wakes it); a number is the poll period in µs (10 to
 /// 50,000). Anything else keeps the default, and the trace's `writer_linger` says so.
-pub(crate) const LINGER_ENV: &str = "STEPTRACE_LINGER";
+pub(crate) const LINGER_ENV: &str = crate::settings::LINGER;
 
 /// The deadline and the requests the profiler and the writer thread share.
 #[derive(Debug)]
@@ -47,7 +47,12 @@ pub(crate) struct Linger {
 impl Linger {
     /// The default, or what [`LINGER_ENV`] sets.
     pub(crate) fn new() -> Linger {
-        Linger::with_setting(std::env::var(LINGER_ENV).ok().as_deref())
+        Linger::with_setting(match crate::settings::linger() {
+            crate::settings::Linger::Off => Some("off".to_owned()),
+            crate::settings::Linger::Every(us) => Some(us.to_string()),
+            _ => None,
+        }
+        .as_deref())
     }
 
     fn with_setting(setting: Option<&str>) -> Linger {
