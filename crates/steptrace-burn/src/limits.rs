@@ -88,6 +88,31 @@ pub(crate) fn check_shapes(cfg: &RunConfig, sample_shape: &[usize]) -> Result<()
     Ok(())
 }
 
+/// On a backend whose device memory is the host's (the CPU backend, where a failed allocation
+/// aborts the process before any report can be written), what the step's activations need at
+/// the least: each layer's output and its activation, kept for backward, for the whole batch.
+/// A lower bound, not an estimate: the step needs this and more.
+pub(crate) fn check_activations(cfg: &RunConfig, sample_shape: &[usize], num_classes: usize, vocab: Option<usize>) -> Result<(), ConfigError> {
+    let batch = cfg.batch_size as u128;
+    let per_sample: u128 = match cfg.model {
+        ModelKind::Mlp => {
+            let hidden = cfg.mlp_hidden.as_deref().unwrap_or(&MLP_HIDDEN);
+            hidden.iter().map(|&w| 2 * w as u128).sum::<u128>() + num_classes as u128
+        }
+        ModelKind::ConvNet => {
+            let [_, h, w] = <[usize; 3]>::try_from(sample_shape).unwrap_or([1, 1, 1]);
+            let config = steptrace_models::ConvNetConfig::new(1, h, w, num_classes);
+            let area = (h as u128).saturating_mul(w as u128);
+            let [c0, c1] = [config.channels[0] as u128, config.channels[1] as u128];
+            2 * c0 * area + 2 * c1 * (area / 4)
+        }
+        // The logits and their softmax, one position at a time.
+        ModelKind::Transformer => 2 * (cfg.seq_len as u128) * vocab.unwrap_or(num_classes) as u128,
+    };
+    let bytes = per_sample.saturating_mul(batch).saturating_mul(4);
+    check_memory(&format!("the activations of a batch of {} samples (at the least)", cfg.batch_size), bytes, available_memory())
+}
+
 fn features(shape: &[usize]) -> u128 {
     shape.iter().fold(1u128, |acc, &d| acc.saturating_mul(d as u128))
 }
@@ -117,9 +142,21 @@ fn check_memory(what: &str, bytes: u128, available: Option<u64>) -> Result<(), C
 
 /// `MemAvailable` from `/proc/meminfo`, bytes; `None` where it cannot be
 /// read.
+/// What the process may still allocate: the machine's available memory, and no more than its
+/// address-space limit (`ulimit -v`) leaves.
 fn available_memory() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    parse_meminfo(&text)
+    let available = parse_meminfo(&text)?;
+    Some(address_space_left().map_or(available, |left| left.min(available)))
+}
+
+/// What the address-space limit leaves beyond what the process maps already.
+fn address_space_left() -> Option<u64> {
+    let limit = rustix::process::getrlimit(rustix::process::Resource::As).current?;
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmSize:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(limit.saturating_sub(kb.saturating_mul(1024)))
 }
 
 fn parse_meminfo(text: &str) -> Option<u64> {

@@ -368,6 +368,29 @@ fn per_sample(f: &Facts<'_>) -> Result<Bounded, String> {
     if f.batch_size == 0 {
         return Err("the batch size is 0".to_owned());
     }
+    let bound = per_sample_by_memory(f);
+    // The step holds its input batch: a bound below the batch's own bytes per sample says
+    // less than the report's own table does.
+    let input = f.batch_bytes.div_ceil(f.batch_size);
+    match bound {
+        Ok(b) if b.value >= input => Ok(b),
+        Err(_) if input == 0 => bound,
+        other => Ok(Bounded {
+            value: input,
+            bound: "at least",
+            method_note: format!(
+                "the input batch's own bytes over the batch size, which the step holds{}",
+                match other {
+                    Ok(b) => format!(" (more than {} B from {})", b.value, b.method_note),
+                    Err(_) => String::new(),
+                }
+            ),
+        }),
+    }
+}
+
+/// [`per_sample`] from the allocator's figures alone.
+fn per_sample_by_memory(f: &Facts<'_>) -> Result<Bounded, String> {
     if let Some(s) = f.highest {
         let fixed = f.parameters.bytes + s.gradients + s.optimizer_state;
         let activations = s.in_use.saturating_sub(fixed);
@@ -547,5 +570,19 @@ mod tests {
         assert!(r.fitting_batch.reason().unwrap().contains("capacity is not known"));
         assert_eq!(r.categories[1], Category { name: "unattributed", bytes: -50 });
         assert!(r.not_observed.iter().any(|n| n.contains("capacity")));
+    }
+
+    /// The bound per sample is never below the input batch's own bytes per sample, which the
+    /// step holds (a step-start sample between steps says almost nothing of the step).
+    #[test]
+    fn the_bound_per_sample_is_never_below_the_input_batch() {
+        let p = params(100);
+        let mut f = facts(&p);
+        f.batch_bytes = 2_600;
+        f.highest = Some(Sample { in_use: 110, gradients: 0, optimizer_state: 0, after: "step start", step: 0, inside_step: false });
+        let r = explain(&f);
+        let b = r.per_sample.known().unwrap();
+        assert_eq!((b.value, b.bound), (260, "at least"));
+        assert!(b.method_note.contains("input batch") && b.method_note.contains("more than 1 B"), "{}", b.method_note);
     }
 }

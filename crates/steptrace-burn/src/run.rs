@@ -58,6 +58,16 @@ pub fn train(cfg: &RunConfig, builder: SessionBuilder, on_step: &mut dyn FnMut(&
     let session = builder.start()?;
     let (source, vocab) = data::source_for(cfg)?;
     crate::limits::check_shapes(cfg, &source.info().sample_shape)?;
+    // Where the device's memory is the host's, a failed allocation aborts the process (the CPU
+    // backend) or takes the machine's memory: a batch whose activations cannot fit is refused
+    // before anything runs.
+    let selection = session.selection();
+    let host_memory = selection.kind == crate::backend::BackendKind::Cpu
+        || selection.wgpu_device.is_some_and(crate::backend::WgpuTarget::is_cpu);
+    if host_memory {
+        let info = source.info();
+        crate::limits::check_activations(cfg, &info.sample_shape, info.num_classes, vocab)?;
+    }
     let loader = Loader::new(source.clone(), cfg.prefetch, cfg.prefetch_depth, Duration::from_millis(cfg.loader_delay_ms))?;
     let device = session.device();
     device.seed(cfg.seed);
