@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 
 /// Reads batches 0, 1, 2, ... in order.
 ///
-/// Without prefetch, each [`next`](Loader::next) reads the batch on the
+/// Without prefetch, each [`next_batch`](Loader::next_batch) reads the batch on the
 /// calling thread inside a `data.load` span. With `workers > 0`, threads
 /// named `loader-0`, `loader-1`, ... read ahead (worker `i` reads batches
 /// `i, i + workers, ...`, each in its own `data.load` span) into bounded

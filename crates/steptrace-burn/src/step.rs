@@ -247,7 +247,7 @@ fn phase_sync(policy: SyncPolicy, device: &Device) -> Result<(), StepError> {
     Ok(())
 }
 
-/// Elements of the constant that [`train_step_planted`] uploads each step.
+/// Elements of the constant that [`planted_upload`] uploads each step.
 pub const PLANTED_UPLOAD_ELEMENTS: usize = 1000;
 
 /// A deliberate inefficiency, for testing the report's "repeated upload"

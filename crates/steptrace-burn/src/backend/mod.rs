@@ -57,7 +57,7 @@ pub use memory::{
 };
 pub use probe::{cuda_kernel_compiler, probe, probe_all, Probe};
 pub use select::{select, Selection};
-pub use startup::{install_log_capture, install_profiler, startup_progress, StartupCapture, StartupProgress};
+pub use startup::{install_log_capture, install_profiler, startup_progress, LogSlotTaken, StartupCapture, StartupProgress};
 pub use types::{backend_runtime_name, backend_type_name, short_type_name};
 
 /// What the user asked for (`--backend auto|cuda|wgpu|cpu`).

@@ -56,7 +56,7 @@ impl Selection {
         label
     }
 
-    /// The concrete autodiff backend type that [`run_on`](super::run_on) uses, shortened
+    /// The concrete autodiff backend type this selection trains on, shortened
     /// (e.g. `Autodiff<Fusion<CubeBackend<CudaRuntime, f32, i32, u8>>>`).
     pub fn backend_type_name(&self) -> String {
         super::types::backend_type_name(self.kind)

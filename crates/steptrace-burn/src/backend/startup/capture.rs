@@ -18,7 +18,7 @@ use crate::backend::BackendKind;
 /// The logger; a unit value, so that it can be `'static`.
 static LOGGER: StartupLog = StartupLog;
 /// Whether [`LOGGER`] holds the `log` slot, or why not.
-static INSTALLED: OnceLock<Result<(), String>> = OnceLock::new();
+static INSTALLED: OnceLock<Result<(), LogSlotTaken>> = OnceLock::new();
 /// Set while at least one [`StartupCapture`] is live: markers are recorded.
 static ARMED: AtomicBool = AtomicBool::new(false);
 /// Set when the autotune logger's `log` sink is steptrace's alone: its records are not
@@ -133,21 +133,26 @@ fn baseline() -> log::LevelFilter {
 ///
 /// # Errors
 ///
-/// When another logger holds the slot; the startup breakdown is then absent with this
-/// reason.
-pub fn install_log_capture() -> Result<(), String> {
+/// [`LogSlotTaken`] when another logger holds the slot; the startup breakdown is then absent
+/// with its message as the reason.
+pub fn install_log_capture() -> Result<(), LogSlotTaken> {
     INSTALLED
         .get_or_init(|| {
-            log::set_logger(&LOGGER).map_err(|_| {
-                "not observed: another `log` logger was installed in this process before steptrace's \
-                 (install the subscriber with steptrace_burn::backend::install_profiler)"
-                    .to_owned()
-            })?;
+            log::set_logger(&LOGGER).map_err(|_| LogSlotTaken)?;
             log::set_max_level(baseline());
             Ok(())
         })
         .clone()
 }
+
+/// Another `log` logger holds the process's one slot, so cubecl's records cannot be read:
+/// [`install_log_capture`]'s error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "not observed: another `log` logger was installed in this process before steptrace's \
+     (install the subscriber with steptrace_burn::backend::install_profiler)"
+)]
+pub struct LogSlotTaken;
 
 /// Runs `create` (the creation of a device client) and, while a capture is live, records how
 /// long it took.
@@ -233,7 +238,7 @@ impl StartupCapture {
             return StartupCapture { mode: Mode::NotApplicable };
         }
         if let Err(why) = install_log_capture() {
-            return StartupCapture { mode: Mode::Unavailable(why) };
+            return StartupCapture { mode: Mode::Unavailable(why.to_string()) };
         }
         let facts = super::facts::facts(kind);
         {

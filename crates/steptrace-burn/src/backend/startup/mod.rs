@@ -12,5 +12,5 @@ mod subscriber;
 #[cfg(any(feature = "cuda", feature = "wgpu"))]
 pub(crate) use capture::{note_autotune_sink, AutotuneSink};
 pub(crate) use capture::timed_client;
-pub use capture::{install_log_capture, startup_progress, StartupCapture, StartupProgress};
+pub use capture::{install_log_capture, startup_progress, LogSlotTaken, StartupCapture, StartupProgress};
 pub use subscriber::install_profiler;

@@ -9,7 +9,7 @@
 //! [`compare_kernels`] puts two sides' kernels next to each other, by name
 //! or, when the names do not match, by [`KernelClass`]. An
 //! [`OverheadResult`] measures the profiler's cost inside each process,
-//! wait steps against active steps of one schedule ([`overhead`](self::overhead)
+//! wait steps against active steps of one schedule ([`overhead`]
 //! explains the method).
 
 mod compare;

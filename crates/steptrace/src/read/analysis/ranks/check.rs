@@ -85,7 +85,7 @@ struct Claim<'a> {
 /// # Errors
 ///
 /// [`ReportError::RankConflict`] for a claim that cannot hold (see the
-/// [module docs](self)), [`ReportError::MixedRuns`] for ranks of different
+/// rules of [`RankReport`](super::RankReport)), [`ReportError::MixedRuns`] for ranks of different
 /// runs, [`ReportError::NoRank`] for a file without a rank among files with
 /// one.
 pub fn check_ranks(files: &[(String, Trace)]) -> Result<RankCheck, ReportError> {

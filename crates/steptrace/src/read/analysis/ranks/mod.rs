@@ -55,7 +55,8 @@ use crate::reader::Trace;
 pub use check::{check_ranks, RankCheck};
 pub use straggler::{Straggler, STRAGGLER_MIN_SHARE};
 
-/// The ranks of one run, compared. See the [module docs](self).
+/// The ranks of one run, compared: which rank is slow, and whether every
+/// rank ran the same steps of the same run.
 #[derive(Clone, Debug, Serialize)]
 pub struct RankReport {
     /// How many ranks the run had (from `distributedInfo`).
