@@ -108,7 +108,9 @@ fn launches_copies_and_kernels() {
     assert_eq!(l.launches_per_step.median, 5.0);
     assert_eq!(l.unmatched_kernels, 0);
     // Launch to start: 20 µs for gemm, 10 µs for the four others.
-    assert!(close(l.launch_to_start_us.median, 10.0) && close(l.launch_to_start_us.max, 20.0));
+    let latency = l.launch_to_start_us.as_ref().unwrap();
+    assert!(close(latency.median, 10.0) && close(latency.max, 20.0));
+    assert_eq!(l.before_launch, 0);
     // The last launch ends at 8000, the last kernel at 8500.
     assert!(close(l.host_ahead_ms.median, 0.5));
 
@@ -174,7 +176,7 @@ fn many_short_kernels_on_an_idle_device_read_as_launch_bound() {
     let h = &r.hypotheses[0];
     assert!(h.evidence.starts_with("40 of 40 kernels per step run under 10 µs"), "{}", h.evidence);
     assert!(close(r.device.device_busy_share.as_ref().unwrap().median, 0.008));
-    assert!(close(r.device.launch.as_ref().unwrap().launch_to_start_us.median, 8.0));
+    assert!(close(r.device.launch.as_ref().unwrap().launch_to_start_us.as_ref().unwrap().median, 8.0));
 }
 
 #[test]

@@ -18,7 +18,17 @@ const KERNEL_CHARS: usize = 40;
 
 /// A share of the step, as a percentage.
 fn pct(s: &Stats) -> String {
-    format!("{:.1}%", s.median * 100.0)
+    share(s.median, 1)
+}
+
+/// A share (0 to 1) as a percentage with `digits` decimals; a value outside 0 to 100% is
+/// no share, and is never printed as one.
+pub(super) fn share(v: f64, digits: usize) -> String {
+    const ROUNDING: f64 = 1e-6;
+    if !v.is_finite() || !(-ROUNDING..=1.0 + ROUNDING).contains(&v) {
+        return "not meaningful: inconsistent input".to_owned();
+    }
+    format!("{:.*}%", digits, v.clamp(0.0, 1.0) * 100.0)
 }
 
 /// Host, device and waiting.
@@ -87,14 +97,25 @@ fn launches(o: &mut String, d: &DeviceView) {
     match (&d.launch, &d.launches_per_step) {
         (Some(l), _) => {
             let _ = writeln!(o, "launches      {}", stats_line(&l.launches_per_step, "per step"));
-            let _ = writeln!(
-                o,
-                "launch→start  median {} µs  p90 {} µs  ({} kernels matched to their launch, {} not)",
-                ms(l.launch_to_start_us.median),
-                ms(l.launch_to_start_us.p90),
-                l.matched_kernels,
-                l.unmatched_kernels
-            );
+            let matched = format!("{} kernels matched to their launch, {} not", l.matched_kernels, l.unmatched_kernels);
+            let before = if l.before_launch > 0 {
+                format!("; {} start before their launch call, left out: inconsistent input", l.before_launch)
+            } else {
+                String::new()
+            };
+            match &l.launch_to_start_us {
+                Some(s) => {
+                    let _ = writeln!(
+                        o,
+                        "launch→start  median {} µs  p90 {} µs  ({matched}{before})",
+                        ms(s.median),
+                        ms(s.p90)
+                    );
+                }
+                None => {
+                    let _ = writeln!(o, "launch→start  not meaningful: inconsistent input ({matched}{before})");
+                }
+            }
             let _ = writeln!(
                 o,
                 "host ahead    median {} ms  (last kernel's end minus the host's last launch; near 0: launch-bound)",
@@ -176,7 +197,7 @@ fn kernels(o: &mut String, d: &DeviceView) {
             ms(row.mean_us),
             dims(row.grid),
             dims(row.block),
-            format!("{:.0}%", row.share_of_busy * 100.0),
+            share(row.share_of_busy, 0),
         ]);
     }
     for i in 1..7 {
@@ -189,5 +210,9 @@ fn kernels(o: &mut String, d: &DeviceView) {
     if more > 0 {
         let _ = writeln!(o, "({more} more kernel names; --json has the first 50)");
     }
-    let _ = writeln!(o, "note: share = the kernel's time over device busy time; kernels on several streams can overlap");
+    let _ = writeln!(
+        o,
+        "note: share = the time the kernel ran (its calls that overlap counted once) over device busy time; kernels \
+         on several streams can overlap, so the shares may add up to more than 100%"
+    );
 }

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use super::device::DeviceIssues;
 use super::loaded::Loaded;
 use super::steps::StepIssues;
 use crate::read::display::label;
@@ -51,6 +52,59 @@ pub(crate) fn trace_warnings(path: &str, trace: &Trace, out: &mut Vec<String>) {
     for (what, (count, action, first)) in by_kind {
         let first = label(&first.to_string(), QUOTE_CHARS).into_owned();
         out.push(format!("{path}: {count} event(s) {what}, first {first}; {action}"));
+    }
+}
+
+/// Warnings about the kernel events of the file at `path` that cannot be as written (see
+/// [`DeviceIssues`]): what each is, how many, the first, and what the report did.
+pub(crate) fn device_warnings(path: &str, issues: &DeviceIssues, out: &mut Vec<String>) {
+    if !issues.any() {
+        return;
+    }
+    let first = |found: &super::device::Found| {
+        found.first.as_ref().map_or_else(String::new, |e| {
+            format!(", first `{}` at ts {} µs", label(&e.name, QUOTE_CHARS), e.ts)
+        })
+    };
+    let r = &issues.repeated;
+    if r.count > 0 {
+        out.push(format!(
+            "{path}: {} kernel event(s) repeat an earlier one (the same device, stream, name, start and duration, or \
+             the same correlation id and name){}: duplicated input; each kernel is counted once, the copies are left \
+             out of every figure",
+            r.count,
+            first(r)
+        ));
+    }
+    let o = &issues.overlapping;
+    if o.count > 0 {
+        out.push(format!(
+            "{path}: {} kernel(s) start before the previous kernel on their stream ended ({} stream(s){}): a CUDA \
+             stream runs its kernels one at a time, so these times are impossible; the kernel figures (sums, means, \
+             calls per step) rest on inconsistent input, and shares are elapsed time, never above 100%",
+            o.count,
+            issues.overlapping_streams,
+            first(o)
+        ));
+    }
+    let c = &issues.shared_correlation;
+    if c.count > 0 {
+        out.push(format!(
+            "{path}: {} kernel(s) carry the correlation id of a single-kernel launch that another kernel carries \
+             too{}: one launch runs one kernel, so the kernel and launch figures rest on inconsistent input",
+            c.count,
+            first(c)
+        ));
+    }
+    let b = &issues.before_launch;
+    if b.count > 0 {
+        out.push(format!(
+            "{path}: {} kernel(s) start before the call that launched them (by up to {:.1} µs{}): the host's and the \
+             device's clocks disagree, or the input is inconsistent; they are left out of launch-to-start",
+            b.count,
+            -issues.earliest_us,
+            first(b)
+        ));
     }
 }
 

@@ -16,7 +16,7 @@ use serde_json::{Map, Value};
 
 use crate::format::names::meta;
 use crate::format::{tag, DISTRIBUTED_INFO};
-use crate::hygiene::{redact_trace, scan_trace, LocatedFinding};
+use crate::hygiene::{LabelScanner, LocatedFinding, Redaction, ScanSource};
 use crate::reader::{JsonTrace, TraceFormat};
 
 /// The labels of a trace, with counts, and the findings of label hygiene.
@@ -40,8 +40,13 @@ pub struct Inventory {
     pub process_names: Vec<String>,
     /// Metadata fields, as paths (`metadata.manifest.model`).
     pub metadata_fields: Vec<String>,
-    /// What looks like a secret, a private path or input content.
+    /// What looks like a secret, a private path or input content: each once, at its first
+    /// location, with how often it occurs.
     pub findings: Vec<Finding>,
+    /// How many strings (keys and values), card numbers and numeric arrays are flagged,
+    /// every occurrence counted: as many as a sanitised copy replaces
+    /// ([`RedactOutcome::replaced`]). A string with two findings counts once.
+    pub flagged: usize,
 }
 
 /// A finding, as shown and serialised.
@@ -53,11 +58,14 @@ pub struct Finding {
     pub kind: String,
     /// A masked excerpt.
     pub excerpt: String,
+    /// How often it occurs in the trace (the string that makes it, the key and its value,
+    /// the place of a numeric array), this first location included.
+    pub occurrences: usize,
 }
 
 impl From<LocatedFinding> for Finding {
     fn from(f: LocatedFinding) -> Self {
-        Finding { location: f.location, kind: f.finding.kind.to_string(), excerpt: f.finding.excerpt }
+        Finding { location: f.location, kind: f.finding.kind.to_string(), excerpt: f.finding.excerpt, occurrences: 1 }
     }
 }
 
@@ -66,7 +74,7 @@ const READ_FIELDS: &[&str] = &["ph", "name", "cat", "pid", "tid", "ts", "dur", "
 
 impl Inventory {
     /// Lists the labels of `trace` and scans every string in it (see
-    /// [`scan_trace`]).
+    /// [`scan_trace`](crate::hygiene::scan_trace)), and counts every occurrence of what it flags.
     #[must_use]
     pub fn of(trace: &JsonTrace) -> Inventory {
         let mut inv = Inventory::default();
@@ -105,9 +113,19 @@ impl Inventory {
         let mut fields = Vec::new();
         key_paths(&trace.metadata, "", &mut fields);
         inv.metadata_fields = fields;
-        inv.findings = scan_trace(trace).into_iter().map(Finding::from).collect();
+        let mut scanner = LabelScanner::new();
+        trace.scan_into(&mut scanner);
+        inv.flagged = scanner.flagged();
+        let counts = scanner.occurrences().to_vec();
+        inv.findings = scanner
+            .into_findings()
+            .into_iter()
+            .zip(counts)
+            .map(|(f, occurrences)| Finding { occurrences, ..Finding::from(f) })
+            .collect();
         inv
     }
+
 }
 
 fn key_paths(map: &Map<String, Value>, prefix: &str, out: &mut Vec<String>) {
@@ -123,7 +141,8 @@ fn key_paths(map: &Map<String, Value>, prefix: &str, out: &mut Vec<String>) {
 /// What [`redact_file`] did.
 #[derive(Clone, Debug, Serialize)]
 pub struct RedactOutcome {
-    /// Strings (and numeric arrays) replaced.
+    /// Strings (and numeric arrays) replaced, every occurrence counted: the
+    /// [`Inventory::flagged`] of the same trace.
     pub replaced: usize,
     /// Bytes written.
     pub bytes: u64,
@@ -169,6 +188,12 @@ pub enum RedactError {
 /// [`redact_trace`](crate::hygiene::redact_trace)), the copy is scanned
 /// again with the same walk, and written only if nothing is left.
 ///
+/// The copy is never held whole: a first pass redacts each event and scans
+/// again what it changed (what it leaves as it was holds nothing flagged:
+/// the scan and the redaction walk alike), a second redacts each event again
+/// as it writes it. Beside `trace`, the memory spent is that of one event,
+/// the metadata and the strings found clean (up to 2^20 of them).
+///
 /// The copy is laid out as steptrace writes a rank's file: a
 /// `distributedInfo` first (with a space after each colon, so that
 /// Holistic Trace Analysis finds the rank), then `traceEvents`, then the
@@ -212,11 +237,23 @@ pub fn redact_file(trace: &JsonTrace, out: &Path) -> Result<RedactOutcome, Redac
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn redact_file_in_order(trace: &JsonTrace, order: &[String], out: &Path) -> Result<RedactOutcome, RedactError> {
-    let (clean, replaced) = redact_trace(trace);
-    let left = scan_trace(&clean);
-    if let Some(first) = left.first() {
-        return Err(RedactError::NotClean { path: out.to_path_buf(), count: left.len(), first: first.to_string() });
+    let mut redaction = Redaction::default();
+    let mut again = LabelScanner::new();
+    let metadata = redaction.metadata(&trace.metadata);
+    if let Some(clean) = &metadata {
+        again.trace_metadata(clean);
     }
+    for (index, event) in trace.events.iter().enumerate() {
+        if let Some(clean) = redaction.event(index, event) {
+            again.trace_event(index, &clean);
+        }
+    }
+    let replaced = redaction.take_replaced();
+    if let Some(first) = again.findings().first() {
+        return Err(RedactError::NotClean { path: out.to_path_buf(), count: again.findings().len(), first: first.to_string() });
+    }
+    drop(again);
+    let copy = Copy { trace, metadata: metadata.as_ref().unwrap_or(&trace.metadata), order };
     let io = |source: io::Error| match source.kind() {
         io::ErrorKind::AlreadyExists => RedactError::Exists { path: out.to_path_buf() },
         _ => RedactError::Io { path: out.to_path_buf(), source },
@@ -227,10 +264,10 @@ pub fn redact_file_in_order(trace: &JsonTrace, order: &[String], out: &Path) -> 
         let mut buffered = BufWriter::with_capacity(1 << 16, file);
         if gzip {
             let mut encoder = GzEncoder::new(buffered, Compression::default());
-            write_document(&mut encoder, &clean, order)?;
+            copy.write(&mut encoder, &mut redaction)?;
             buffered = encoder.finish()?;
         } else {
-            write_document(&mut buffered, &clean, order)?;
+            copy.write(&mut buffered, &mut redaction)?;
         }
         let file = buffered.into_inner().map_err(io::IntoInnerError::into_error)?;
         file.sync_all()?;
@@ -298,72 +335,85 @@ impl<'de> Visitor<'de> for Keys<'_> {
     }
 }
 
-/// The top-level keys of `clean` in the order they are written.
-fn layout<'a>(clean: &'a JsonTrace, order: &'a [String]) -> Vec<&'a str> {
-    let mut keys: Vec<&str> = Vec::with_capacity(clean.metadata.len() + 1);
-    let add = |key: &'a str, keys: &mut Vec<&'a str>| {
-        if (key == EVENTS || clean.metadata.contains_key(key)) && !keys.contains(&key) {
-            keys.push(key);
-        }
-    };
-    for key in order {
-        add(key, &mut keys);
-    }
-    if order.is_empty() {
-        add(DISTRIBUTED_INFO, &mut keys);
-        add(EVENTS, &mut keys);
-    }
-    for key in clean.metadata.keys() {
-        add(key, &mut keys);
-    }
-    add(EVENTS, &mut keys);
-    keys
+/// A sanitised copy to write: the source's events, redacted as they are written, and its
+/// metadata already redacted.
+struct Copy<'a> {
+    trace: &'a JsonTrace,
+    metadata: &'a Map<String, Value>,
+    order: &'a [String],
 }
 
-const EVENTS: &str = "traceEvents";
+impl Copy<'_> {
+    /// The top-level keys in the order they are written.
+    fn layout(&self) -> Vec<&str> {
+        let mut keys: Vec<&str> = Vec::with_capacity(self.metadata.len() + 1);
+        let mut add = |key: &str| {
+            if (key == EVENTS || self.metadata.contains_key(key)) && !keys.contains(&key) {
+                keys.push(self.metadata.get_key_value(key).map_or(EVENTS, |(k, _)| k.as_str()));
+            }
+        };
+        for key in self.order {
+            add(key);
+        }
+        if self.order.is_empty() {
+            add(DISTRIBUTED_INFO);
+            add(EVENTS);
+        }
+        for key in self.metadata.keys() {
+            add(key);
+        }
+        add(EVENTS);
+        keys
+    }
 
-/// Writes `clean` in either layout, one event a line; in the object
-/// layout its keys in the order of [`layout`], `distributedInfo` with a
-/// space after each colon and comma.
-fn write_document(w: &mut impl Write, clean: &JsonTrace, order: &[String]) -> io::Result<()> {
-    let events = |w: &mut dyn Write| -> io::Result<()> {
-        w.write_all(b"[\n")?;
-        for (i, event) in clean.events.iter().enumerate() {
+    /// Writes the copy in the source's layout, one event a line; in the object layout its
+    /// keys in the order of [`layout`](Self::layout), `distributedInfo` with a space after
+    /// each colon and comma. Each event is redacted by `redaction` as it is written.
+    fn write(&self, w: &mut impl Write, redaction: &mut Redaction) -> io::Result<()> {
+        let mut events = |w: &mut dyn Write| -> io::Result<()> {
+            w.write_all(b"[\n")?;
+            for (index, event) in self.trace.events.iter().enumerate() {
+                if index > 0 {
+                    w.write_all(b",\n")?;
+                }
+                match redaction.event(index, event) {
+                    Some(clean) => serde_json::to_writer(&mut *w, &clean)?,
+                    None => serde_json::to_writer(&mut *w, event)?,
+                }
+            }
+            w.write_all(b"\n]")
+        };
+        if self.trace.format == TraceFormat::Array {
+            events(w)?;
+            return w.write_all(b"\n");
+        }
+        w.write_all(b"{")?;
+        for (i, key) in self.layout().into_iter().enumerate() {
             if i > 0 {
                 w.write_all(b",\n")?;
             }
-            serde_json::to_writer(&mut *w, event)?;
+            serde_json::to_writer(&mut *w, key)?;
+            match self.metadata.get(key) {
+                _ if key == EVENTS => {
+                    w.write_all(b":")?;
+                    events(w)?;
+                }
+                Some(value) if key == DISTRIBUTED_INFO => {
+                    w.write_all(b": ")?;
+                    value.serialize(&mut serde_json::Serializer::with_formatter(&mut *w, Spaced))?;
+                }
+                Some(value) => {
+                    w.write_all(b":")?;
+                    serde_json::to_writer(&mut *w, value)?;
+                }
+                None => w.write_all(b":null")?,
+            }
         }
-        w.write_all(b"\n]")
-    };
-    if clean.format == TraceFormat::Array {
-        events(w)?;
-        return w.write_all(b"\n");
+        w.write_all(b"}\n")
     }
-    w.write_all(b"{")?;
-    for (i, key) in layout(clean, order).into_iter().enumerate() {
-        if i > 0 {
-            w.write_all(b",\n")?;
-        }
-        serde_json::to_writer(&mut *w, key)?;
-        match clean.metadata.get(key) {
-            _ if key == EVENTS => {
-                w.write_all(b":")?;
-                events(w)?;
-            }
-            Some(value) if key == DISTRIBUTED_INFO => {
-                w.write_all(b": ")?;
-                value.serialize(&mut serde_json::Serializer::with_formatter(&mut *w, Spaced))?;
-            }
-            Some(value) => {
-                w.write_all(b":")?;
-                serde_json::to_writer(&mut *w, value)?;
-            }
-            None => w.write_all(b":null")?,
-        }
-    }
-    w.write_all(b"}\n")
 }
+
+const EVENTS: &str = "traceEvents";
 
 /// Compact JSON with a space after each colon and comma: `{"rank": 1,
 /// "world_size": 2}`, as HTA's rank pattern (`"rank":\s+(\d+)`) needs.

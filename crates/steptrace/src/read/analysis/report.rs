@@ -178,6 +178,7 @@ impl Report {
                 }
                 let activity = st.as_ref().and_then(|s| s.metadata.as_ref()?.device_activity.as_ref()).map(|a| a.status.clone());
                 let device = DeviceEvents::from_trace(trace);
+                checks::device_warnings(path, &device.issues, &mut warnings);
                 let memory = super::memory::samples(trace);
                 Loaded { producer: producer(trace, st.as_ref()), spans, steps, activity, device, memory }
             })

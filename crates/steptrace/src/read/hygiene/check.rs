@@ -2,7 +2,7 @@
 //! hits are merged into findings, and the fast path that skips most labels.
 
 use super::finding::{Finding, FindingKind};
-use super::{card, email, home, iban, input, national, token, unc};
+use super::{card, email, home, iban, input, national, pem, token, unc};
 
 /// Checks one label, returning what it seems to leak, in order of position
 /// (empty when the label looks clean).
@@ -109,6 +109,7 @@ pub(super) fn hits(text: &str, checks: Checks) -> Vec<Hit> {
     let mut hits = Vec::new();
     email::find(text, &mut hits);
     token::find(text, &mut hits);
+    pem::find(text, &mut hits);
     home::find(text, &mut hits);
     unc::find(text, &mut hits);
     card::find(text, &mut hits);

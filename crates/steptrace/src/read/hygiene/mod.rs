@@ -9,7 +9,8 @@
 //! of every event whether steptrace reads it or not, and says where each
 //! finding is; [`redact_trace`] replaces what it flags. Both it and the trace sink, which checks each file as it
 //! finalises it, feed one [`LabelScanner`]: it reports each offending string
-//! once, at its first location, and bounds the memory it spends.
+//! once, at its first location, counts every occurrence (as many as a
+//! redaction replaces), and bounds the memory it spends.
 //!
 //! The checks are heuristics, tuned to stay quiet on ordinary labels
 //! (`ProfilerStep#12`, `cubecl_runtime::client::launch_inner`,
@@ -18,7 +19,12 @@
 //! - [`FindingKind::Email`]: `local@domain.tld` with an alphabetic TLD.
 //! - [`FindingKind::Token`]: `Bearer` tokens; AWS-style key ids
 //!   (`AKIA…`, `ASIA…`); well-known token prefixes (`ghp_`, `github_pat_`,
-//!   `glpat-`, `hf_`, `sk-`, `xoxb-`, `AIza`, …); JWTs (`eyJ….….…`) and
+//!   `glpat-`, `hf_`, `sk-`, `xoxb-`, `AIza`, …), also behind a prefix of
+//!   their own (`key_AKIA…`, `extra_sk_live_…`: a token may start after any
+//!   `_` or `-`); private keys in PEM form, the whole block from its
+//!   `-----BEGIN … PRIVATE KEY-----` line to its end line (or, in an array
+//!   of lines, every item up to the end line), and key bodies of 64- or
+//!   76-character base64 lines without their header; JWTs (`eyJ….….…`) and
 //!   other `a.b.c` runs of three long mixed segments; hex runs of 32 digits
 //!   or more; base64 runs of 32 characters or more that mix cases and
 //!   digits like random text does; `password=…`, `api_key: …` and similar
@@ -55,7 +61,7 @@
 //! be logged, or written to a trace's metadata, without leaking what they
 //! flag; excerpts never trigger a finding themselves.
 //!
-//! One file per detector: `email`, `token`, `home`, `unc`, `card`,
+//! One file per detector: `email`, `token`, `pem`, `home`, `unc`, `card`,
 //! `national`, `iban`, `input` (over the byte helpers of `text`); `check`
 //! runs them on one label; `walk` visits every string of a trace (and every
 //! number that is a card number), for `scan` (which collects findings,
@@ -70,6 +76,7 @@ mod iban;
 mod input;
 mod location;
 mod national;
+mod pem;
 mod redact;
 mod scan;
 mod text;
@@ -80,4 +87,5 @@ mod walk;
 pub use check::check_label;
 pub use finding::{Finding, FindingKind, LocatedFinding};
 pub use redact::{redact_label, redact_trace, redact_trace_value};
+pub(crate) use redact::Redaction;
 pub use scan::{scan_trace, LabelScanner, ScanSource};

@@ -2,16 +2,20 @@
 //!
 //! The redaction follows the scan's own walk ([`walk`](super::walk)), so
 //! that it replaces what the scan flags; a caller checks the copy with the
-//! scan again before sharing it (as [`redact_file`] does).
+//! scan again before sharing it (as [`redact_file`] does). [`Redaction`]
+//! does it one event at a time, so that a copy can be written without a
+//! second trace in memory.
 //!
 //! [`redact_file`]: crate::analysis::redact_file
 
-use serde_json::Value;
+use std::collections::HashMap;
+
+use serde_json::{Map, Value};
 
 use super::check::{hits, Checks};
 use super::finding::FindingKind;
 use super::walk::{self, Site, Visit};
-use crate::reader::{JsonTrace, Trace};
+use crate::reader::{JsonEvent, JsonTrace, Trace};
 
 fn marker(kind: FindingKind) -> String {
     format!("[*** redacted {kind} ***]")
@@ -135,10 +139,42 @@ pub fn redact_trace(trace: &JsonTrace) -> (JsonTrace, usize) {
     (clean, redactor.replaced)
 }
 
+/// Redacts a trace one part at a time: each event, and the metadata, as
+/// [`redact_trace`] does, each part rewritten only where something is
+/// replaced. Strings found clean are remembered (up to 2^20 distinct ones),
+/// so that a string that recurs in every event is checked once.
+#[derive(Default)]
+pub(crate) struct Redaction {
+    redactor: Redactor,
+}
+
+impl Redaction {
+    /// Event number `index`, redacted; `None` when nothing in it is flagged.
+    pub(crate) fn event(&mut self, index: usize, event: &JsonEvent) -> Option<JsonEvent> {
+        walk::event(&mut self.redactor, index, event)
+    }
+
+    /// The metadata, redacted; `None` when nothing in it is flagged.
+    pub(crate) fn metadata(&mut self, metadata: &Map<String, Value>) -> Option<Map<String, Value>> {
+        walk::metadata(&mut self.redactor, metadata)
+    }
+
+    /// How many strings (or numeric arrays) were replaced since the last call, which
+    /// starts the count again.
+    pub(crate) fn take_replaced(&mut self) -> usize {
+        std::mem::take(&mut self.redactor.replaced)
+    }
+}
+
+/// The most distinct clean strings a redaction remembers.
+const CLEAN_CAP: usize = 1 << 20;
+
 /// The redaction: each flagged stretch replaced by its marker.
 #[derive(Default)]
 struct Redactor {
     replaced: usize,
+    /// Strings found clean, and with which checks.
+    clean: HashMap<String, Checks>,
 }
 
 impl Redactor {
@@ -150,11 +186,22 @@ impl Redactor {
 
 impl Visit for Redactor {
     fn text(&mut self, _: &Site<'_, '_>, text: &str, checks: Checks) -> Option<String> {
+        if self.clean.get(text).is_some_and(|done| done.covers(checks)) {
+            return None;
+        }
         let clean = redact_with(text, checks);
+        if clean.is_none() && self.clean.len() < CLEAN_CAP {
+            let done = self.clean.get(text).map_or(checks, |done| done.with(checks));
+            self.clean.insert(text.to_owned(), done);
+        }
         self.count(clean)
     }
 
-    fn secret(&mut self, _: &Site<'_, '_>, _key: &str, _value: &str) -> Option<String> {
+    fn secret(&mut self, _: &Site<'_, '_>, _key: &str, _value: &str, _: Checks) -> Option<String> {
+        self.count(Some(marker(FindingKind::Token)))
+    }
+
+    fn key_line(&mut self, _: &Site<'_, '_>, _text: &str) -> Option<String> {
         self.count(Some(marker(FindingKind::Token)))
     }
 

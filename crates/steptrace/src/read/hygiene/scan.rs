@@ -4,7 +4,7 @@
 //! the trace sink feeds it each file as it finalises it.
 
 use crate::format::names::keys;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
@@ -142,7 +142,10 @@ impl ScanSource for Trace {
 ///
 /// The scanner remembers every distinct string it has checked, and with
 /// which checks, so that each offending string is reported once, at its
-/// first location, however often it recurs. How many strings it remembers
+/// first location, however often it recurs; it counts every occurrence
+/// ([`occurrences`](LabelScanner::occurrences), and
+/// [`flagged`](LabelScanner::flagged) for the strings in all, as many as a
+/// redaction replaces). How many strings it remembers
 /// is capped: past the cap, a [`new`](LabelScanner::new) scanner still
 /// checks new strings (and may report one again), a
 /// [`with_limit`](LabelScanner::with_limit) scanner skips them.
@@ -184,17 +187,35 @@ impl ScanSource for Trace {
 /// ```
 #[derive(Clone, Debug)]
 pub struct LabelScanner {
-    /// Each string checked, and with which checks.
-    seen: HashMap<String, Checks>,
+    /// Each string checked: with which checks, and what it was found to be.
+    seen: HashMap<String, Seen>,
     /// Most strings remembered in `seen`.
     cap: usize,
     /// Whether strings met past the cap are skipped rather than checked.
     skip_past_cap: bool,
-    /// Secret-sounding keys and their values, reported once each.
-    seen_pairs: HashSet<(String, String)>,
-    /// Places in event arguments where a numeric array was reported.
-    seen_arrays: HashSet<String>,
+    /// Findings reported once each by what makes them: a secret-sounding key and its
+    /// value, a place of numeric arrays, a line of a private key.
+    once: HashMap<Once, usize>,
     found: Vec<LocatedFinding>,
+    /// How often each finding of `found` occurs.
+    counts: Vec<usize>,
+    /// Strings, card numbers and numeric arrays flagged, every occurrence counted.
+    flagged: usize,
+}
+
+/// A string checked: with which checks, and its findings (indices into `found`).
+#[derive(Clone, Debug)]
+struct Seen {
+    checks: Checks,
+    findings: Vec<usize>,
+}
+
+/// What makes a finding reported once.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Once {
+    Pair(String, String),
+    Array(String),
+    KeyLine(String),
 }
 
 impl Default for LabelScanner {
@@ -221,19 +242,12 @@ impl LabelScanner {
     }
 
     fn capped(cap: usize, skip_past_cap: bool) -> Self {
-        Self {
-            seen: HashMap::new(),
-            cap,
-            skip_past_cap,
-            seen_pairs: HashSet::new(),
-            seen_arrays: HashSet::new(),
-            found: Vec::new(),
-        }
+        Self { seen: HashMap::new(), cap, skip_past_cap, once: HashMap::new(), found: Vec::new(), counts: Vec::new(), flagged: 0 }
     }
 
     /// Checks one label found at `location`, with every check.
     pub fn label(&mut self, location: &str, text: &str) {
-        self.check_at(text, Checks::ALL, || location.to_owned());
+        self.check_text(text, Checks::ALL, || location.to_owned());
     }
 
     /// Checks an event as the trace sink does each event it keeps: its name
@@ -266,7 +280,7 @@ impl LabelScanner {
     /// are settings, so only secrets and private paths are flagged.
     pub fn tool_value(&mut self, path: &str, value: &Value) {
         match value {
-            Value::String(text) => self.check_at(text, Checks::TOOL, || path.to_owned()),
+            Value::String(text) => self.check_text(text, Checks::TOOL, || path.to_owned()),
             Value::Array(items) => items.iter().for_each(|item| self.tool_value(path, item)),
             Value::Object(map) => {
                 for (key, item) in map {
@@ -274,7 +288,7 @@ impl LabelScanner {
                 }
             }
             Value::Number(number) if card::is_card_value(path.rsplit('.').next(), false, number) => {
-                self.check_at(&number.to_string(), Checks::TOOL, || path.to_owned());
+                self.check_text(&number.to_string(), Checks::TOOL, || path.to_owned());
             }
             Value::Null | Value::Bool(_) | Value::Number(_) => {}
         }
@@ -309,6 +323,23 @@ impl LabelScanner {
         &self.found
     }
 
+    /// How often each of [`findings`](Self::findings) occurs, in the same order: every
+    /// occurrence of the string that made it (of the key and its value, of the place of a
+    /// numeric array), the first included.
+    #[must_use]
+    pub fn occurrences(&self) -> &[usize] {
+        &self.counts
+    }
+
+    /// How many strings (keys and values), card numbers and numeric arrays were flagged,
+    /// every occurrence counted: as many as
+    /// [`redact_trace`](super::redact_trace) replaces in the same trace. A string with
+    /// two findings counts once.
+    #[must_use]
+    pub fn flagged(&self) -> usize {
+        self.flagged
+    }
+
     /// What was found, in the order found.
     #[must_use]
     pub fn into_findings(self) -> Vec<LocatedFinding> {
@@ -326,36 +357,67 @@ impl LabelScanner {
             .collect()
     }
 
-    /// Checks `text` with `checks`, unless it was checked with those checks
-    /// (or more) before; `at` says where it is.
-    fn check_at(&mut self, text: &str, checks: Checks, at: impl FnOnce() -> String) {
-        let before = match self.seen.get(text) {
-            Some(done) if done.covers(checks) => return,
-            Some(&done) => {
-                if let Some(now) = self.seen.get_mut(text) {
-                    *now = done.with(checks);
+    /// [`check_at`](Self::check_at), counting `text` as flagged if it is.
+    fn check_text(&mut self, text: &str, checks: Checks, at: impl FnOnce() -> String) {
+        if self.check_at(text, checks, at) {
+            self.flagged += 1;
+        }
+    }
+
+    /// Checks `text` with `checks`, unless it was checked with those checks (or more)
+    /// before; `at` says where it is. Each finding is recorded once, at its first
+    /// location, and counted each time it recurs. Whether `text` is flagged.
+    fn check_at(&mut self, text: &str, checks: Checks, at: impl FnOnce() -> String) -> bool {
+        let known = self.seen.get(text).map(|seen| (seen.checks, seen.findings.clone()));
+        let (again, new) = match known {
+            // The same checks find what they found before.
+            Some((done, old)) if done == checks || (done.covers(checks) && old.is_empty()) => (old, Vec::new()),
+            Some((done, old)) => {
+                let now = check(text, checks);
+                let again: Vec<usize> = old.iter().copied().filter(|&i| now.contains(&self.found[i].finding)).collect();
+                let mut new = Vec::new();
+                if !done.covers(checks) {
+                    // What the earlier checks found was reported then.
+                    new = now.into_iter().filter(|f| !old.iter().any(|&i| self.found[i].finding == *f)).collect();
+                    if let Some(seen) = self.seen.get_mut(text) {
+                        seen.checks = done.with(checks);
+                    }
                 }
-                Some(done)
+                (again, new)
             }
             None if self.seen.len() < self.cap => {
-                self.seen.insert(text.to_owned(), checks);
-                None
+                self.seen.insert(text.to_owned(), Seen { checks, findings: Vec::new() });
+                (Vec::new(), check(text, checks))
             }
-            None if self.skip_past_cap => return,
-            None => None,
+            None if self.skip_past_cap => return false,
+            None => (Vec::new(), check(text, checks)),
         };
-        let mut findings = check(text, checks);
-        if let Some(before) = before {
-            // What the earlier checks found was reported then.
-            let old = check(text, before);
-            findings.retain(|finding| !old.contains(finding));
+        for &i in &again {
+            self.counts[i] += 1;
         }
-        if findings.is_empty() {
-            return;
+        let flagged = !again.is_empty() || !new.is_empty();
+        if !new.is_empty() {
+            let location = at();
+            for finding in new {
+                if let Some(seen) = self.seen.get_mut(text) {
+                    seen.findings.push(self.found.len());
+                }
+                self.found.push(LocatedFinding { location: location.clone(), finding });
+                self.counts.push(1);
+            }
         }
-        let location = at();
-        for finding in findings {
-            self.found.push(LocatedFinding { location: location.clone(), finding });
+        flagged
+    }
+
+    /// Records the finding `make` gives, once for `key`, counting each time `key` recurs.
+    fn once(&mut self, key: Once, make: impl FnOnce() -> LocatedFinding) {
+        match self.once.get(&key) {
+            Some(&i) => self.counts[i] += 1,
+            None => {
+                self.once.insert(key, self.found.len());
+                self.found.push(make());
+                self.counts.push(1);
+            }
         }
     }
 }
@@ -365,33 +427,45 @@ impl LabelScanner {
 /// The scan: it records what it finds and replaces nothing.
 impl Visit for LabelScanner {
     fn text(&mut self, site: &Site<'_, '_>, text: &str, checks: Checks) -> Option<String> {
-        self.check_at(text, checks, || site.location());
+        self.check_text(text, checks, || site.location());
         None
     }
 
-    fn secret(&mut self, site: &Site<'_, '_>, key: &str, value: &str) -> Option<String> {
-        if self.seen_pairs.insert((key.to_owned(), value.to_owned())) {
+    fn secret(&mut self, site: &Site<'_, '_>, key: &str, value: &str, checks: Checks) -> Option<String> {
+        self.once(Once::Pair(key.to_owned(), value.to_owned()), || {
             let excerpt = format!("{}=***", text::prefix(key, 32));
-            self.found.push(LocatedFinding { location: site.location(), finding: Finding { kind: FindingKind::Token, excerpt } });
-        }
+            LocatedFinding { location: site.location(), finding: Finding { kind: FindingKind::Token, excerpt } }
+        });
+        // What else the value looks like; the string counts once.
+        let _ = self.check_at(value, checks, || site.location());
+        self.flagged += 1;
+        None
+    }
+
+    fn key_line(&mut self, site: &Site<'_, '_>, text: &str) -> Option<String> {
+        self.once(Once::KeyLine(text.to_owned()), || {
+            let excerpt = "a line of a private key block".to_owned();
+            LocatedFinding { location: site.location(), finding: Finding { kind: FindingKind::Token, excerpt } }
+        });
+        self.flagged += 1;
         None
     }
 
     fn card_number(&mut self, site: &Site<'_, '_>, digits: &str) -> Option<Value> {
-        self.check_at(digits, Checks::TOOL, || site.location());
+        self.check_text(digits, Checks::TOOL, || site.location());
         None
     }
 
     fn numbers(&mut self, site: &Site<'_, '_>, items: &[Value]) -> Option<Value> {
         // Once per place in the arguments, not once per event.
         let place = location(Base::Metadata, site.path, false);
-        if self.seen_arrays.insert(place) {
+        self.once(Once::Array(place), || {
             let shown: Vec<String> =
                 items.iter().take(2).map(|n| input::shown_number(&n.to_string()).to_owned()).collect();
             let excerpt = format!("[{}, …] ({} numbers)", shown.join(", "), items.len());
-            let finding = Finding { kind: FindingKind::InputContent, excerpt };
-            self.found.push(LocatedFinding { location: site.location(), finding });
-        }
+            LocatedFinding { location: site.location(), finding: Finding { kind: FindingKind::InputContent, excerpt } }
+        });
+        self.flagged += 1;
         None
     }
 }

@@ -59,6 +59,13 @@ fn is_token_char(b: u8) -> bool {
     b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-')
 }
 
+/// Where a token may start in `word`: at 0 and after each `_` or `-`.
+fn segment_starts(word: &str) -> impl Iterator<Item = usize> + '_ {
+    std::iter::once(0).chain(
+        word.bytes().enumerate().filter(|(i, b)| matches!(b, b'_' | b'-') && i + 1 < word.len()).map(|(i, _)| i + 1),
+    )
+}
+
 fn counts(s: &str) -> (usize, usize, usize) {
     let upper = s.bytes().filter(u8::is_ascii_uppercase).count();
     let lower = s.bytes().filter(u8::is_ascii_lowercase).count();
@@ -71,11 +78,21 @@ pub(super) fn find(text: &str, hits: &mut Vec<Hit>) {
     bearer(text, bytes, hits);
     for (start, end) in runs(bytes, is_token_char) {
         let word = slice(text, start, end);
-        aws(word, start, end, hits);
-        prefixed(word, start, end, hits);
+        // A token may follow a prefix of its own (`key_AKIA…`, `extra_sk_live_…`): it
+        // starts at the word's start or after any `_` or `-` in it.
+        for at in segment_starts(word) {
+            let rest = &word[at..];
+            let segment = rest.find(['_', '-']).unwrap_or(rest.len());
+            aws(&rest[..segment], start + at, start + at + segment, hits);
+            prefixed(rest, start + at, end, hits);
+        }
     }
     for (start, end) in runs(bytes, |b| is_token_char(b) || b == b'.') {
-        jwt(slice(text, start, end), start, end, hits);
+        let run = slice(text, start, end);
+        let first = run.find('.').unwrap_or(run.len());
+        // A JWT behind a prefix (`id_eyJ…`) starts where its `eyJ` does.
+        let at = segment_starts(&run[..first]).find(|&at| run[at..].starts_with("eyJ")).unwrap_or(0);
+        jwt(&run[at..], start + at, end, hits);
     }
     for (start, end) in runs(bytes, |b| b.is_ascii_alphanumeric()) {
         hex(slice(text, start, end), start, end, hits);
@@ -85,7 +102,6 @@ pub(super) fn find(text: &str, hits: &mut Vec<Hit>) {
         base64(slice(text, start, end), start, end, hits);
     }
     assignments(text, bytes, hits);
-    private_keys(text, hits);
     url_credentials(text, bytes, hits);
 }
 
@@ -269,20 +285,6 @@ fn assignments(text: &str, bytes: &[u8], hits: &mut Vec<Hit>) {
     }
 }
 
-/// `-----BEGIN RSA PRIVATE KEY-----` and the like.
-fn private_keys(text: &str, hits: &mut Vec<Hit>) {
-    for (start, _) in text.match_indices("-----BEGIN ") {
-        let header_end = text.get(start..).and_then(|rest| rest.get(11..)?.find("-----")).map(|i| start + 11 + i);
-        let Some(header_end) = header_end else { continue };
-        let header = slice(text, start, header_end);
-        // `***` is an excerpt of ours, already masked.
-        if header.ends_with("PRIVATE KEY") && !header.contains("***") {
-            let excerpt = "-----BEGIN *** PRIVATE KEY-----".to_owned();
-            hits.push(Hit { start, end: header_end + 5, kind: FindingKind::Token, excerpt });
-        }
-    }
-}
-
 /// `scheme://user:password@host`.
 fn url_credentials(text: &str, bytes: &[u8], hits: &mut Vec<Hit>) {
     let is_user = |b: u8| !(b.is_ascii_whitespace() || matches!(b, b'/' | b'@' | b':' | b'"' | b'\''));
@@ -341,6 +343,24 @@ mod tests {
     }
 
     #[test]
+    fn tokens_behind_a_prefix_of_their_own_are_found() {
+        assert_kinds(&[
+            ("key_AKIAIOSFODNN7EXAMPLE", &[Token]),
+            ("aws-AKIAIOSFODNN7EXAMPLE_backup", &[Token]),
+            ("extra_sk_live_4eC39HqLyjWDarjtT1zdp7dc", &[Token]),
+            ("my-ghp_1234567890abcdefghijABCDEFGHIJ123456", &[Token]),
+            ("id_eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.abc", &[Token]),
+            // Not at a boundary, or not shaped like the token: nothing.
+            ("xAKIAIOSFODNN7EXAMPLE", &[]),
+            ("key_AKIAIOSFODNN7EXAMPLEX", &[]),
+            ("task-learn_rate", &[]),
+            ("my_hf_transformers_model_loader_function", &[]),
+        ]);
+        let clean = crate::hygiene::redact_label("key_AKIAIOSFODNN7EXAMPLE extra_sk_live_4eC39HqLyjWDarjtT1zdp7dc").unwrap();
+        assert_eq!(clean, "key_[*** redacted token or secret ***] extra_[*** redacted token or secret ***]");
+    }
+
+    #[test]
     fn excerpts_mask_the_credential() {
         assert_excerpts(&[
             ("password=hunter2", "password=***"),
@@ -351,6 +371,8 @@ mod tests {
             ("postgres://admin:pa55w0rd@db", "postgres://ad***:***@"),
             ("mongodb+srv://user:hunter2@cluster0.example.net", "mongodb+srv://us***:***@"),
             ("-----BEGIN RSA PRIVATE KEY-----", "-----BEGIN *** PRIVATE KEY-----"),
+            ("key_AKIAIOSFODNN7EXAMPLE", "AKIA***"),
+            ("extra_sk_live_4eC39HqLyjWDarjtT1zdp7dc", "sk_live_***"),
             ("3f2a9b1c4d5e6f708192a3b4c5d6e7f8091a2b3c", "3f2a*** (40 hex digits)"),
         ]);
     }

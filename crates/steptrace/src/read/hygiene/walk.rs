@@ -10,6 +10,10 @@
 //!   content; in the metadata they are settings;
 //! - a string value under a secret-sounding key (`"api_key": "..."`) is a
 //!   secret, whatever it looks like;
+//! - in an array of strings, the items after one that opens a private key block
+//!   (`-----BEGIN … PRIVATE KEY-----` without its end), up to the one that closes it,
+//!   are lines of that key, whatever they look like (a short last line of base64
+//!   included);
 //! - a JSON number that is a payment card number (`4111111111111111`) is
 //!   visited as its digits, unless it is one of the trace's own figures:
 //!   an event's own field (`ts`, `dur`, `pid`, `id`, ...), or under a key
@@ -38,7 +42,7 @@ use super::card;
 use super::check::Checks;
 use super::location::{location, Base, Step};
 use super::scan::{is_diagnostic, NUMERIC_ARRAY};
-use super::token;
+use super::{pem, token};
 use crate::format::device::{is_device_work, DESCRIPTION_ARGS};
 use crate::format::names::{keys, meta};
 use crate::reader::{is_segment_header, JsonEvent};
@@ -62,9 +66,12 @@ impl Site<'_, '_> {
 pub(super) trait Visit {
     /// A string to check with `checks`; its replacement, if any.
     fn text(&mut self, site: &Site<'_, '_>, text: &str, checks: Checks) -> Option<String>;
-    /// A string `value` under the secret-sounding key `key`; its
-    /// replacement, if any (without one, it is visited as text too).
-    fn secret(&mut self, site: &Site<'_, '_>, key: &str, value: &str) -> Option<String>;
+    /// A string `value` under the secret-sounding key `key`, to check with `checks` too
+    /// (it is not visited as text besides); its replacement, if any.
+    fn secret(&mut self, site: &Site<'_, '_>, key: &str, value: &str, checks: Checks) -> Option<String>;
+    /// A string inside a private key block that an earlier item of its array opened; its
+    /// replacement, if any.
+    fn key_line(&mut self, site: &Site<'_, '_>, text: &str) -> Option<String>;
     /// An array of [`NUMERIC_ARRAY`] numbers or more in an event; its
     /// replacement, if any.
     fn numbers(&mut self, site: &Site<'_, '_>, items: &[Value]) -> Option<Value>;
@@ -192,17 +199,16 @@ impl<V: Visit> Walker<'_, V> {
             Value::String(text) => {
                 let key = nearest_key(path);
                 let site = Site { base, path, is_key: false };
-                if let Some(key) = key.filter(|key| token::secret_assignment(key, text) == Some(true)) {
-                    if let Some(clean) = self.visit.secret(&site, key, text) {
-                        return Some(Value::String(clean));
-                    }
-                }
                 let checks = match key {
                     _ if place == Place::Tool => Checks::TOOL,
                     Some(key) if place == Place::Metadata && is_diagnostic(key) => Checks::DIAGNOSTIC,
                     _ => Checks::ALL,
                 };
-                self.visit.text(&site, text, checks).map(Value::String)
+                match key.filter(|key| token::secret_assignment(key, text) == Some(true)) {
+                    Some(key) => self.visit.secret(&site, key, text, checks),
+                    None => self.visit.text(&site, text, checks),
+                }
+                .map(Value::String)
             }
             Value::Array(items) => {
                 let in_event = matches!(place, Place::Event | Place::DeviceArgs);
@@ -212,9 +218,20 @@ impl<V: Visit> Walker<'_, V> {
                     }
                 }
                 let mut out: Option<Vec<Value>> = None;
+                // Whether an earlier item opened a private key block not yet closed.
+                let mut in_key = false;
                 for (i, item) in items.iter().enumerate() {
                     path.push(Step::Index(i));
-                    let new = self.value(base, place, path, item);
+                    let new = match item {
+                        Value::String(text) if in_key => {
+                            in_key = !pem::closes_block(text);
+                            self.visit.key_line(&Site { base, path, is_key: false }, text).map(Value::String)
+                        }
+                        _ => {
+                            in_key = matches!(item, Value::String(text) if pem::opens_block(text));
+                            self.value(base, place, path, item)
+                        }
+                    };
                     path.pop();
                     if let Some(new) = new {
                         if let Some(slot) = out.get_or_insert_with(|| items.clone()).get_mut(i) {

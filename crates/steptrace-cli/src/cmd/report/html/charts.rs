@@ -164,7 +164,7 @@ fn draw_kernels(rows: &[KernelRow]) -> DrawResult {
         let style = ("sans-serif", 12).into_font().color(&BLACK).pos(Pos::new(HPos::Left, VPos::Center));
         chart.draw_series(rows.iter().enumerate().map(|(i, r)| {
             let y = (n - 1 - i) as f64;
-            let text = format!("{} ms, {:.0}% of busy", ms(r.per_step_ms), r.share_of_busy * 100.0);
+            let text = format!("{} ms, {} of busy", ms(r.per_step_ms), crate::cmd::report::device::share(r.share_of_busy, 0));
             EmptyElement::at((r.per_step_ms.max(0.0), y)) + Text::new(text, (5, 0), style.clone())
         }))?;
         root.present()?;

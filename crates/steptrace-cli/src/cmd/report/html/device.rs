@@ -108,16 +108,17 @@ fn host_device(o: &mut String, d: &DeviceView) {
     match (&d.launch, &d.launches_per_step) {
         (Some(l), _) => {
             rows.push(("launches per step", esc(&median_p90(&l.launches_per_step, "launches"))));
-            rows.push((
-                "launch to kernel start",
-                esc(&format!(
-                    "median {} µs, p90 {} µs ({} kernels matched to their launch, {} not)",
-                    ms(l.launch_to_start_us.median),
-                    ms(l.launch_to_start_us.p90),
-                    l.matched_kernels,
-                    l.unmatched_kernels
-                )),
-            ));
+            let matched = format!("{} kernels matched to their launch, {} not", l.matched_kernels, l.unmatched_kernels);
+            let before = if l.before_launch > 0 {
+                format!("; {} start before their launch call and are left out: inconsistent input", l.before_launch)
+            } else {
+                String::new()
+            };
+            let latency = l.launch_to_start_us.as_ref().map_or_else(
+                || format!("not meaningful: inconsistent input ({matched}{before})"),
+                |s| format!("median {} µs, p90 {} µs ({matched}{before})", ms(s.median), ms(s.p90)),
+            );
+            rows.push(("launch to kernel start", esc(&latency)));
             rows.push((
                 "host ahead",
                 esc(&format!(
@@ -279,11 +280,19 @@ fn kernel_table(o: &mut String, k: &KernelTable, shown: usize) {
     if more > 0 {
         let _ = writeln!(o, "<p class=\"muted\">{more} more kernel names (--json has the first 50).</p>");
     }
+    if k.inconsistent_kernels > 0 {
+        let _ = writeln!(
+            o,
+            "<p class=\"absent\"><strong>inconsistent input</strong> — {} of these kernels overlap another on their \
+             stream or share a launch: calls, ms/step and mean µs rest on inconsistent input (see the warnings).</p>",
+            k.inconsistent_kernels
+        );
+    }
     let _ = writeln!(
         o,
-        "<p class=\"muted\">share of busy = the kernel's time over the device's busy time ({} ms over the counted \
-         steps); kernels on several streams can overlap, so the shares may add up to more than 100%. Hover a name \
-         for the full one.</p>",
+        "<p class=\"muted\">share of busy = the time the kernel ran (its calls that overlap counted once) over the \
+         device's busy time ({} ms over the counted steps); kernels on several streams can overlap, so the shares \
+         may add up to more than 100%. Hover a name for the full one.</p>",
         esc(&ms(k.busy_ms))
     );
 }

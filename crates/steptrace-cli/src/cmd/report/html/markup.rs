@@ -113,13 +113,10 @@ pub(super) fn median_p90(s: &Stats, unit: &str) -> String {
     format!("median {} {unit} (p90 {}, n={})", ms(s.median), ms(s.p90), s.n)
 }
 
-/// A share as a percentage.
+/// A share (0 to 1) as a percentage; a value outside 0 to 100% is no share, and is never
+/// shown as one.
 pub(super) fn pct(v: f64) -> String {
-    if v.is_finite() {
-        format!("{:.1}%", v * 100.0)
-    } else {
-        "n/a".to_owned()
-    }
+    crate::cmd::report::device::share(v, 1)
 }
 
 /// Bytes, with KiB/MiB beside them from 1 KiB up.
@@ -217,5 +214,9 @@ mod tests {
         assert_eq!(count(3.0), "3");
         assert_eq!(count(2.5), "2.5");
         assert_eq!(pct(0.256), "25.6%");
+        assert_eq!(pct(1.0 + 1e-12), "100.0%");
+        for impossible in [38.42, -0.2, f64::INFINITY, f64::NAN] {
+            assert_eq!(pct(impossible), "not meaningful: inconsistent input");
+        }
     }
 }

@@ -8,10 +8,11 @@
 //! launch is a host `X` event whose name contains `LaunchKernel` and whose
 //! `correlation` matches its kernel's.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
+use super::consistency::{sift, DeviceIssues};
 use crate::format::device::{cats, is_launch};
 use crate::format::names::{args, meta, TRANSFER_H2D};
 use crate::reader::{plausible_dur, plausible_ts, Trace, TrackId};
@@ -33,6 +34,8 @@ pub(crate) struct Work {
     pub(crate) device: DeviceId,
     /// The process track it was written on.
     pub(crate) pid: Option<TrackId>,
+    /// The stream: `args.stream`, else the thread track; `None` when neither is given.
+    pub(crate) stream: Option<StreamId>,
     pub(crate) correlation: Option<u64>,
     pub(crate) start: f64,
     pub(crate) end: f64,
@@ -43,6 +46,18 @@ pub(crate) struct Work {
     pub(crate) direction: Option<&'static str>,
     /// What the kernel ran for, where the trace says (`args.attribution` and its fields).
     pub(crate) attributed: Option<Attributed>,
+    /// Whether it cannot be as written: it overlaps another kernel on its stream, or shares
+    /// a single-kernel launch with another kernel (see [`consistency`](super::consistency)).
+    pub(crate) inconsistent: bool,
+}
+
+/// A stream, as the trace names it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum StreamId {
+    /// `args.stream`.
+    Index(u64),
+    /// No `stream` argument: the thread track.
+    Track(TrackId),
 }
 
 /// A kernel's attribution, as its arguments give it.
@@ -112,6 +127,8 @@ pub(crate) struct DeviceEvents {
     /// Global memory of the first device that gives it, bytes
     /// (`deviceProperties[].totalGlobalMem`).
     pub(crate) total_memory: Option<u64>,
+    /// What cannot be in the kernel events; the copies among them are left out of `work`.
+    pub(crate) issues: DeviceIssues,
 }
 
 impl DeviceEvents {
@@ -128,6 +145,8 @@ impl DeviceEvents {
             .get("deviceProperties")
             .and_then(Value::as_array)
             .and_then(|devices| devices.iter().find_map(|d| d.get("totalGlobalMem").and_then(as_u64).filter(|n| *n > 0)));
+        // Correlation ids of graph launches, which run many kernels each.
+        let mut graphs = HashSet::new();
         for e in &trace.events {
             if e.ph == "M" {
                 if e.name == meta::PROCESS_NAME {
@@ -158,6 +177,9 @@ impl DeviceEvents {
                 Some(cats::MEMCPY) => WorkKind::Memcpy,
                 Some(cats::MEMSET) => WorkKind::Memset,
                 _ => {
+                    if let Some(c) = correlation.filter(|_| e.name.contains("GraphLaunch")) {
+                        graphs.insert(c);
+                    }
                     if is_launch(&e.name) {
                         out.launch_calls.push((ts, ts + dur));
                         if let Some(c) = correlation {
@@ -169,11 +191,13 @@ impl DeviceEvents {
             };
             let device = e.arg("device").and_then(as_u64).map_or_else(|| DeviceId::Track(e.pid.clone()), DeviceId::Index);
             let direction = (kind == WorkKind::Memcpy).then(|| direction(e.arg("kind"), &e.name));
+            let stream = e.arg("stream").and_then(as_u64).map(StreamId::Index).or_else(|| e.tid.clone().map(StreamId::Track));
             out.work.push(Work {
                 kind,
                 name: e.name.clone(),
                 device,
                 pid: e.pid.clone(),
+                stream,
                 correlation,
                 start: ts,
                 end: ts + dur,
@@ -182,9 +206,11 @@ impl DeviceEvents {
                 bytes: e.arg("bytes").and_then(as_u64),
                 direction,
                 attributed: if kind == WorkKind::Memset { None } else { Attributed::read(e) },
+                inconsistent: false,
             });
         }
         out.work.sort_by(|a, b| a.start.total_cmp(&b.start));
+        out.issues = sift(&mut out.work, &out.launches, &graphs);
         out.longest = out.work.iter().map(|w| w.end - w.start).fold(0.0, f64::max);
         out.launch_calls.sort_by(|a, b| a.0.total_cmp(&b.0));
         out

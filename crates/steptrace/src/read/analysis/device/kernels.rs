@@ -5,8 +5,9 @@ use std::collections::HashMap;
 use serde::Serialize;
 
 use super::events::{Work, WorkKind};
+use super::intervals::Set;
 use crate::analysis::loaded::Loaded;
-use crate::analysis::stats::Stats;
+use crate::analysis::stats::{median, Stats};
 use crate::analysis::steps::StepRow;
 use crate::read::display::label;
 
@@ -31,6 +32,12 @@ pub struct KernelTable {
     /// Device busy over the counted steps, all devices, ms: the
     /// denominator of each row's share.
     pub busy_ms: f64,
+    /// Kernels of the counted steps that cannot be as written: each overlaps another kernel
+    /// on its stream (which runs one kernel at a time), or shares the correlation id of a
+    /// single-kernel launch with another kernel. When not zero, the sums (`kernel_ms`,
+    /// `total_ms`, `per_step_ms`, `mean_us`) rest on inconsistent input; the shares, made
+    /// of elapsed time, stay within 100%.
+    pub inconsistent_kernels: usize,
     /// The heaviest kernels first, at most 50.
     pub rows: Vec<KernelRow>,
     /// Kernel time of the names beyond the table, ms.
@@ -63,8 +70,14 @@ pub struct KernelRow {
     pub block: Option<[u64; 3]>,
     /// Distinct grids it ran with.
     pub grids: usize,
-    /// Total over the device busy time of the counted steps.
+    /// Elapsed time while at least one of its calls ran, within the counted steps, ms (calls
+    /// that overlap are counted once).
+    pub busy_ms: f64,
+    /// [`busy_ms`](Self::busy_ms) over the device busy time of the counted steps: 0 to 1.
     pub share_of_busy: f64,
+    /// Median over the counted steps of the time it ran within the step over the step's
+    /// wall time: 0 to 1.
+    pub share_of_step: f64,
     /// Calls under [`SHORT_KERNEL_US`].
     pub short_calls: usize,
 }
@@ -72,6 +85,7 @@ pub struct KernelRow {
 pub(crate) fn kernel_table(loaded: &[Loaded], steps: &[(usize, &StepRow)], busy_ms: f64) -> Option<KernelTable> {
     let mut groups: HashMap<&str, Vec<&Work>> = HashMap::new();
     let (mut per_step, mut short_per_step) = (Vec::new(), Vec::new());
+    let mut inconsistent_kernels = 0;
     for (i, step) in steps {
         let (mut n, mut short) = (0.0, 0.0);
         for w in loaded[*i].device.starting_in(step.start, step.end).filter(|w| w.kind == WorkKind::Kernel) {
@@ -79,6 +93,7 @@ pub(crate) fn kernel_table(loaded: &[Loaded], steps: &[(usize, &StepRow)], busy_
             if w.end - w.start < SHORT_KERNEL_US {
                 short += 1.0;
             }
+            inconsistent_kernels += usize::from(w.inconsistent);
             groups.entry(w.name.as_str()).or_default().push(w);
         }
         per_step.push(n);
@@ -88,9 +103,11 @@ pub(crate) fn kernel_table(loaded: &[Loaded], steps: &[(usize, &StepRow)], busy_
         return None;
     }
     let n_steps = steps.len() as f64;
+    let ran = elapsed(loaded, steps);
     let mut rows: Vec<KernelRow> = groups
         .into_iter()
         .map(|(name, calls)| {
+            let (ran_us, share_of_step) = ran.get(name).copied().unwrap_or_default();
             let total_us: f64 = calls.iter().map(|w| w.end - w.start).sum();
             let (grid, grids) = most_frequent(calls.iter().map(|w| w.grid));
             let (block, _) = most_frequent(calls.iter().map(|w| w.block));
@@ -105,7 +122,9 @@ pub(crate) fn kernel_table(loaded: &[Loaded], steps: &[(usize, &StepRow)], busy_
                 grid,
                 block,
                 grids,
-                share_of_busy: if busy_ms > 0.0 { total_us / 1000.0 / busy_ms } else { 0.0 },
+                busy_ms: ran_us / 1000.0,
+                share_of_busy: if busy_ms > 0.0 { (ran_us / 1000.0 / busy_ms).clamp(0.0, 1.0) } else { 0.0 },
+                share_of_step,
                 short_calls: calls.iter().filter(|w| w.end - w.start < SHORT_KERNEL_US).count(),
             }
         })
@@ -119,10 +138,41 @@ pub(crate) fn kernel_table(loaded: &[Loaded], steps: &[(usize, &StepRow)], busy_
         short_per_step: Stats::of(&short_per_step)?,
         kernel_ms,
         busy_ms,
+        inconsistent_kernels,
         rows,
         others_ms: rest.iter().fold(0.0, |sum, r| sum + r.total_ms),
         others: rest.len(),
     })
+}
+
+/// Per kernel name: the elapsed time while at least one of its calls ran within the counted
+/// steps (µs, summed over the steps), and the median over the steps of that time's share of
+/// the step's wall time (0 to 1). Calls that began in an earlier step count where they run,
+/// as for the device's busy time.
+fn elapsed<'a>(loaded: &'a [Loaded], steps: &[(usize, &StepRow)]) -> HashMap<&'a str, (f64, f64)> {
+    // Per name: its time in all, and its share of each step it ran in.
+    let mut ran: HashMap<&str, (f64, Vec<f64>)> = HashMap::new();
+    for (i, step) in steps {
+        let mut here: HashMap<&str, Vec<(f64, f64)>> = HashMap::new();
+        for w in loaded[*i].device.overlapping(step.start, step.end).filter(|w| w.kind == WorkKind::Kernel) {
+            here.entry(w.name.as_str()).or_default().push((w.start, w.end));
+        }
+        for (name, intervals) in here {
+            let us = Set::clipped(intervals, step.start, step.end).len();
+            let e = ran.entry(name).or_default();
+            e.0 += us;
+            if step.end > step.start {
+                e.1.push((us / (step.end - step.start)).clamp(0.0, 1.0));
+            }
+        }
+    }
+    let timed = steps.iter().filter(|(_, s)| s.end > s.start).count();
+    ran.into_iter()
+        .map(|(name, (us, mut shares))| {
+            shares.resize(timed.max(shares.len()), 0.0);
+            (name, (us, median(&shares).unwrap_or(0.0)))
+        })
+        .collect()
 }
 
 /// The most frequent value (ties: the smallest) and how many distinct

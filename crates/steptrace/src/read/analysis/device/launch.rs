@@ -3,6 +3,7 @@
 
 use serde::Serialize;
 
+use super::consistency::before_its_launch;
 use super::events::WorkKind;
 use crate::analysis::loaded::Loaded;
 use crate::analysis::stats::Stats;
@@ -19,8 +20,13 @@ pub struct LaunchView {
     /// Kernels of the counted steps whose launch is not (it fell before
     /// the window, or the tracer did not record it).
     pub unmatched_kernels: usize,
-    /// From the start of the launch call to the start of its kernel, µs.
-    pub launch_to_start_us: Stats,
+    /// From the start of the launch call to the start of its kernel, µs, over the matched
+    /// kernels that start after their launch; `None` when none does.
+    pub launch_to_start_us: Option<Stats>,
+    /// Matched kernels that start before their launch call: a negative time no device can
+    /// take (the host's and the device's clocks disagree, or the input is inconsistent).
+    /// They are left out of [`launch_to_start_us`](Self::launch_to_start_us).
+    pub before_launch: usize,
     /// Per step: the end of the last kernel launched in the step minus the
     /// end of the step's last launch call, ms. Large: the host queued work
     /// well ahead of the device (device-bound). Near zero or below: each
@@ -31,7 +37,7 @@ pub struct LaunchView {
 /// `None` when no kernel of the counted steps can be matched to a launch.
 pub(crate) fn launch_view(loaded: &[Loaded], steps: &[(usize, &StepRow)]) -> Option<LaunchView> {
     let (mut counts, mut latency, mut ahead) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut matched, mut unmatched) = (0, 0);
+    let (mut matched, mut unmatched, mut before_launch) = (0, 0, 0);
     // Per file: (launch start, launch end, kernel end), by launch start.
     let pairs: Vec<Vec<(f64, f64, f64)>> = loaded
         .iter()
@@ -57,7 +63,11 @@ pub(crate) fn launch_view(loaded: &[Loaded], steps: &[(usize, &StepRow)]) -> Opt
                 continue;
             };
             matched += 1;
-            latency.push(w.start - launch.start);
+            if before_its_launch(w, launch) {
+                before_launch += 1;
+            } else {
+                latency.push((w.start - launch.start).max(0.0));
+            }
         }
         // Kernels launched in this step, wherever they ran.
         let pairs = &pairs[*i];
@@ -77,7 +87,8 @@ pub(crate) fn launch_view(loaded: &[Loaded], steps: &[(usize, &StepRow)]) -> Opt
         launches_per_step: Stats::of(&counts)?,
         matched_kernels: matched,
         unmatched_kernels: unmatched,
-        launch_to_start_us: Stats::of(&latency)?,
+        launch_to_start_us: Stats::of(&latency),
+        before_launch,
         host_ahead_ms: Stats::of(&ahead)?,
     })
 }

@@ -10,6 +10,7 @@
 
 mod attribution;
 mod busy;
+mod consistency;
 mod copies;
 mod events;
 mod intervals;
@@ -21,6 +22,7 @@ use serde::Serialize;
 pub use attribution::{AttributionView, DeviceSpanRow, TimeRow};
 pub(crate) use attribution::origins;
 pub use busy::{DeviceStep, DeviceSteps};
+pub(crate) use consistency::{DeviceIssues, Found};
 pub use copies::{BatchCopies, CopyDirection, CopySize, CopyView, SmallUploads, SMALL_COPY_BYTES};
 pub(crate) use events::DeviceEvents;
 pub use kernels::{short_name, KernelRow, KernelTable, SHORT_KERNEL_US};
@@ -161,20 +163,17 @@ pub(crate) fn device_view(loaded: &[Loaded], run: &RunInfo, vocab: &Vocabulary<'
             not_observed.push((part, reason.clone()));
         }
     }
+    // Elapsed time, so that a wait nested in another counts once.
     let step_threads_only = |l: &Loaded, a: f64, b: f64, step: &StepRow, pred: &dyn Fn(&str) -> bool| {
-        l.spans
-            .starting_in(a, b)
-            .map(|(_, s)| s)
-            .filter(|s| s.thread == step.thread && pred(&s.name))
-            .map(|s| s.dur())
-            .sum::<f64>()
+        let spans = l.spans.starting_in(a, b).map(|(_, s)| s).filter(|s| s.thread == step.thread && pred(&s.name));
+        Set::clipped(spans.map(|s| (s.start, s.end)), a, b).len()
     };
     let has_wait = loaded.iter().any(|l| l.spans.spans.iter().any(|s| is_wait(&s.name)));
     let waits = per_step(loaded, |l, a, b, step| Some(step_threads_only(l, a, b, step, &is_wait) / 1000.0));
     let (waiting, waiting_share) = if has_wait {
         (
             Stats::of(&waits.iter().map(|x| x.0).collect::<Vec<_>>()),
-            Stats::of(&waits.iter().map(|(v, ms)| v / ms).collect::<Vec<_>>()),
+            Stats::of(&waits.iter().filter(|(_, ms)| *ms > 0.0).map(|(v, ms)| (v / ms).min(1.0)).collect::<Vec<_>>()),
         )
     } else {
         (None, None)
@@ -201,6 +200,18 @@ pub(crate) fn device_view(loaded: &[Loaded], run: &RunInfo, vocab: &Vocabulary<'
              waiting for the device (sync), or anything else (launching, host work)"
                 .into(),
         );
+    }
+    if let Some(n) = kernels.as_ref().map(|k| k.inconsistent_kernels).filter(|n| *n > 0) {
+        notes.push(format!(
+            "{n} kernel(s) of the counted steps overlap another kernel on their stream or share a launch with \
+             another kernel: the kernel sums, means and calls per step rest on inconsistent input (see the warnings)"
+        ));
+    }
+    if let Some(n) = launch.as_ref().map(|l| l.before_launch).filter(|n| *n > 0) {
+        notes.push(format!(
+            "{n} matched kernel(s) start before their launch call: a negative launch-to-start time is no measurement, \
+             so they are left out of it (see the warnings)"
+        ));
     }
     sync_note(run, &mut notes);
     DeviceView {

@@ -59,18 +59,36 @@ pub(super) fn check(cx: &Context<'_>, found: &mut Vec<Hypothesis>) {
     found.push(Hypothesis {
         id: "dominant-operation",
         evidence: format!(
-            "`{}` takes {} ({:.0}% {what}) over {} calls, {:.1}× the next one",
+            "`{}` takes {} ({:.0}% {what}) over {} calls{}",
             label(&first.name, LABEL_CHARS),
             ms(first.self_ms),
-            share * 100.0,
+            share.min(1.0) * 100.0,
             first.calls,
-            second.map_or(f64::INFINITY, |s| first.self_ms / s.self_ms.max(f64::MIN_POSITIVE))
+            against_next(first.self_ms, second.map(|s| s.self_ms))
         ),
         hypothesis: "one operation dominates: its shape or algorithm sets the step time".into(),
         next,
         experiment,
         command: None,
     });
+}
+
+/// How the first compares with the next one: `, 3.2× the next one`; `, the next one takes
+/// 0` when it takes nothing; empty when there is no next one or no ratio to quote (a ratio
+/// is never infinite, nor a 300-digit number).
+fn against_next(first_ms: f64, next_ms: Option<f64>) -> String {
+    let Some(next) = next_ms else { return String::new() };
+    if next <= 0.0 {
+        return ", the next one takes 0".to_owned();
+    }
+    let ratio = first_ms / next;
+    if !ratio.is_finite() {
+        String::new()
+    } else if ratio >= 1e6 {
+        format!(", {ratio:.1e}× the next one")
+    } else {
+        format!(", {ratio:.1}× the next one")
+    }
 }
 
 /// From the device's kernels: one kernel name over
@@ -80,12 +98,21 @@ fn from_kernels(cx: &Context<'_>, kernels: &KernelTable, found: &mut Vec<Hypothe
     if kernels.kernel_ms <= 0.0 {
         return;
     }
-    let share = top.total_ms / kernels.kernel_ms;
+    let share = (top.total_ms / kernels.kernel_ms).min(1.0);
     let step_ms: Vec<f64> = per_step(cx.loaded, |_, _, _, _| Some(0.0)).iter().map(|x| x.1).collect();
     let step = median(&step_ms).unwrap_or(0.0);
-    if share < DOMINANT_KERNEL_SHARE || top.per_step_ms < DOMINANT_KERNEL_STEP_SHARE * step {
+    if share < DOMINANT_KERNEL_SHARE || top.share_of_step < DOMINANT_KERNEL_STEP_SHARE {
         return;
     }
+    let inconsistent = if kernels.inconsistent_kernels > 0 {
+        format!(
+            "; these figures rest on inconsistent input: {} kernel(s) overlap another on their stream or share a \
+             launch with another kernel (see the warnings)",
+            kernels.inconsistent_kernels
+        )
+    } else {
+        String::new()
+    };
     let dims = |d: Option<[u64; 3]>| d.map_or_else(|| "not recorded".to_owned(), |[x, y, z]| format!("[{x}, {y}, {z}]"));
     let grids = if top.grids > 1 { format!(" (most often; {} distinct grids)", top.grids) } else { String::new() };
     let batch = cx.run.batch_size.unwrap_or(64);
@@ -114,12 +141,12 @@ fn from_kernels(cx: &Context<'_>, kernels: &KernelTable, found: &mut Vec<Hypothe
     found.push(Hypothesis {
         id: "dominant-kernel",
         evidence: format!(
-            "`{}` takes {:.0}% of the kernels' device time: {} per step ({:.0}% of the {} step) over {} calls per \
-             step, {:.1} µs per call, grid {}{grids}, block {}{ran_for}",
+            "`{}` takes {:.0}% of the kernels' device time: {} per step (it runs {:.0}% of the {} step) over {} \
+             calls per step, {:.1} µs per call, grid {}{grids}, block {}{ran_for}{inconsistent}",
             top.label,
             share * 100.0,
             ms(top.per_step_ms),
-            top.per_step_ms / step * 100.0,
+            top.share_of_step * 100.0,
             ms(step),
             top.calls_per_step,
             top.mean_us,

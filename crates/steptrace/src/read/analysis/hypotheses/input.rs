@@ -26,7 +26,7 @@ pub(super) fn check(cx: &Context<'_>, found: &mut Vec<Hypothesis>) {
         return;
     }
     let inputs: Vec<f64> = per.iter().map(|x| x.0).collect();
-    let shares: Vec<f64> = per.iter().map(|(v, ms)| v / ms).collect();
+    let shares: Vec<f64> = per.iter().filter(|(_, ms)| *ms > 0.0).map(|(v, ms)| (v / ms).min(1.0)).collect();
     let (Some(input), Some(share), Some(step)) =
         (median(&inputs), median(&shares), median(&per.iter().map(|x| x.1).collect::<Vec<_>>()))
     else {

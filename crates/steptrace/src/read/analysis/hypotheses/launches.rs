@@ -86,13 +86,10 @@ fn from_kernels(cx: &Context<'_>, kernels: &KernelTable, found: &mut Vec<Hypothe
     let step = median(&step_ms).unwrap_or(0.0);
     let busy_ms = cx.device.device_busy_ms_per_step.as_ref().map_or(0.0, |s| s.median);
     let launch = cx.device.launch.as_ref().map_or_else(String::new, |l| {
-        format!(
-            "; a kernel starts {:.1} µs after its launch call (median; p90 {:.1} µs) and the host ends its launches \
-             {} before the device ends the step's kernels",
-            l.launch_to_start_us.median,
-            l.launch_to_start_us.p90,
-            ms(l.host_ahead_ms.median)
-        )
+        let start = l.launch_to_start_us.as_ref().map_or_else(String::new, |s| {
+            format!("a kernel starts {:.1} µs after its launch call (median; p90 {:.1} µs) and ", s.median, s.p90)
+        });
+        format!("; {start}the host ends its launches {} before the device ends the step's kernels", ms(l.host_ahead_ms.median))
     });
     let small = cx.device.copies.as_ref().and_then(|c| c.small_uploads_every_step.as_ref()).map_or_else(
         String::new,
