@@ -75,7 +75,7 @@ fn benches(a: &CompareArgs, pa: &Path, pb: &Path) -> anyhow::Result<()> {
 /// Reads a bench result, refusing a newer format and impossible times.
 fn load(path: &Path) -> anyhow::Result<BenchResult> {
     let shown = escape(&path.display().to_string()).into_owned();
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read {shown}"))?;
+    let bytes = input::read_bench(path)?;
     BenchResult::from_json(&bytes).with_context(|| format!("cannot compare {shown}"))
 }
 

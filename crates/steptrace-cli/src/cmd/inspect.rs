@@ -5,9 +5,9 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::bail;
-use steptrace::analysis::{redact_file_in_order, top_level_keys, Inventory};
+use steptrace::analysis::{redact_file_in_order, Inventory};
 use steptrace::read::display::{escape, label, LABEL_CHARS};
-use steptrace::reader::{parse_json_trace, read_json_trace_file, JsonTrace, ReadError};
+use steptrace::reader::{read_json_trace_file, read_json_trace_in_order, JsonTrace, TraceFile};
 
 use crate::args::InspectArgs;
 
@@ -20,12 +20,12 @@ pub fn run(a: InspectArgs) -> anyhow::Result<ExitCode> {
     if let Some(out) = &a.redact {
         check_new_file(out)?;
     }
-    // Every field of every event: a secret can sit in any of them.
-    let bytes = std::fs::read(&a.trace).map_err(|source| ReadError::io(&a.trace, source))?;
-    let trace = parse_json_trace(&bytes).map_err(|err| err.with_path(&a.trace))?;
+    // Every field of every event: a secret can sit in any of them. The
+    // file is read as it is parsed (a regular file only), never held whole.
+    let file = TraceFile::open(&a.trace)?;
+    let size = file.len();
     // The copy keeps the file's top-level order (a rank's distributedInfo first).
-    let order = if a.redact.is_some() { top_level_keys(&bytes) } else { Vec::new() };
-    drop(bytes);
+    let (trace, order) = read_json_trace_in_order(file, size).map_err(|err| err.with_path(&a.trace))?;
     let inv = Inventory::of(&trace);
     if a.json {
         println!("{}", serde_json::to_string_pretty(&inv)?);
@@ -36,6 +36,8 @@ pub fn run(a: InspectArgs) -> anyhow::Result<ExitCode> {
         // The copy is scanned again before it is written: nothing flagged
         // is ever written.
         let outcome = redact_file_in_order(&trace, &order, out)?;
+        // The source's events are done with: the copy read back is not held beside them.
+        drop(trace);
         let check = Inventory::of(&read_json_trace_file(out)?);
         eprintln!(
             "sanitised copy: {} ({} strings replaced, {} bytes{}{}); it scans {}",
@@ -116,9 +118,11 @@ fn print_inventory(a: &InspectArgs, inv: &Inventory, trace: &JsonTrace) {
         println!("\nnothing flagged: no e-mail address, token, home-directory or network path, card number,");
         println!("  national identifier, IBAN or input content was found");
     } else {
-        println!("\nflagged ({}):", inv.findings.len());
+        let occurrences = if inv.flagged == 1 { "occurrence" } else { "occurrences" };
+        println!("\nflagged ({} distinct, {} {occurrences}):", inv.findings.len(), inv.flagged);
         for f in &inv.findings {
-            println!("  {}: {} ({})", label(&f.location, LABEL_CHARS), f.kind, escape(&f.excerpt));
+            let times = if f.occurrences > 1 { format!(" ×{}", f.occurrences) } else { String::new() };
+            println!("  {}: {} ({}){times}", label(&f.location, LABEL_CHARS), f.kind, escape(&f.excerpt));
         }
         println!("share a copy made with --redact OUT instead");
     }

@@ -8,11 +8,13 @@
 //! that kind gives.
 
 use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
 use anyhow::{bail, Context};
 use serde::de::IgnoredAny;
 use steptrace::read::display::escape;
+use steptrace::reader::TraceFile;
 
 /// What one side is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,6 +54,10 @@ pub(super) fn kinds(a: &Path, b: &Path) -> anyhow::Result<Kind> {
 }
 
 /// The kind of `path`, or `None` when its content is no JSON at all.
+///
+/// A file is read as a [`TraceFile`] (a regular file, never a FIFO or a
+/// device) and streamed: its top-level keys are collected, its values
+/// skipped, so that a large trace is never held.
 fn sniff(path: &Path) -> anyhow::Result<Option<Kind>> {
     if path.is_dir() {
         return Ok(Some(Kind::Trace));
@@ -60,11 +66,21 @@ fn sniff(path: &Path) -> anyhow::Result<Option<Kind>> {
     if [".gz", ".trace.json", ".partial"].iter().any(|end| name.ends_with(end)) {
         return Ok(Some(Kind::Trace));
     }
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", shown(path)))?;
-    if bytes.starts_with(&[0x1f, 0x8b]) || bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
+    let mut file = BufReader::new(TraceFile::open(path)?);
+    let cannot = || format!("cannot read {}", shown(path));
+    if file.fill_buf().with_context(cannot)?.starts_with(&[0x1f, 0x8b]) {
         return Ok(Some(Kind::Trace));
     }
-    Ok(serde_json::from_slice::<HashMap<String, IgnoredAny>>(&bytes).ok().map(|keys| {
+    loop {
+        let buf = file.fill_buf().with_context(cannot)?;
+        let blank = buf.iter().take_while(|b| b.is_ascii_whitespace()).count();
+        match buf.get(blank) {
+            Some(b'[') => return Ok(Some(Kind::Trace)),
+            Some(_) | None if blank == 0 => break,
+            _ => file.consume(blank),
+        }
+    }
+    Ok(serde_json::from_reader::<_, HashMap<String, IgnoredAny>>(file).ok().map(|keys| {
         let bench = keys.contains_key("fingerprint")
             || keys.contains_key("runs")
             || (keys.contains_key("format") && !keys.contains_key("traceEvents"));
@@ -74,6 +90,15 @@ fn sniff(path: &Path) -> anyhow::Result<Option<Kind>> {
             Kind::Trace
         }
     }))
+}
+
+/// The bytes of the bench result at `path`: a regular file, read to the
+/// size it had when opened.
+pub(super) fn read_bench(path: &Path) -> anyhow::Result<Vec<u8>> {
+    let mut file = TraceFile::open(path)?;
+    let mut bytes = Vec::with_capacity(usize::try_from(file.len()).unwrap_or(0).min(64 << 20));
+    file.read_to_end(&mut bytes).with_context(|| format!("cannot read {}", shown(path)))?;
+    Ok(bytes)
 }
 
 /// A path as the user gave it, terminal-safe.

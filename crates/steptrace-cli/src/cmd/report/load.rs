@@ -11,15 +11,27 @@
 //! that cannot say its run (no steptrace metadata: cut short, or another
 //! program's) is left out with a warning naming it, never taken for a run
 //! of its own; a file whose steptrace metadata does not read is an error.
+//!
+//! Files are read as they are parsed, never held whole: a folder's files
+//! are first read for their run alone (their metadata and first events,
+//! their bytes hashed on the way), then the most recent run's in full; a
+//! file given by name is hashed before it is parsed, so that a copy is
+//! never parsed nor held. Only regular files are read: a FIFO or a device
+//! named as a trace is refused, and skipped with a warning in a folder.
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeSet, HashMap};
-use std::hash::{Hash, Hasher};
+use std::hash::Hasher;
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use steptrace::read::display::escape;
-use steptrace::reader::{parse_trace, ReadError, Trace};
+use steptrace::reader::{read_trace, read_trace_head, ReadError, ReadErrorKind, Trace, TraceFile};
+
+/// The events of a file read for its run alone: steptrace's header event
+/// is among a partial file's first events.
+const HEAD_EVENTS: usize = 16;
 
 /// The files read, and what was set aside.
 pub(crate) struct Loaded {
@@ -32,58 +44,128 @@ pub(crate) fn load(paths: &[PathBuf]) -> anyhow::Result<Loaded> {
     let mut seen = Seen::default();
     let mut files = Vec::new();
     for path in paths {
-        if path.is_dir() {
-            for (name, bytes) in latest_run(path, &mut seen)? {
-                let trace = parse_trace(&bytes).map_err(|e| e.with_path(Path::new(&name)))?;
-                files.push((name, trace));
+        let chosen = if path.is_dir() { latest_run(path, &mut seen)? } else { vec![(path.clone(), None)] };
+        for (path, digest) in chosen {
+            if seen.again(&path) {
+                continue;
             }
-        } else {
-            let bytes = std::fs::read(path).map_err(|source| ReadError::io(path, source))?;
-            if seen.first_time(path, &bytes) {
-                files.push((path.display().to_string(), parse_trace(&bytes).map_err(|e| e.with_path(path))?));
+            // A copy is known by its bytes before it is parsed: never held twice.
+            let digest = match digest {
+                Some(digest) => digest,
+                None => hashed(TraceFile::open(&path)?, |file, _| io::copy(file, &mut io::sink()))
+                    .map_err(|err| ReadError::io(&path, err))?
+                    .1,
+            };
+            if !seen.copy(&path, digest) {
+                let file = TraceFile::open(&path)?;
+                let size = file.len();
+                files.push((path.display().to_string(), read_trace(file, size).map_err(|err| err.with_path(&path))?));
             }
         }
     }
     Ok(Loaded { files, warnings: seen.warnings })
 }
 
+/// A file's size and a hash of its bytes.
+type Digest = (u64, u64);
+
+/// What `read` makes of `file` (given its size), and the digest of the bytes it read.
+fn hashed<T, E>(file: TraceFile, read: impl FnOnce(&mut dyn Read, u64) -> Result<T, E>) -> Result<(T, Digest), E> {
+    let size = file.len();
+    let mut hashing = Hashing { inner: file, hasher: DefaultHasher::new(), len: 0 };
+    let value = read(&mut hashing, size)?;
+    Ok((value, (hashing.len, hashing.hasher.finish())))
+}
+
+/// A reader that hashes the bytes it passes on.
+struct Hashing<R> {
+    inner: R,
+    hasher: DefaultHasher,
+    len: u64,
+}
+
+impl<R: Read> Read for Hashing<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        let read = buf.get(..n).unwrap_or_default();
+        self.hasher.write(read);
+        self.len += n as u64;
+        Ok(n)
+    }
+}
+
 /// The files read so far, by canonical path and by content.
 #[derive(Default)]
 struct Seen {
     paths: HashMap<PathBuf, String>,
-    contents: HashMap<(u64, usize), Vec<(PathBuf, String)>>,
+    contents: HashMap<Digest, Vec<(PathBuf, String)>>,
     warnings: Vec<String>,
 }
 
 impl Seen {
-    /// Whether the file at `path`, holding `bytes`, is new; if not, says
-    /// which file it repeats.
-    fn first_time(&mut self, path: &Path, bytes: &[u8]) -> bool {
+    /// Whether the file at `path` was read already (under this name or
+    /// another that leads to it); says so.
+    fn again(&mut self, path: &Path) -> bool {
         let shown = path.display().to_string();
         let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
         if let Some(first) = self.paths.get(&canonical) {
             let also = if *first == shown { String::new() } else { format!(" (also as {})", escape(first)) };
             self.warnings.push(format!("{} is given twice{also}: read once", escape(&shown)));
-            return false;
+            return true;
         }
-        self.paths.insert(canonical.clone(), shown.clone());
-        let mut hasher = DefaultHasher::new();
-        bytes.hash(&mut hasher);
-        let key = (hasher.finish(), bytes.len());
-        let same = self.contents.entry(key).or_default();
+        self.paths.insert(canonical, shown);
+        false
+    }
+
+    /// Whether the file at `path`, just read with `digest`, is a copy of
+    /// one read before; says which.
+    fn copy(&mut self, path: &Path, digest: Digest) -> bool {
+        let shown = path.display().to_string();
+        let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        let same = self.contents.entry(digest).or_default();
         // A hash is not proof: compare the bytes of a candidate.
-        let twin = same.iter().find(|(p, _)| std::fs::read(p).is_ok_and(|b| b == bytes)).map(|(_, s)| s.clone());
-        if let Some(first) = twin {
+        if let Some((_, first)) = same.iter().find(|(p, _)| same_bytes(p, &canonical)) {
             self.warnings.push(format!(
                 "{} has the same content as {}: counted once (a copy would count its steps twice)",
                 escape(&shown),
-                escape(&first)
+                escape(first)
             ));
-            return false;
+            return true;
         }
         same.push((canonical, shown));
-        true
+        false
     }
+}
+
+/// Whether the files at `a` and `b` hold the same bytes, read side by
+/// side.
+fn same_bytes(a: &Path, b: &Path) -> bool {
+    let (Ok(mut a), Ok(mut b)) = (TraceFile::open(a), TraceFile::open(b)) else { return false };
+    if a.len() != b.len() {
+        return false;
+    }
+    let (mut x, mut y) = (vec![0; 64 << 10], vec![0; 64 << 10]);
+    loop {
+        match (fill(&mut a, &mut x), fill(&mut b, &mut y)) {
+            (Ok(0), Ok(0)) => return true,
+            (Ok(n), Ok(m)) if n == m && x.get(..n) == y.get(..m) => {}
+            _ => return false,
+        }
+    }
+}
+
+/// Reads until `buf` is full or the end.
+fn fill(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+            Err(err) => return Err(err),
+        }
+    }
+    Ok(n)
 }
 
 /// How a folder's file is named: a finished trace, or one cut short.
@@ -107,7 +189,8 @@ fn run_key(path: &Path, trace: &Trace) -> anyhow::Result<Option<(u64, String)>> 
 }
 
 /// The paths in `dir` and in its folders one level down (where a run of
-/// several ranks keeps each cycle's files), in no particular order.
+/// several ranks keeps each cycle's files), in no particular order; not
+/// the folders themselves.
 fn candidates(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     let list = |d: &Path| -> anyhow::Result<Vec<PathBuf>> {
         let mut paths = Vec::new();
@@ -120,7 +203,7 @@ fn candidates(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     for path in list(dir)? {
         if path.is_dir() {
             // A folder that cannot be listed holds nothing of ours.
-            out.extend(list(&path).unwrap_or_default().into_iter().filter(|p| p.is_file()));
+            out.extend(list(&path).unwrap_or_default().into_iter().filter(|p| !p.is_dir()));
         } else {
             out.push(path);
         }
@@ -128,15 +211,23 @@ fn candidates(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-/// The files of the most recent run in `dir`, as `(name, bytes)`.
-fn latest_run(dir: &Path, seen: &mut Seen) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
+/// The files of the most recent run in `dir`, by name, with their digests.
+fn latest_run(dir: &Path, seen: &mut Seen) -> anyhow::Result<Vec<(PathBuf, Option<Digest>)>> {
     let mut all = Vec::new();
-    let mut partial_count = 0;
+    let mut skipped = Vec::new();
     for path in candidates(dir)? {
         let Some(partial) = path.file_name().and_then(|n| n.to_str()).and_then(kind_of) else { continue };
-        let bytes = std::fs::read(&path).map_err(|source| ReadError::io(&path, source))?;
-        let trace = match parse_trace(&bytes) {
-            Ok(trace) => trace,
+        let file = match TraceFile::open(&path) {
+            Ok(file) => file,
+            // A FIFO or a device named like a trace is not opened.
+            Err(err) if matches!(err.kind(), ReadErrorKind::NotAFile { .. }) => {
+                skipped.push(format!("skipped {}: {}", escape(&path.display().to_string()), err.kind()));
+                continue;
+            }
+            Err(err) => return Err(err.into()),
+        };
+        let trace = match hashed(file, |file, size| read_trace_head(file, size, HEAD_EVENTS)) {
+            Ok(read) => read,
             // A crash can leave a partial file with nothing readable in it.
             Err(err) if partial => {
                 seen.warnings.push(format!("skipped {}", escape(&err.with_path(&path).to_string())));
@@ -144,12 +235,12 @@ fn latest_run(dir: &Path, seen: &mut Seen) -> anyhow::Result<Vec<(String, Vec<u8
             }
             Err(err) => return Err(err.with_path(&path).into()),
         };
-        partial_count += usize::from(partial);
-        all.push((run_key(&path, &trace)?, path, bytes, partial));
+        let (trace, digest) = trace;
+        all.push((run_key(&path, &trace)?, path, partial, digest));
     }
     // Beside steptrace's runs, a file that cannot say its run is not taken for a run of its own.
     if all.iter().any(|(k, ..)| k.is_some()) {
-        all.retain(|(k, path, _, partial)| {
+        all.retain(|(k, path, partial, _)| {
             if k.is_none() {
                 seen.warnings.push(format!(
                     "{}: left out: it holds no steptrace metadata to tell which run it belongs to ({}); pass it by name \
@@ -160,14 +251,16 @@ fn latest_run(dir: &Path, seen: &mut Seen) -> anyhow::Result<Vec<(String, Vec<u8
             }
             k.is_some()
         });
-        partial_count = all.iter().filter(|(.., p)| *p).count();
     }
     if all.is_empty() {
+        let also = if skipped.is_empty() { String::new() } else { format!("; {}", skipped.join("; ")) };
         bail!(
-            "{} holds no *.trace.json file, in it or one folder down (nor a readable *.trace.json.partial)",
+            "{} holds no *.trace.json file, in it or one folder down (nor a readable *.trace.json.partial){also}",
             dir.display()
         );
     }
+    seen.warnings.extend(skipped);
+    let partial_count = all.iter().filter(|(_, _, p, _)| *p).count();
     let runs: BTreeSet<_> = all.iter().map(|(k, ..)| k.clone()).collect();
     let latest = runs.iter().next_back().cloned().unwrap_or_default();
     if runs.len() > 1 {
@@ -185,8 +278,8 @@ fn latest_run(dir: &Path, seen: &mut Seen) -> anyhow::Result<Vec<(String, Vec<u8
             dir.display()
         );
     }
-    let mut files: Vec<(PathBuf, Vec<u8>)> =
-        all.into_iter().filter(|(k, ..)| *k == latest).map(|(_, p, b, _)| (p, b)).collect();
+    let mut files: Vec<(PathBuf, Option<Digest>)> =
+        all.into_iter().filter(|(k, ..)| *k == latest).map(|(_, p, _, d)| (p, Some(d))).collect();
     files.sort_by(|a, b| a.0.cmp(&b.0));
-    Ok(files.into_iter().filter(|(p, b)| seen.first_time(p, b)).map(|(p, b)| (p.display().to_string(), b)).collect())
+    Ok(files)
 }

@@ -11,9 +11,28 @@ pub enum ReadErrorKind {
     /// The file could not be read.
     #[error("{0}")]
     Io(#[source] io::Error),
-    /// The input holds nothing but whitespace (or NUL bytes).
+    /// The input holds nothing but whitespace.
     #[error("empty file")]
     Empty,
+    /// The input is NUL bytes where a trace starts: nothing but NUL bytes
+    /// (what a crash can leave of a file whose data never reached the
+    /// disk), or NUL bytes before anything else.
+    #[error("{}", nul_bytes(*.count, *.only))]
+    NulBytes {
+        /// How many NUL bytes the file holds (with `only`), or at least
+        /// starts with.
+        count: u64,
+        /// Whether the file holds nothing else (whitespace aside).
+        only: bool,
+    },
+    /// The path names something other than a regular file: a FIFO, a
+    /// device, a socket or a folder, none of which a trace is read from
+    /// (a FIFO would block, a device never ends).
+    #[error("it is {what}, not a regular file: traces are read from regular files only")]
+    NotAFile {
+        /// What it is, for example `a FIFO (named pipe)`.
+        what: &'static str,
+    },
     /// The input starts with something other than `{` or `[`.
     #[error("expected '{{' or '[' at the start of a trace, found {found}")]
     NotATrace {
@@ -68,13 +87,41 @@ pub enum ReadErrorKind {
     /// The input starts like a gzip file but does not decompress.
     #[error("not a readable gzip file: {0}")]
     Gzip(#[source] io::Error),
-    /// The input decompresses to more than the reader accepts.
-    #[error("the gzip file decompresses to more than {limit} bytes")]
+    /// The input decompresses to more than the reader accepts: see
+    /// [`gzip_limit`](super::gzip_limit). Refused as soon as that many
+    /// bytes came out, without holding them.
+    #[error(
+        "the gzip file of {compressed} bytes decompresses to more than {limit} bytes, the most it is read to ({} \
+         times its size, {} MiB at least): refused as a decompression bomb",
+        super::GZIP_MAX_RATIO,
+        super::GZIP_MIN_LIMIT >> 20
+    )]
     TooLarge {
         /// The most bytes accepted.
         limit: u64,
+        /// The size of the compressed input, bytes.
+        compressed: u64,
+    },
+    /// A gzip file holds bytes after its last complete member that are
+    /// neither another member nor NUL padding.
+    #[error("not a readable gzip file: trailing garbage after a complete gzip member, at byte {offset} of the compressed file")]
+    GzipTrailingGarbage {
+        /// Where the garbage starts, in compressed bytes.
+        offset: u64,
     },
 }
+
+fn nul_bytes(count: u64, only: bool) -> String {
+    if only {
+        format!(
+            "NUL bytes, not JSON: the file holds {count} NUL bytes and nothing else (what a crash can leave of a file \
+             whose data never reached the disk)"
+        )
+    } else {
+        format!("NUL bytes, not JSON: the file starts with {count} NUL bytes")
+    }
+}
+
 
 /// An error from [`parse_trace`](super::parse_trace) or
 /// [`read_trace_file`](super::read_trace_file).
@@ -166,10 +213,10 @@ impl fmt::Display for ReadError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // A file name can hold control characters too.
         let shown = self.path.as_ref().map(|p| crate::read::display::escape(&p.display().to_string()).into_owned());
-        if let ReadErrorKind::Io(source) = &self.kind {
+        if let ReadErrorKind::Io(_) | ReadErrorKind::NotAFile { .. } = &self.kind {
             return match &shown {
-                Some(path) => write!(f, "cannot read trace {path}: {source}"),
-                None => write!(f, "cannot read trace: {source}"),
+                Some(path) => write!(f, "cannot read trace {path}: {}", self.kind),
+                None => write!(f, "cannot read trace: {}", self.kind),
             };
         }
         if let Some(path) = &shown {

@@ -27,16 +27,34 @@
 //! # Compressed files
 //!
 //! A gzip file (`.json.gz`, as Perfetto and torch.profiler save them) is
-//! recognised by its magic bytes, whatever its name, and decompressed
-//! first, all of its members in turn; a compressed stream cut short keeps
-//! what decompressed before the cut, like any cut file. Offsets in errors
-//! then count decompressed bytes.
+//! recognised by its magic bytes, whatever its name, and decompressed as
+//! it is parsed, all of its members in turn; a compressed stream cut short
+//! keeps what decompressed before the cut, like any cut file, and NUL
+//! padding after the last member is ignored, as `gzip -d` ignores it. Bytes
+//! after the last member that are neither are an error
+//! ([`ReadErrorKind::GzipTrailingGarbage`]), as is a file that expands past
+//! [`gzip_limit`] (a decompression bomb: refused when that many bytes came
+//! out, never holding them). Offsets in errors then count decompressed
+//! bytes.
+//!
+//! # Files
+//!
+//! [`read_trace_file`] and the other file readers read regular files only
+//! ([`TraceFile`]): a FIFO, a device (a link to `/dev/zero`), a socket or
+//! a folder is refused before anything is read, and a file is read up to
+//! the size it had when it was opened. A file of NUL bytes is named as
+//! such ([`ReadErrorKind::NulBytes`]).
 //!
 //! # Memory
 //!
-//! Events are parsed one by one, straight into [`TraceEvent`]s, without
-//! building a JSON tree of the whole document: memory grows with the number
-//! of events, not with nesting or formatting.
+//! The input is read through a window that holds the value being parsed,
+//! not the file: events are parsed one by one, straight into
+//! [`TraceEvent`]s, without the file's text or a JSON tree of the whole
+//! document in memory. What is held is the events: memory grows with their
+//! number, not with the file's formatting, and the largest value read at
+//! once bounds the window. [`read_trace_head`] holds only the first few
+//! events, and [`read_events`] and [`read_json_events`] none: each goes to
+//! a callback as it is read.
 //!
 //! # Validation
 //!
@@ -53,22 +71,28 @@
 
 mod error;
 mod event;
+mod file;
 mod gzip;
 mod parse;
 mod validate;
+mod window;
 
 #[cfg(test)]
 mod prop_tests;
 
+use std::io::{self, Read};
 use std::path::Path;
 
 use serde_json::Value;
 
 use crate::format::names::meta;
+use event::RawEvent;
 use crate::format::{MetadataError, Steptrace};
 
 pub use error::{ReadError, ReadErrorKind};
 pub use event::{TraceEvent, TrackId};
+pub use file::TraceFile;
+pub use gzip::{gzip_limit, GZIP_MAX_RATIO, GZIP_MIN_LIMIT};
 pub use validate::{plausible_dur, plausible_ts, validate, Problem, ProblemKind, MAX_PLAUSIBLE_DUR_US, MAX_PLAUSIBLE_TS_US};
 
 /// An event as its whole JSON object, every field kept.
@@ -203,9 +227,7 @@ pub fn is_segment_header(event: &JsonEvent) -> bool {
 /// # Ok::<(), steptrace::reader::ReadError>(())
 /// ```
 pub fn parse_trace(bytes: &[u8]) -> Result<Trace, ReadError> {
-    let trace = decompressed(bytes, parse::parse)?;
-    check_format(trace.steptrace())?;
-    Ok(trace)
+    read_trace(bytes, bytes.len() as u64)
 }
 
 /// Parses a Chrome trace held in memory, keeping each event's whole JSON
@@ -226,23 +248,165 @@ pub fn parse_trace(bytes: &[u8]) -> Result<Trace, ReadError> {
 /// # Ok::<(), steptrace::reader::ReadError>(())
 /// ```
 pub fn parse_json_trace(bytes: &[u8]) -> Result<JsonTrace, ReadError> {
-    let trace = decompressed(bytes, parse::parse_as::<JsonEvent>)?;
+    read_json_trace(bytes, bytes.len() as u64)
+}
+
+/// Reads a Chrome trace from `src`, at most `size` bytes of it (a gzip
+/// stream's limit is [`gzip_limit`] of `size`), streaming: its text is
+/// never held whole. [`parse_trace`] reads bytes in memory this way,
+/// [`read_trace_file`] a [`TraceFile`].
+///
+/// # Errors
+///
+/// As for [`parse_trace`]; a read error is of kind [`ReadErrorKind::Io`].
+pub fn read_trace(src: impl Read, size: u64) -> Result<Trace, ReadError> {
+    let mut events = Vec::new();
+    let parsed = read_as::<RawEvent>(src, size, window::CHUNK, &mut |event| events.push(event))?;
+    let trace = Trace { events, ..parsed.trace };
     check_format(trace.steptrace())?;
     Ok(trace)
 }
 
-/// Runs `parse` on `bytes`, decompressed first when they are gzip.
-fn decompressed<E>(
-    bytes: &[u8],
-    parse: impl Fn(&[u8]) -> Result<Trace<E>, ReadError>,
-) -> Result<Trace<E>, ReadError> {
-    if !gzip::is_gzip(bytes) {
-        return parse(bytes);
-    }
-    let (plain, cut) = gzip::gunzip(bytes, gzip::LIMIT)?;
-    let mut trace = parse(&plain).map_err(ReadError::in_decompressed)?;
-    trace.truncated |= cut;
+/// Reads a Chrome trace from `src` as [`read_trace`] does, keeping only
+/// its first `keep` events: every event is read and checked, and what a
+/// trace says of itself ([`Trace::steptrace`]: its metadata, or the header
+/// event a partial file starts with) is there, at the memory of `keep`
+/// events.
+///
+/// # Errors
+///
+/// As for [`read_trace`].
+///
+/// # Examples
+///
+/// ```
+/// use steptrace::reader::read_trace_head;
+///
+/// let text = br#"[{"ph":"i","name":"a","ts":1},{"ph":"i","name":"b","ts":2}]"#;
+/// let head = read_trace_head(&text[..], text.len() as u64, 1)?;
+/// assert_eq!(head.events.len(), 1);
+/// assert!(read_trace_head(&b"[{},{} {}]"[..], 10, 1).is_err());
+/// # Ok::<(), steptrace::reader::ReadError>(())
+/// ```
+pub fn read_trace_head(src: impl Read, size: u64, keep: usize) -> Result<Trace, ReadError> {
+    let mut events = Vec::new();
+    let mut each = |event| {
+        if events.len() < keep {
+            events.push(event);
+        }
+    };
+    let parsed = read_as::<RawEvent>(src, size, window::CHUNK, &mut each)?;
+    let trace = Trace { events, ..parsed.trace };
+    check_format(trace.steptrace())?;
     Ok(trace)
+}
+
+/// Reads a Chrome trace from `src` as [`read_trace`] does, one event at a
+/// time: each event goes to `each` as it is read, and is not kept (the
+/// trace returned holds none of them; its metadata and damage are there).
+/// Memory is then that of the window and of what `each` keeps.
+///
+/// Events are handed over before the file is read to its end: an error
+/// returned after some of them were means the file is refused as a whole
+/// (a syntax error further on, invalid UTF-8, a newer steptrace format).
+///
+/// # Errors
+///
+/// As for [`read_trace`].
+///
+/// # Examples
+///
+/// ```
+/// use steptrace::reader::read_events;
+///
+/// let text = br#"{"traceEvents":[{"ph":"X","name":"a","ts":1,"dur":2},{"ph":"X","name":"b","ts":3,"dur":4}],"k":1}"#;
+/// let mut busy = 0.0;
+/// let trace = read_events(&text[..], text.len() as u64, |event| busy += event.dur.unwrap_or(0.0))?;
+/// assert_eq!((busy, trace.events.len(), trace.metadata.len()), (6.0, 0, 1));
+/// # Ok::<(), steptrace::reader::ReadError>(())
+/// ```
+pub fn read_events(src: impl Read, size: u64, mut each: impl FnMut(TraceEvent)) -> Result<Trace, ReadError> {
+    let trace = read_as::<RawEvent>(src, size, window::CHUNK, &mut each)?.trace;
+    check_format(trace.steptrace())?;
+    Ok(trace)
+}
+
+/// Reads a Chrome trace from `src` one event at a time, as [`read_events`]
+/// does, each event as its whole JSON object, as [`read_json_trace`] keeps
+/// them; with the top-level keys in file order, as
+/// [`read_json_trace_in_order`] gives them.
+///
+/// # Errors
+///
+/// As for [`read_json_trace`].
+pub fn read_json_events(
+    src: impl Read,
+    size: u64,
+    mut each: impl FnMut(JsonEvent),
+) -> Result<(JsonTrace, Vec<String>), ReadError> {
+    let parsed = read_as::<JsonEvent>(src, size, window::CHUNK, &mut each)?;
+    check_format(parsed.trace.steptrace())?;
+    Ok((parsed.trace, parsed.keys))
+}
+
+/// Reads a Chrome trace from `src` as [`read_trace`] does, keeping each
+/// event's whole JSON object, as [`parse_json_trace`] does.
+///
+/// # Errors
+///
+/// As for [`parse_json_trace`].
+pub fn read_json_trace(src: impl Read, size: u64) -> Result<JsonTrace, ReadError> {
+    read_json_trace_in_order(src, size).map(|(trace, _)| trace)
+}
+
+/// Reads a Chrome trace as [`read_json_trace`] does, with its top-level
+/// keys in the order the file writes them (`traceEvents` among them; the
+/// keys read before a cut, for a file cut short; none for the array
+/// format): what a copy that keeps the file's layout needs.
+///
+/// # Errors
+///
+/// As for [`read_json_trace`].
+///
+/// # Examples
+///
+/// ```
+/// use steptrace::reader::read_json_trace_in_order;
+///
+/// let text = br#"{"b":1,"traceEvents":[],"a":{"c":2}}"#;
+/// let (trace, keys) = read_json_trace_in_order(&text[..], text.len() as u64)?;
+/// assert_eq!(keys, ["b", "traceEvents", "a"]);
+/// assert_eq!(trace.metadata.len(), 2);
+/// # Ok::<(), steptrace::reader::ReadError>(())
+/// ```
+pub fn read_json_trace_in_order(src: impl Read, size: u64) -> Result<(JsonTrace, Vec<String>), ReadError> {
+    let mut events = Vec::new();
+    let parsed = read_as::<JsonEvent>(src, size, window::CHUNK, &mut |event| events.push(event))?;
+    let trace = Trace { events, ..parsed.trace };
+    check_format(trace.steptrace())?;
+    Ok((trace, parsed.keys))
+}
+
+/// Parses events of shape `S` from at most `size` bytes of `src`,
+/// decompressed as they are read when they are gzip, handing each to
+/// `each`.
+fn read_as<S: parse::Shape>(
+    src: impl Read,
+    size: u64,
+    chunk: usize,
+    each: &mut dyn FnMut(S::Event),
+) -> Result<parse::Parsed<S::Event>, ReadError> {
+    let mut src = src.take(size);
+    let mut head = Vec::with_capacity(2);
+    (&mut src).take(2).read_to_end(&mut head).map_err(|err| ReadError::whole(ReadErrorKind::Io(err)))?;
+    let gz = head == gzip::MAGIC;
+    let raw = io::Cursor::new(head).chain(src);
+    if gz {
+        let source = gzip::Gunzip::new(raw, size, gzip_limit(size));
+        parse::parse_window::<S>(window::Window::new(Box::new(source), chunk), each).map_err(ReadError::in_decompressed)
+    } else {
+        parse::parse_window::<S>(window::Window::new(Box::new(window::Plain(raw)), chunk), each)
+    }
 }
 
 /// Refuses a steptrace file of a newer format version: its fields may mean
@@ -256,12 +420,14 @@ fn check_format<T>(steptrace: Result<T, MetadataError>) -> Result<(), ReadError>
 
 /// Reads and parses a Chrome trace file.
 ///
-/// The whole file is read into memory, then parsed as by [`parse_trace`].
+/// The file is opened as a [`TraceFile`] (a regular file, never a FIFO or
+/// a device) and read as by [`read_trace`]: streaming, never whole.
 ///
 /// # Errors
 ///
 /// A [`ReadError`] of kind [`ReadErrorKind::Io`] when the file cannot be
-/// read, or as for [`parse_trace`]; either way the error carries `path`.
+/// read, [`ReadErrorKind::NotAFile`] when it is not a regular file, or as
+/// for [`parse_trace`]; either way the error carries `path`.
 ///
 /// # Examples
 ///
@@ -273,8 +439,9 @@ fn check_format<T>(steptrace: Result<T, MetadataError>) -> Result<(), ReadError>
 /// assert!(err.to_string().contains("no/such/trace.json"));
 /// ```
 pub fn read_trace_file(path: &Path) -> Result<Trace, ReadError> {
-    let bytes = std::fs::read(path).map_err(|source| ReadError::io(path, source))?;
-    parse_trace(&bytes).map_err(|err| err.with_path(path))
+    let file = TraceFile::open(path)?;
+    let size = file.len();
+    read_trace(file, size).map_err(|err| err.with_path(path))
 }
 
 /// Reads and parses a Chrome trace file, keeping each event's whole JSON
@@ -284,8 +451,9 @@ pub fn read_trace_file(path: &Path) -> Result<Trace, ReadError> {
 ///
 /// As for [`read_trace_file`].
 pub fn read_json_trace_file(path: &Path) -> Result<JsonTrace, ReadError> {
-    let bytes = std::fs::read(path).map_err(|source| ReadError::io(path, source))?;
-    parse_json_trace(&bytes).map_err(|err| err.with_path(path))
+    let file = TraceFile::open(path)?;
+    let size = file.len();
+    read_json_trace(file, size).map_err(|err| err.with_path(path))
 }
 
 #[cfg(test)]

@@ -159,8 +159,27 @@ fn nul_padding_after_a_crash_is_dropped() {
     assert_eq!(names(&trace), ["a"]);
     assert!(trace.truncated);
     assert_eq!(trace.dropped_bytes, 4 + 100);
+}
+
+#[test]
+fn nul_bytes_are_named_as_such() {
     let err = parse_err(&[0; 16]);
-    assert!(matches!(err.kind(), ReadErrorKind::Empty));
+    assert!(matches!(err.kind(), ReadErrorKind::NulBytes { count: 16, only: true }), "{err}");
+    assert_eq!(
+        err.to_string(),
+        "invalid trace at byte 0: NUL bytes, not JSON: the file holds 16 NUL bytes and nothing else (what a crash \
+         can leave of a file whose data never reached the disk)"
+    );
+    let err = parse_err(b" \n\0\0\0");
+    assert!(matches!(err.kind(), ReadErrorKind::NulBytes { count: 3, only: true }), "{err}");
+    assert_eq!(err.offset(), Some(2));
+    let err = parse_err(b"\0\0[]");
+    assert!(matches!(err.kind(), ReadErrorKind::NulBytes { count: 2, only: false }), "{err}");
+    assert!(err.to_string().ends_with("NUL bytes, not JSON: the file starts with 2 NUL bytes"), "{err}");
+    // NUL bytes inside the content stop it where they start.
+    let err = parse_err(b"[{}\0\0{}]");
+    assert_eq!(err.offset(), Some(3));
+    assert!(err.to_string().contains("expected ',' or ']' after an event"), "{err}");
 }
 
 #[test]

@@ -186,6 +186,70 @@ proptest! {
     }
 }
 
+// === reading through a window ===
+
+/// What reading `bytes` through a window of `chunk` bytes gives, errors as
+/// their text.
+fn read_chunked(bytes: &[u8], chunk: usize) -> Result<super::Trace, String> {
+    let mut events = Vec::new();
+    let parsed = super::read_as::<super::RawEvent>(bytes, bytes.len() as u64, chunk, &mut |e| events.push(e));
+    parsed.map(|p| super::Trace { events, ..p.trace }).map_err(|err| err.to_string())
+}
+
+/// `bytes` as a gzip file of `members` members.
+fn gzipped(bytes: &[u8], members: usize) -> Vec<u8> {
+    use std::io::Write;
+    let mut out = Vec::new();
+    let step = bytes.len().div_ceil(members.max(1)).max(1);
+    for part in bytes.chunks(step) {
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        enc.write_all(part).unwrap();
+        out.extend(enc.finish().unwrap());
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn any_window_reads_what_the_whole_input_reads(
+        (bytes, _) in trace_file(),
+        cut in any::<prop::sample::Index>(),
+        nuls in prop_oneof![Just(0usize), 1usize..40],
+        edits in prop::collection::vec((any::<prop::sample::Index>(), prop_oneof![Just(0u8), any::<u8>()]), 0..3),
+        chunk in 1usize..9,
+    ) {
+        let mut bytes = bytes;
+        for (at, byte) in edits {
+            let at = at.index(bytes.len());
+            bytes[at] = byte;
+        }
+        bytes.truncate(cut.index(bytes.len() + 1));
+        bytes.extend(std::iter::repeat_n(0, nuls));
+        let whole = read_chunked(&bytes, super::window::CHUNK);
+        prop_assert_eq!(&read_chunked(&bytes, chunk), &whole, "chunk {}", chunk);
+        // The same bytes gzip-compressed, in one member or several, read the same.
+        for members in [1, 3].into_iter().filter(|_| !bytes.is_empty()) {
+            let gz = gzipped(&bytes, members);
+            match (read_chunked(&gz, chunk), &whole) {
+                (Ok(trace), Ok(plain)) => prop_assert_eq!(&trace, plain),
+                (Err(err), Err(plain)) => prop_assert_eq!(err, decompressed(plain)),
+                (gz, plain) => prop_assert!(false, "gzip {:?} but plain {:?}", gz.map(|t| t.events.len()), plain.as_ref().map(|t| t.events.len())),
+            }
+        }
+    }
+}
+
+/// An error's text as it reads for gzip input: its offset counts
+/// decompressed bytes.
+fn decompressed(text: &str) -> String {
+    match text.split_once(": ") {
+        Some((head, rest)) if head.starts_with("invalid trace at byte ") => format!("{head} of the decompressed data: {rest}"),
+        _ => text.to_owned(),
+    }
+}
+
 // === mutations of real traces ===
 
 /// A cycle steptrace wrote on an H200, and a torch.profiler trace.
@@ -301,6 +365,10 @@ proptest! {
             apply(&mut bytes, m);
         }
         read_side_survives(&bytes)?;
+        let whole = read_chunked(&bytes, super::window::CHUNK);
+        for chunk in [7, 4093] {
+            prop_assert_eq!(&read_chunked(&bytes, chunk), &whole, "chunk {}", chunk);
+        }
     }
 }
 
