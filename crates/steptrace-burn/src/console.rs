@@ -108,8 +108,15 @@ fn wrap_under(text: &str, indent: usize, shell: bool) -> Vec<String> {
 /// Prints `text` on stdout, wrapped by [`wrap`].
 pub fn say(text: &str) {
     for line in wrap(text) {
-        println!("{line}");
+        out(&line);
     }
+}
+
+/// Prints `text` and a newline on stdout; a closed stdout (`steptrace train | head -1`)
+/// drops the line instead of ending the run, so that the run still writes its files.
+pub fn out(text: &dyn std::fmt::Display) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stdout().lock(), "{text}");
 }
 
 /// Prints `text` on stderr, wrapped by [`wrap`].

@@ -101,13 +101,13 @@ fn print_out_of_memory(o: &OutOfMemory) {
     for n in &o.not_observed {
         t.add_row(["not observed".to_owned(), n.clone()]);
     }
-    println!("{t}");
+    console::out(&t);
     let mut t = console::table();
     t.set_header(["bytes", "largest allocations steptrace can see (cubecl lists no live ones one by one)"]);
     for a in &o.largest {
         t.add_row([size(a.bytes), a.description.clone()]);
     }
-    println!("{t}");
+    console::out(&t);
 }
 
 fn signed(bytes: i64) -> String {

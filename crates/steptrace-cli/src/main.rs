@@ -13,6 +13,12 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    // A run writes its traces and results whatever becomes of its console; a reader's
+    // output is all it has.
+    let keeps_going = std::env::args_os().nth(1).is_some_and(|a| a == "train" || a == "bench");
+    if !keeps_going {
+        closed_stdout_ends_quietly();
+    }
     // Mesa's Vulkan device-selection layer complains on headless machines
     // ("XDG_RUNTIME_DIR is invalid"); it selects nothing we need.
     if std::env::var_os("NODEVICE_SELECT").is_none() {
@@ -40,6 +46,25 @@ fn main() -> ExitCode {
         }
     }
 }
+
+/// A write to a closed pipe (`steptrace inspect T | head -1`) ends the process as the
+/// shell expects of a command line tool: killed by SIGPIPE (status 141 in a shell), without
+/// a message. Rust ignores SIGPIPE, so that such a write fails instead, and every print
+/// would then panic. `train` and `bench` do not take this path: killed mid-run they would
+/// lose the cycle in progress or the result file, so their console lines are written
+/// without a panic on a closed stdout and dropped, and the run goes on to write its files.
+#[cfg(unix)]
+fn closed_stdout_ends_quietly() {
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    // Registered with signal-hook: its handler runs the default action (the workspace
+    // forbids the unsafe code that would restore SIG_DFL directly). Child processes
+    // start with the default action either way.
+    let _ = signal_hook::flag::register_conditional_default(signal_hook::consts::SIGPIPE, Arc::new(AtomicBool::new(true)));
+}
+
+#[cfg(not(unix))]
+fn closed_stdout_ends_quietly() {}
 
 /// The error and its causes, joined by ": ", each cause once: many of our
 /// errors already quote their source in their message, and anyhow's `{:#}`

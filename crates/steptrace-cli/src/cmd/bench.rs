@@ -43,10 +43,10 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
     let (warmup, steps) = (a.warmup.unwrap_or(10), a.steps.unwrap_or(50));
     let protocol = Protocol { warmup, steps, runs: a.runs, profile: a.profile, trace_dir: a.trace_dir };
     let result = bench(&a.workload, &protocol, true)?;
-    print!("{}", render(&result));
+    steptrace_burn::console::out(&render(&result).trim_end());
     if let Some(path) = &a.json {
         write_new(path, &result)?;
-        println!("result written to {}", path.display());
+        steptrace_burn::console::out(&format!("result written to {}", path.display()));
     }
     Ok(ExitCode::SUCCESS)
 }

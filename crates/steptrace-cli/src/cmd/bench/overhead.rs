@@ -118,10 +118,10 @@ pub(super) fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
         threshold,
     };
     let result = OverheadResult::new(setup, records)?;
-    print!("{}", block(&render(&result)));
+    steptrace_burn::console::out(&block(&render(&result)).trim_end());
     if let Some(path) = &a.json {
         super::write_new(path, &result)?;
-        println!("{}", wrap(&format!("result written to {}", path.display()), "  "));
+        steptrace_burn::console::out(&wrap(&format!("result written to {}", path.display()), "  "));
     }
     Ok(ExitCode::SUCCESS)
 }
