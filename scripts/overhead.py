@@ -20,7 +20,7 @@ For new measurements use `steptrace bench --profile interleaved`: it runs the
 processes, labels every step with steptrace's own schedule code, repeats over
 processes with `compare`'s bootstrap and verdict, and keeps every step in its
 --json (docs/benchmarks.md). This script stays for existing `train --json`
-summaries, as scripts/h200-device.sh produces them.
+summaries, as scripts/h200/device.sh produces them.
 """
 
 import argparse

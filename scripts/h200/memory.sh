@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Issue 25 on the H200: the Transformer's categories, and an out-of-memory that explains itself.
+# Memory on the H200: the Transformer's categories, and an out-of-memory that explains itself.
 #
-#   bash scripts/h200-memory.sh
+#   scripts/h200/run memory
 #
 # 1. A request too large for one allocation: the ConvNet on 1 x 512 x 512 synthetic images at
 #    batch 8192 (conv1's output alone is 64 GiB; cubecl's CUDA pools take at most a quarter of
@@ -13,18 +13,20 @@
 # 3. A device that fills up: the same ConvNet at batch 4096 (conv1's output, 34 GB, is under the
 #    largest allocation), with --memory --memory-phases: out of memory, or the true peak.
 # Parts run in that order while the budget lasts (what it cut is in rc.txt). The cubecl cache
-# is $CACHE (default /tmp/st-cubecl-cache, kept between calls on one machine).
+# is $CACHE (default /tmp/st-cubecl-cache, kept between runs on one machine).
+# Knobs: BUDGET (default 560), OOM_CAP (default 390), TRANSFORMER_CAP (default 150), CACHE, WORK.
 #
 # Needs the release binary in .devbin/steptrace.xz (built with `--features nvtx` or without).
 # What comes back: $OUT/h200-memory.tgz (results/: logs, --json files, reports, rc.txt).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+HERE=$(cd "$(dirname "$0")" && pwd)
+cd "$HERE/../.."
 W=${WORK:-/tmp/st-memory}
 R=$W/results
 FINAL=${OUT:-$W/out}
 BUDGET=${BUDGET:-560}
 CACHE=${CACHE:-/tmp/st-cubecl-cache}
-. "$(dirname "$0")/h200-common.sh"
+. "$HERE/common.sh"
 
 trap 'st_pack h200-memory' EXIT
 st_start "$W"

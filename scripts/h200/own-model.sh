@@ -1,30 +1,31 @@
 #!/usr/bin/env bash
 # A program's own model and loop on CUDA (the `own_model` example: a residual MLP whose block 1
 # is planted wide), through steptrace_burn::Session: each capability, read back with
-# `steptrace report`; then the paired bench of `steptrace train` (now built on the session)
+# `steptrace report`; then the paired bench of `steptrace train` (built on the Session type)
 # on the MLP at batch 256, host spans with the null check, for docs/benchmarks.md.
 #
-#   bash scripts/h200-own-model.sh
+#   scripts/h200/run own-model
 #
 # Knobs: BUDGET (seconds, default 560), RUNS (bench processes, default 20), BENCH=0, OOM=0,
 # CAPTURE=0, RUNS_OWN=0 (skips the own_model runs before the out-of-memory one), CONVNET=1 (the
-# bench on the ConvNet at batch 256 too). Needs .devbin/steptrace and own_model (one .tar.xz). What comes back:
-# $OUT/h200-own-model.tgz.
+# bench on the ConvNet at batch 256 too), CACHE, WORK. Needs .devbin/steptrace and own_model
+# (one .tar.xz). What comes back: $OUT/h200-own-model.tgz.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+HERE=$(cd "$(dirname "$0")" && pwd)
+cd "$HERE/../.."
 W=${WORK:-/tmp/st-own-model}
 R=$W/results
 FINAL=${OUT:-$W/out}
 BUDGET=${BUDGET:-560}
 CACHE=${CACHE:-/tmp/st-cubecl-cache}
 RUNS=${RUNS:-20}
-. "$(dirname "$0")/h200-common.sh"
+. "$HERE/common.sh"
 
 trap 'st_pack h200-own-model' EXIT
 st_start "$W"
 mkdir -p "$FINAL"
 OM=$W/bin/own_model
-# The session's cubecl cache: shared by every run here.
+# The Session's cubecl cache: shared by every run here.
 export STEPTRACE_CACHE_DIR=$CACHE
 
 # NAME CAP ARGS...: own_model on CUDA into traces/NAME, then its report as text and JSON.
@@ -69,7 +70,7 @@ if [ "${CAPTURE:-1}" = 1 ]; then
   (cd "$R" && "$B" report traces/on-demand > report-on-demand.txt 2>&1) || true
 fi
 
-# `steptrace train` on the session: what its host spans cost, paired in each process.
+# `steptrace train` (built on the Session type): what its host spans cost, paired in each process.
 if [ "${BENCH:-1}" = 1 ]; then
   st_run_capped bench-mlp-host 200 "$B" bench --profile interleaved --backend cuda --cache-dir "$CACHE" \
     --schedule wait=7,warmup=1,active=2 --runs "$RUNS" --model mlp --dataset digits --batch 256 \

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Issue 26 on the H200: both sides of every overhead figure in one call of under 10 minutes.
+# Both sides of every overhead figure on the H200 (steptrace and torch.profiler, the same hour),
+# in one run of under 10 minutes:
 #
-#   bash scripts/h200-cost.sh
+#   scripts/h200/run cost
 #
 # For the MLP (digits) and the ConvNet (fashion-mnist) at batch 256, back to back on one
-# machine in one hour:
+# machine:
 # 1. steptrace: `bench --profile interleaved` (3 processes with device activity, 3 with host
 #    spans only, and 3 with no profiler: the null check), schedule wait=7,warmup=1,active=2.
 # 2. torch.profiler: `benches/torch_twin.py --profile interleaved`, the same schedule, 3
@@ -13,35 +14,39 @@
 # 3. An on-demand run: `train --schedule on-demand` asked for one capture by `steptrace capture`,
 #    to see how many steps after the request the recording starts on CUDA.
 #
-# 4. With EXPERIMENTS=1 (issue 26 item 1, where a launch-bound step's host-span cost goes), for
-#    the MLP: host spans only at `--detail internals` (burn's and cubecl's spans too: many more
-#    spans a step, so the slope against `--detail steps` is what one span costs inside a real
-#    step), and host spans only with the process held to two cores (`taskset -c 0,1`: does the
-#    writer thread compete with cubecl's launching thread for a core?). Spans per step are
-#    counted from a short recorded `train` at each detail level. Then host spans with jemalloc
-#    preloaded (does glibc's allocator, with tracing-chrome's writer thread freeing what the
-#    training thread allocated, make spans dearer?). And for item 2, a cycle of four
-#    warmup steps: the first enables CUPTI, the next three show what it costs a step to keep it
-#    enabled outside the window.
+# 4. With EXPERIMENTS=1 (where a launch-bound step's host-span cost goes), for the MLP: host
+#    spans only at `--detail internals` (burn's and cubecl's spans too: many more spans a step,
+#    so the slope against `--detail steps` is what one span costs inside a real step), and host
+#    spans only with the process held to two cores (`taskset -c 0,1`: does the writer thread
+#    compete with cubecl's launching thread for a core?). Spans per step are counted from a
+#    short recorded `train` at each detail level. Then host spans with jemalloc preloaded (does
+#    glibc's allocator, with tracing-chrome's writer thread freeing what the training thread
+#    allocated, make spans dearer?). And a cycle of four warmup steps: the first enables CUPTI,
+#    the next three show what it costs a step to keep it enabled outside the window.
 #
-# 5. With MEMORY_COST=1 (issue 25): the MLP's paired bench with `--memory`, host spans only, and a
-#    short run whose summary times each allocator query.
+# 5. With MEMORY_COST=1: the MLP's paired bench with `--memory`, host spans only, and a short
+#    run whose summary times each allocator query.
 #
-# 6. With SINK=1 (issue 26 item 4): the sink's rate and a long window's peak memory on this CPU.
+# 6. With SINK=1: the sink's rate and a long window's peak memory on this CPU.
 #
 # 7. With VERIFY=1 (first, before anything else): the CUPTI smoke example (.devbin/smoke.gz), whose
 #    windows with the kinds kept on between them must count what a per-cycle window counts, launches
 #    included; then a default `train` (CUPTI kept on between windows 7 steps apart) whose traces must
 #    carry launch records (`cuda_driver` > 0) in every window, the first and the kept ones.
 #
+# 8. With POLICY=1: the default CUPTI policy (kept on between windows up to 32 steps apart) against
+#    host spans only, for the MLP and the ConvNet.
+#
 # MODELS (default "mlp convnet"), BASELINE (default 1: the no-profiler processes too),
-# TORCH_ACTIVITIES (default "cpu+cuda cpu") and ON_DEMAND (default 1) choose the parts, so that the work can
-# be split over calls of under 10 minutes. The cubecl cache is $CACHE (default
-# /tmp/st-cubecl-cache, outside $W), so that a later call on the same machine starts warm.
+# TORCH_ACTIVITIES (default "cpu+cuda cpu") and ON_DEMAND (default 1) choose the parts, so that
+# the work can be split over runs of under 10 minutes. BUDGET (default 560), WORK. The cubecl
+# cache is $CACHE (default /tmp/st-cubecl-cache, outside $W), so that a later run on the same
+# machine starts warm.
 #
 # Needs the release binary in .devbin/steptrace.xz. What comes back: $OUT/h200-cost.tgz.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+HERE=$(cd "$(dirname "$0")" && pwd)
+cd "$HERE/../.."
 REPO=$(pwd)
 W=${WORK:-/tmp/st-cost}
 R=$W/results
@@ -49,7 +54,7 @@ FINAL=${OUT:-$W/out}
 BUDGET=${BUDGET:-560}
 CACHE=${CACHE:-/tmp/st-cubecl-cache}
 MODELS=${MODELS-mlp convnet}
-. "$(dirname "$0")/h200-common.sh"
+. "$HERE/common.sh"
 
 trap 'st_pack h200-cost' EXIT
 st_start "$W"
@@ -122,7 +127,7 @@ for model in $MODELS; do
 done
 
 if [ "${MEMORY_COST:-0}" = 1 ]; then
-  # Issue 25's cost: host spans plus one allocator query at each recorded step's end, against the
+  # --memory's cost: host spans plus one allocator query at each recorded step's end, against the
   # host-spans-only runs of the MLP above; then one run whose summary times each query.
   st_run_capped bench-mlp-memory 150 "$B" bench --profile interleaved --backend cuda --runs 3 --cache-dir "$CACHE" \
     --model mlp --dataset digits --batch 256 --device-activity off --memory --json bench-mlp-memory.json \
@@ -134,7 +139,7 @@ if [ "${MEMORY_COST:-0}" = 1 ]; then
 fi
 
 if [ "${POLICY:-0}" = 1 ]; then
-  # Item 2's default: CUPTI kept enabled between windows up to 32 steps apart (here 7), against
+  # The default policy: CUPTI kept enabled between windows up to 32 steps apart (here 7), against
   # host spans only, the MLP and the ConvNet; and one short traced run to read the collector's
   # costs per window.
   for model in mlp convnet; do
@@ -149,7 +154,7 @@ if [ "${EXPERIMENTS:-0}" = 1 ]; then
     --batch 256 --device-activity off --schedule wait=7,warmup=1,active=2)
   [ -n "$MODELS" ] || st_run_capped exp-steps 150 "$B" "${common[@]}" --json exp-steps.json
   st_run_capped exp-internals 90 "$B" "${common[@]}" --detail internals --json exp-internals.json
-  # Item 2: what CUPTI costs a step while enabled outside a window. Warmup steps run with the
+  # What CUPTI costs a step while enabled outside a window. Warmup steps run with the
   # collector open and nothing kept, so with four of them the first is the enabling and the
   # other three are what keeping CUPTI enabled across cycles would cost every step (auto, then
   # off for the same spans without CUPTI). Every step's phase is in the --json. Then the same
@@ -187,7 +192,7 @@ if [ "${EXPERIMENTS:-0}" = 1 ]; then
 fi
 
 if [ "${SINK:-0}" = 1 ]; then
-  # Issue 26 item 4 on the H200's CPU: the sink's end-to-end rate (criterion, profile bench) and a
+  # On the H200's CPU: the sink's end-to-end rate (criterion, profile bench) and a
   # 100,000-step window's peak memory (the long_window example, release), carried as
   # .devbin/overhead.gz and .devbin/long_window.gz.
   if [ -x "$W/bin/overhead" ]; then

@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
-# Issue 25 on the H200 after the step-start sample: the planted out-of-memory of session 10
-# (an MLP 16,384 wide at batch 300,000, docs/benchmarks.md) must still explain itself, and the
-# MLP's peak inside the step (`--memory-phases`) at batch 256 against batch 512.
+# The planted out-of-memory on the H200 (an MLP 16,384 wide at batch 300,000, in
+# docs/benchmarks/archive-2026-12-03.md) must still explain itself with the step-start
+# memory sample, and the MLP's peak inside the step (`--memory-phases`) at batch 256 against
+# batch 512.
 #
-#   bash scripts/h200-oom-start.sh
+#   scripts/h200/run oom-start
 #
+# Knobs: BUDGET (default 450), OOM_CAP (default 280), CACHE, WORK.
 # Needs .devbin/steptrace.xz. What comes back: $OUT/h200-oom-start.tgz.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+HERE=$(cd "$(dirname "$0")" && pwd)
+cd "$HERE/../.."
 W=${WORK:-/tmp/st-oom-start}
 R=$W/results
 FINAL=${OUT:-$W/out}
 BUDGET=${BUDGET:-450}
 CACHE=${CACHE:-/tmp/st-cubecl-cache}
-. "$(dirname "$0")/h200-common.sh"
+. "$HERE/common.sh"
 
 trap 'st_pack h200-oom-start' EXIT
 st_start "$W"

@@ -1,26 +1,27 @@
 #!/usr/bin/env bash
-# Issue 22's H200 runs (steptrace on burn 0.22), by the method of the 0.21 figures in
-# docs/benchmarks.md (scripts/h200-measure.sh `cold`), in two calls of under 10 minutes:
+# steptrace on burn 0.22 on the H200, by the method of the burn 0.21 figures
+# (scripts/h200/measure.sh `cold`), in runs of under 10 minutes:
 #
-#   bash scripts/h200-port.sh first      the default `steptrace train` on CUDA with device
-#                                        activity into an empty cubecl cache (the MLP's cold
-#                                        first step, itemised), `report`, `report --json`,
-#                                        `report --html`; then the ConvNet into the same
-#                                        cache (cold for its kernels), and the MLP again
-#                                        (warm); `backends`; traces kept for HTA here
-#   bash scripts/h200-port.sh cold       0.21's cold-start method exactly (h200-measure.sh
-#                                        `cold`): into an empty cache, the MLP at batch 256,
-#                                        then the ConvNet (partly warm), then the MLP again
-#                                        (warm); then the Transformer (its own kernels)
-#   bash scripts/h200-port.sh overhead   `bench --profile interleaved` for the MLP (with
-#                                        --baseline) and the ConvNet at batch 256, 3
-#                                        processes each, in the cache `first` left (when the
-#                                        machine is still the same; else they pay the cold
-#                                        start)
+#   scripts/h200/run port first        the default `steptrace train` on CUDA with device
+#                                      activity into an empty cubecl cache (the MLP's cold
+#                                      first step, itemised), `report`, `report --json`,
+#                                      `report --html`; then the ConvNet into the same
+#                                      cache (cold for its kernels), and the MLP again
+#                                      (warm); traces kept for HTA
+#   scripts/h200/run port cold         0.21's cold-start method exactly (measure.sh
+#                                      `cold`): into an empty cache, the MLP at batch 256,
+#                                      then the ConvNet (partly warm), then the MLP again
+#                                      (warm); then the Transformer (its own kernels)
+#   scripts/h200/run port transformer  the Transformer alone, in the cache an earlier run left
+#   scripts/h200/run port overhead     `bench --profile interleaved` for the MLP (with
+#                                      --baseline) and the ConvNet at batch 256, RUNS
+#                                      processes each, in the cache `first` left (when the
+#                                      machine is still the same; else they pay the cold
+#                                      start)
 #
-# The release binary is carried as .devbin/steptrace.xz (built here: the H200 has no
-# Rust). Results land in $OUT/h200-port-MODE.tgz and the console log in
-# $OUT/h200-port-MODE.log.
+# Knobs: BUDGET (default 560), RUNS (default 3), BACKEND, CACHE, CAP. The release binary is
+# carried as .devbin/steptrace.xz (the H200 has no Rust). Results land in
+# $OUT/h200-port-MODE.tgz and the console log in $OUT/h200-port-MODE.log.
 set -euo pipefail
 MODE=${1:?first or overhead}
 FINAL=${OUT:?OUT must name the output folder}
@@ -30,7 +31,7 @@ BUDGET=${BUDGET:-560}
 BACKEND=${BACKEND:-cuda}
 RUNS=${RUNS:-3}
 CACHE=${CACHE:-/tmp/cubecl-port}
-. "$(dirname "$0")/h200-common.sh"
+. "$(dirname "$0")/common.sh"
 
 pack() {
   set +e

@@ -1,27 +1,28 @@
 #!/usr/bin/env bash
-# Issue 16's measurements on the lent H200, with the release binaries carried
-# gzipped in .devbin/ (steptrace, the criterion bench `overhead-bench`, the
-# `long_window` example and, for before/after, `long_window_old`):
+# The paired overhead, the span and sink benches, and the cold start on the lent H200, with
+# the release binaries carried in .devbin/ (steptrace, the criterion bench `overhead-bench`, the
+# `long_window` example and, for before/after, `overhead-bench-old` and `long_window_old`):
 #
-#   bash scripts/h200-measure.sh cold     the cold start itemised: MLP -> ConvNet -> MLP
-#                                         into one empty cubecl cache (cold, partly warm,
-#                                         warm), then `bench --profile interleaved` of the
-#                                         MLP (digits, batch 256, with --baseline) and the
-#                                         ConvNet (fashion-mnist, batch 256) in that cache
-#   bash scripts/h200-measure.sh host     the criterion bench (span cost against
-#                                         tracing-chrome alone, the sink's throughput) and
-#                                         long_window's memory on this host's CPU, for this
-#                                         build and (`-old` binaries, when carried) the one
-#                                         before, then
-#                                         `bench --profile interleaved` of the MLP at batch
-#                                         4096 (synthetic, 65,536 samples)
-#   bash scripts/h200-measure.sh big      the ConvNet at batch 4096 (synthetic), and the
-#                                         MLP's cold start with --autotune-level minimal
+#   scripts/h200/run measure cold   the cold start itemised: MLP -> ConvNet -> MLP
+#                                   into one empty cubecl cache (cold, partly warm,
+#                                   warm), then `bench --profile interleaved` of the
+#                                   MLP (digits, batch 256, with --baseline) and the
+#                                   ConvNet (fashion-mnist, batch 256) in that cache
+#   scripts/h200/run measure host   the criterion bench (span cost against
+#                                   tracing-chrome alone, the sink's throughput) and
+#                                   long_window's memory on this host's CPU, for this
+#                                   build and (`-old` binaries, when carried) the one
+#                                   before, then
+#                                   `bench --profile interleaved` of the MLP at batch
+#                                   4096 (synthetic, 65,536 samples)
+#   scripts/h200/run measure big    the ConvNet at batch 4096 (synthetic), and the
+#                                   MLP's cold start with --autotune-level minimal
 #
 # Results (summaries, bench JSON, logs, reports) land in $OUT/h200-measure-MODE.tgz,
 # the console in $OUT/h200-measure-MODE.log (tee'd by the caller).
-# A local dry run: BACKEND=cpu STEPTRACE=path/to/steptrace OUT=$(mktemp -d) RUNS=1 \
-#   TRAIN_STEPS=6 BENCH_ARGS="--warmup 2 --steps 20" bash scripts/h200-measure.sh cold
+# Knobs: BUDGET (default 540), RUNS (default 3), BACKEND, TRAIN_STEPS (default 40), BENCH_ARGS,
+# CAP, STEPTRACE. A local dry run: BACKEND=cpu STEPTRACE=path/to/steptrace OUT=$(mktemp -d) \
+#   RUNS=1 TRAIN_STEPS=6 BENCH_ARGS="--warmup 2 --steps 20" scripts/h200/run measure cold
 set -euo pipefail
 MODE=${1:?cold, host or big}
 FINAL=${OUT:?OUT must name the output folder}
@@ -32,7 +33,7 @@ BACKEND=${BACKEND:-cuda}
 RUNS=${RUNS:-3}
 TRAIN_STEPS=${TRAIN_STEPS:-40}
 read -r -a BENCH_EXTRA <<< "${BENCH_ARGS:-}"
-. "$(dirname "$0")/h200-common.sh"
+. "$(dirname "$0")/common.sh"
 
 pack() {
   set +e

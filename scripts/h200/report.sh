@@ -5,16 +5,19 @@
 # ConvNet, and torch.profiler traces of the PyTorch twin for side by side.
 #
 # Runs in the repository root on the device machine:
-#   bash scripts/h200-report.sh
-# with the release binary carried as .devbin/steptrace.gz. In this order (the
+#   scripts/h200/run report
+# with the release binary carried in .devbin/ (as common.sh unpacks it). In this order (the
 # MLP first: one cubecl cache for every run, so only the first MLP run and
 # the ConvNet run pay the cold compile and autotune, 47-121 s each):
 #   mlp-clean   --model mlp --dataset digits --batch 256
 #   mlp-loader  the same, --loader-delay-ms 5        (an input bottleneck)
 #   mlp-upload  the same, --plant-upload             (a repeated 4000-byte upload)
 #   conv-clean  --model convnet --dataset fashion-mnist --batch 256
-#               (the ConvNet of the burn/PyTorch figures in docs/benchmarks.md;
-#               CONV_DATASET=digits for the device-activity section's)
+#               (the ConvNet of the burn/PyTorch figures of 2026-11-29,
+#               docs/benchmarks/archive-2026-11.md; CONV_DATASET=digits for the
+#               device-activity figures of 2026-12-01)
+#   conv-b128, conv-b512  the ConvNet at batch 128 and 512 (does the dominant kernel's time
+#               follow the batch?)
 #   torch-conv  benches/torch_twin.py --model convnet --profile active (torch.profiler trace)
 #   torch-mlp   the same for the MLP
 # each train run with --device-activity auto, its own --out and --json, and
@@ -23,9 +26,11 @@
 # the archive would be larger, the torch traces go to h200-report-torch.txz),
 # and the console log, tee'd, in $OUT/h200-report.log.
 #
+# Knobs: BUDGET (default 540), STEPS (default 50), SCHEDULE, CACHE, CONV_DATASET, TORCH_WARMUP,
+# TORCH_STEPS, BACKEND, STEPTRACE.
 # A local dry run (no GPU, torch skipped when it is missing):
 #   BACKEND=cpu STEPTRACE=target/release/steptrace OUT=$(mktemp -d) \
-#     STEPS=14 SCHEDULE=skip_first=2,wait=1,warmup=1,active=2,repeat=2 bash scripts/h200-report.sh
+#     STEPS=14 SCHEDULE=skip_first=2,wait=1,warmup=1,active=2,repeat=2 scripts/h200/run report
 set -euo pipefail
 
 FINAL=${OUT:?OUT must name the output folder}
@@ -40,7 +45,7 @@ CONV_DATASET=${CONV_DATASET:-fashion-mnist}
 TORCH_WARMUP=${TORCH_WARMUP:-20}
 TORCH_STEPS=${TORCH_STEPS:-10}         # one torch.profiler cycle of this many active steps
 REPO=$PWD
-. "$(dirname "$0")/h200-common.sh"
+. "$(dirname "$0")/common.sh"
 
 pack() {
   set +e

@@ -1,26 +1,31 @@
 #!/usr/bin/env bash
-# Issue 24's H200 runs (which op, which layer), in one call of under 10 minutes:
+# Kernel attribution on the H200 (which op, which layer): its share and its cost, in one run
+# of under 10 minutes:
 #
-#   bash scripts/h200-attribution.sh [all|overhead|verify]
+#   scripts/h200/run attribution [all|overhead|verify]
 #
-# `verify` (after `--detail ops` became the switch): the MLP with `--detail ops`, then with
-# CUPTI turned off (STEPTRACE_CUPTI=off: kernels timed by CUDA events), then without either, the ConvNet with `--detail ops` at batch 256
-# and 512 (for `compare` by op and span here), and `bench --profile interleaved --detail ops`
-# against the same bench without it, for the ConvNet.
-#
-# `overhead` runs step 3 alone, in the cache an earlier call left (when the machine is still
-# the same; else its first process pays the cold start, before the measured steps).
-#
+# `all` (the default):
 # 1. `train` on CUDA with device activity (CUPTI) and kernel attribution, into an empty
 #    cubecl cache: the MLP and the ConvNet at batch 256, the Transformer at batch 64 and
-#    sequence 64, 40 steps each; their traces come back for `report` here (the share of
-#    kernel time attributed, the op and span tables, the hypotheses).
+#    sequence 64, 40 steps each; their traces come back for `report` (the share of kernel
+#    time attributed, the op and span tables, the hypotheses).
 # 2. The same ConvNet with attribution off (STEPTRACE_ATTRIBUTION=off): the same kernels,
 #    unattributed.
-# 3. `bench --profile interleaved` (3 processes) for the MLP (--baseline) and the ConvNet at
+# 3. `bench --profile interleaved` (RUNS processes) for the MLP (--baseline) and the ConvNet at
 #    batch 256, with attribution on and then off: the in-process overhead of each, paired.
+#    (Written when attribution was on whenever device activity was; it is now `--detail ops`,
+#    which `verify` uses.)
 #
-# The release binary is carried as .devbin/steptrace.xz (built here: the H200 has no Rust).
+# `overhead` runs step 3 alone, in the cache an earlier run left (when the machine is still
+# the same; else its first process pays the cold start, before the measured steps).
+#
+# `verify`: the MLP with `--detail ops`, then with CUPTI turned off (STEPTRACE_CUPTI=off:
+# kernels timed by CUDA events), then without either; the ConvNet with `--detail ops` at batch
+# 256 and 512 (for `compare` by op and span); and `bench --profile interleaved --detail ops`
+# against the same bench without it, for the ConvNet. QUICK=1 stops after the MLP runs.
+#
+# Knobs: BUDGET (seconds, default 560), RUNS (processes a condition, default 3), CACHE, CAP,
+# QUICK. The release binary is carried as .devbin/steptrace.xz (the H200 has no Rust).
 # Results land in $OUT/h200-attribution.tgz and the console log in $OUT/h200-attribution.log.
 set -euo pipefail
 MODE=${1:-all}
@@ -30,7 +35,7 @@ R=$W/results
 BUDGET=${BUDGET:-560}
 RUNS=${RUNS:-3}
 CACHE=${CACHE:-/tmp/cubecl-attribution}
-. "$(dirname "$0")/h200-common.sh"
+. "$(dirname "$0")/common.sh"
 
 pack() { st_pack h200-attribution; }
 train() { st_train "$@"; }

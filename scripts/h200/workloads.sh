@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# Issue 26's targets on workloads other than the MLP at batch 256 and the ConvNet: the paired
-# bench (`bench --profile interleaved`, host spans with the null check, then CUPTI's default) on
-# the MLP at a small batch (its steps the most launch-bound) and on the character Transformer,
-# with torch.profiler's cost on the MLP at the same batch beside it (benches/torch_twin.py).
+# The paired bench on workloads other than the MLP at batch 256 and the ConvNet
+# (`bench --profile interleaved`, host spans with the null check, then CUPTI's default): the
+# MLP at a small batch (its steps the most launch-bound) and the character Transformer, with
+# torch.profiler's cost on the MLP at the same batch beside it (benches/torch_twin.py).
 #
-#   bash scripts/h200-workloads.sh
+#   scripts/h200/run workloads
 #
 # Knobs: RUNS (processes a condition, default 20), BUDGET (seconds, default 560), MLP_BATCH
-# (default 32), TRANSFORMER=0, TRANSFORMER_RUNS (default 10), CUPTI=0, TORCH=0. Needs .devbin/steptrace.xz. What comes back:
-# $OUT/h200-workloads.tgz.
+# (default 32), TRANSFORMER=0, TRANSFORMER_RUNS (default 10), CUPTI=0, TORCH=0, CACHE, WORK.
+# Needs .devbin/steptrace.xz. What comes back: $OUT/h200-workloads.tgz.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+HERE=$(cd "$(dirname "$0")" && pwd)
+cd "$HERE/../.."
 REPO=$PWD
 W=${WORK:-/tmp/st-workloads}
 R=$W/results
@@ -19,7 +20,7 @@ BUDGET=${BUDGET:-560}
 CACHE=${CACHE:-/tmp/st-cubecl-cache}
 RUNS=${RUNS:-20}
 MLP_BATCH=${MLP_BATCH:-32}
-. "$(dirname "$0")/h200-common.sh"
+. "$HERE/common.sh"
 
 trap 'st_pack h200-workloads' EXIT
 st_start "$W"

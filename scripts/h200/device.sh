@@ -2,22 +2,28 @@
 # steptrace train on the lent H200 with CUPTI device activity: the default
 # job's traces (what a user opens), and the profiler's cost paired inside
 # one process for the MLP and the ConvNet (device activity on, and host
-# spans only), as wait-phase against active-phase steps of the same run.
+# spans only), as wait-phase against active-phase steps of the same run,
+# analysed by scripts/overhead.py and scripts/device-stats.py.
+# (`bench --profile interleaved`, which scripts/h200/measure.sh and later
+# experiments run, does the paired measurement in one command.)
 #
 # Runs in the repository root on the device machine:
-#   bash scripts/h200-device.sh
-# with the release binary carried as .devbin/steptrace.gz. Everything lands
-# in two archives under $OUT (the device returns at most 8 files):
+#   scripts/h200/run device
+# with the release binary carried in .devbin/ (as common.sh unpacks it). Everything
+# lands in two archives under $OUT (the device returns at most 8 files):
 #   h200-device.tgz         summaries, logs, default-job traces, analyses
 #   h200-device-traces.txz  the 650-step runs' trace directories
 # and the console log, tee'd, as $OUT/h200-device.log.
 #
-#   bash scripts/h200-device.sh alternate
+#   scripts/h200/run device alternate
 # is the cross-process control: per model one cold run (--no-profile), then
 # processes of the same 650-step command alternating --device-activity off
 # and auto (off auto auto off off auto), and one --no-profile process (its
 # "phases" are labels only: a null check of the paired ratio). Summaries and
 # logs only: $OUT/h200-device-alt.tgz and $OUT/h200-device-alt.log.
+#
+# Knobs: BUDGET (seconds, default 500), BACKEND (cpu: a local dry run), STEPTRACE (a local
+# binary instead of the carried one).
 set -euo pipefail
 MODE=${1:-main}
 
@@ -29,7 +35,7 @@ BUDGET=${BUDGET:-500}                  # seconds for all the train runs
 S="skip_first=50,wait=6,warmup=1,active=3,repeat=60"
 BACKEND=${BACKEND:-cuda}               # cpu: a local dry run of this script
 REPO=$PWD
-. "$(dirname "$0")/h200-common.sh"
+. "$(dirname "$0")/common.sh"
 
 pack() {
   set +e
@@ -42,7 +48,7 @@ pack() {
   ls -la "$FINAL"
 }
 
-# NAME CAP_SECONDS ARGS...: steptrace ARGS under the budget (h200-common.sh).
+# NAME CAP_SECONDS ARGS...: steptrace ARGS under the budget (common.sh).
 run_train() {
   local name=$1 cap=$2
   shift 2
@@ -122,18 +128,8 @@ alternate() {
   trap pack_alt EXIT
   rm -rf "$W"
   mkdir -p "$R/traces"
-  if [ -n "${STEPTRACE:-}" ]; then
-    B=$STEPTRACE
-  else
-    gzip -dc .devbin/steptrace.gz > "$W/steptrace"
-    chmod +x "$W/steptrace"
-    B=$W/steptrace
-  fi
-  local d extra=""
-  for d in /usr/local/cuda*/targets/x86_64-linux/lib; do
-    if ls "$d"/libcupti.so* > /dev/null 2>&1; then extra="$extra:$d"; fi
-  done
-  export LD_LIBRARY_PATH="${extra#:}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  st_binaries "$W"                     # or $STEPTRACE, a local binary, for a dry run
+  st_cupti_path
   { sha256sum "$B"; nvidia-smi -L || true; "$B" backends || true; } 2>&1 | tee "$R/machine.txt"
   SECONDS=0
   local C=(--cache-dir "$CACHE" --quiet)

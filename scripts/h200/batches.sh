@@ -1,25 +1,32 @@
 #!/usr/bin/env bash
-# Issue 26 item 1 on the H200: the stepping thread's spans and events as records handed to the
-# writer once a step (collect/batch.rs), against what each span cost when it went through
-# tracing-chrome's channel. In one call:
+# What a recorded step's host spans cost on the H200, paired inside each process, and where it
+# goes. The stepping thread's spans and events are records handed to the writer once a step
+# (collect/batch.rs, collect/direct.rs); the knobs below switch the experiments that compare
+# them with other paths. In one run of under 10 minutes:
 # 1. criterion (`overhead` bench, release): a span at a step's density on the stepping thread
 #    (`span_paced/inside_window`) beside tracing-chrome alone, and back to back on a thread that
-#    is not the stepping one (`span_enter_exit/inside_window`: tracing-chrome's path, unchanged);
-#    the sink's rate on both paths; and, when carried, `span_paced` of the tree before batches;
+#    is not the stepping one (`span_enter_exit/inside_window`: tracing-chrome's path);
+#    the sink's rate on both paths; and, when carried, `span_paced` of an earlier tree; then
+#    the `step` bench (a training step's instrumentation, point by point), when carried;
 # 2. a short recorded `train` (MLP, host spans only): its traces must read as before (spans per
 #    step, no batch announcement left, every file parses);
 # 3. `bench --profile interleaved`, MLP at batch 256: host spans only with the null check
 #    (`--baseline`), host spans with `--memory`, and the default (CUPTI); then the ConvNet's host
-#    spans. RUNS processes a condition (default 6). With LINGER=1, the MLP's host spans again with
-#    the writer parked between steps, and with it polling every 5 ms (STEPTRACE_LINGER).
+#    spans. RUNS processes a condition (default 6).
 #
-#   bash scripts/h200-batches.sh
+#   scripts/h200/run batches
 #
-# Knobs: RUNS, BUDGET, CRITERION=0, HOST=0, HOST_CAP, MEMORY=0, MEMORY_CAP, CUPTI=0, CUPTI_CAP, TORCH=1, LINGER=1, SPANS=1,
-# OWN=1, UNWRITTEN=1, ANNOUNCED=1, CONVNET=0, CONVNET_CAP, EVICT=1.
-# Needs .devbin/steptrace.xz and .devbin/overhead.gz (.devbin/overhead-before.gz, .devbin/step.gz and step-before.gz optional). What comes back: $OUT/h200-batches.tgz.
+# Knobs (each part on by default unless its knob says =1): RUNS, BUDGET (default 420), CACHE,
+# CRITERION=0, CRITERION_CAP, EVICT=1 (the `step` bench again with 8 MiB written between points),
+# HOST=0, HOST_CAP, MEMORY=0, MEMORY_CAP, CUPTI=0, CUPTI_CAP, TORCH=1 (torch.profiler beside it),
+# LINGER=1 (STEPTRACE_LINGER off and 5000), OWN=1 (STEPTRACE_OWN_SPANS=tracing), SPANS=1
+# (STEPTRACE_SPANS=steps), UNWRITTEN=1 (STEPTRACE_SPANS=unwritten), ANNOUNCED=1
+# (STEPTRACE_SPANS=announced), CONVNET=0, CONVNET_CAP, WORK.
+# Needs .devbin/steptrace.xz and .devbin/overhead.gz (.devbin/overhead-before.gz, .devbin/step.gz
+# and step-before.gz optional). What comes back: $OUT/h200-batches.tgz.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+HERE=$(cd "$(dirname "$0")" && pwd)
+cd "$HERE/../.."
 REPO=$PWD
 W=${WORK:-/tmp/st-batches}
 R=$W/results
@@ -27,7 +34,7 @@ FINAL=${OUT:-$W/out}
 BUDGET=${BUDGET:-420}
 CACHE=${CACHE:-/tmp/st-cubecl-cache}
 RUNS=${RUNS:-6}
-. "$(dirname "$0")/h200-common.sh"
+. "$HERE/common.sh"
 
 trap 'st_pack h200-batches' EXIT
 st_start "$W"
@@ -86,14 +93,14 @@ common=(bench --profile interleaved --backend cuda --runs "$RUNS" --cache-dir "$
   --json mlp-host.json
 [ "${MEMORY:-1}" = 1 ] && st_run_capped mlp-memory "${MEMORY_CAP:-60}" "$B" "${common[@]}" --model mlp --dataset digits --device-activity off --memory \
   --json mlp-memory.json
-# One short run whose summary times the memory samples: the helper's query and the training
+# One short run whose summary times the memory samples: the allocator query and the training
 # thread's share of each step-start sample.
 CAP=60 st_train memory-queries --model mlp --dataset digits --batch 256 --steps 80 --device-activity off --memory \
   --schedule skip_first=20,wait=2,warmup=1,active=3
 python3 -c 'import json,sys; print("memory:", json.load(open(sys.argv[1]))["memory"])' "$R/memory-queries.json" \
   | tee -a "$R/rc.txt" || true
 [ "${CUPTI:-1}" = 1 ] && st_run_capped mlp-cupti "${CUPTI_CAP:-60}" "$B" "${common[@]}" --model mlp --dataset digits --json mlp-cupti.json
-# With TORCH=1: torch.profiler's cost on the same MLP in the same call (benches/torch_twin.py,
+# With TORCH=1: torch.profiler's cost on the same MLP in the same run (benches/torch_twin.py,
 # the same schedule, one process each).
 if [ "${TORCH:-0}" = 1 ]; then
   for p in 1 2 3; do

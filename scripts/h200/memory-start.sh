@@ -1,20 +1,23 @@
 #!/usr/bin/env bash
-# Issue 25 on the H200, after the step-start sample (asked ahead of the device thread without
-# waiting): for the MLP at batch 256 and 512, the ConvNet and the Transformer, `train --memory`
-# and its report; the categories at the highest sample against in use, and parameters and
-# optimizer state against the model's own count (f32, Adam: 4 and 8 bytes a parameter).
+# Memory categories at the step's start on the H200 (the sample asked ahead of cubecl's device
+# thread without waiting): for the MLP at batch 256 and 512, the ConvNet and the Transformer,
+# `train --memory` and its report; the categories at the highest sample against in use, and
+# parameters and optimizer state against the model's own count (f32, Adam: 4 and 8 bytes a
+# parameter).
 #
-#   bash scripts/h200-memory-start.sh
+#   scripts/h200/run memory-start
 #
+# Knobs: BUDGET (default 400), CACHE, WORK.
 # Needs .devbin/steptrace.xz. What comes back: $OUT/h200-memory-start.tgz.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+HERE=$(cd "$(dirname "$0")" && pwd)
+cd "$HERE/../.."
 W=${WORK:-/tmp/st-memory-start}
 R=$W/results
 FINAL=${OUT:-$W/out}
 BUDGET=${BUDGET:-400}
 CACHE=${CACHE:-/tmp/st-cubecl-cache}
-. "$(dirname "$0")/h200-common.sh"
+. "$HERE/common.sh"
 
 trap 'st_pack h200-memory-start' EXIT
 st_start "$W"

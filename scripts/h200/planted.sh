@@ -1,14 +1,10 @@
 #!/usr/bin/env bash
-# Issue 24's last H200 checks, in one call of under 10 minutes:
+# Planted cases on the H200 (a slow layer, a repeated upload, NVTX, memory, a failure), in one
+# run of under 10 minutes:
 #
-#   bash scripts/h200-planted.sh [all|second|memory]
+#   scripts/h200/run planted [all|second|memory]
 #
-# `second` (after the first call): the planted slow layer again (backward ops named through
-# the views made during backward), `bench --profile interleaved` of the MLP at batch 256 with
-# and without `--memory` (3 processes each: what the samples cost, paired in one process), and
-# two planted failures: the ConvNet case that exceeds a launch limit, and an MLP whose hidden
-# layers (80000 wide) and batch (65536) exceed the device's memory.
-#
+# `all` (the default):
 # 1. A planted slow layer: the MLP with hidden widths 128,4096,4096,128 (`--hidden`), so that
 #    `hidden2` (4096 x 4096 weights) does 32 times the matmul work of any other layer;
 #    `--detail ops`, batch 256. The report must name hidden2's matmuls as the top op and layer.
@@ -18,14 +14,23 @@
 #    is on the machine; if so, a short MLP run under `nsys profile -t cuda,nvtx` and its NVTX
 #    summary; in any case the same run with the stand-in injection library
 #    (tests/nvtx/inject.c, carried as .devbin/libinject.so.gz) logging every range.
-# 4. Memory (issue 25): the MLP and the ConvNet at batch 256 with `--memory` (by category; the
-#    first call's binary sampled after each phase, as `--memory-phases` does now), the MLP again
-#    at batch 512; then a planted
-#    out-of-memory: the ConvNet on 512 x 512 synthetic images at batch 8192 (conv1's output alone
-#    is 137 GB), to see how it surfaces.
+# 4. Memory: the MLP and the ConvNet at batch 256 with `--memory` (by category; the binary of
+#    2026-12-02 this first ran sampled after each phase, as `--memory-phases` does now), the MLP again
+#    at batch 512; then a planted out-of-memory: the ConvNet on 512 x 512 synthetic images at
+#    batch 8192 (conv1's output alone is 137 GB), to see how it surfaces.
 #
-# The release binary is carried as .devbin/steptrace.xz (built here: the H200 has no Rust).
-# Results land in $OUT/h200-planted.tgz and the console log in $OUT/h200-planted.log.
+# `second`: the planted slow layer again (backward ops named through the views made during
+# backward), `bench --profile interleaved` of the MLP at batch 256 with and without `--memory`
+# (3 processes each: what the samples cost, paired in one process), and two planted failures:
+# the ConvNet case that exceeds a launch limit, and an MLP whose hidden layers (80000 wide) and
+# batch (65536) exceed the device's memory.
+#
+# `memory`: what --memory costs at the step's end only, against --memory-phases and nothing,
+# paired in one process (MLP at batch 256, 4 processes each), and the ConvNet's categories.
+#
+# Knobs: BUDGET (default 560), CACHE, CAP. The release binary is carried as
+# .devbin/steptrace.xz (the H200 has no Rust). Results land in $OUT/h200-planted.tgz and the
+# console log in $OUT/h200-planted.log.
 set -euo pipefail
 MODE=${1:-all}
 FINAL=${OUT:?OUT must name the output folder}
@@ -33,7 +38,7 @@ W=/tmp/st-h200-planted
 R=$W/results
 BUDGET=${BUDGET:-560}
 CACHE=${CACHE:-/tmp/cubecl-planted}
-. "$(dirname "$0")/h200-common.sh"
+. "$(dirname "$0")/common.sh"
 
 pack() { st_pack h200-planted; }
 train() { st_train "$@"; }
