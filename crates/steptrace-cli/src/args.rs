@@ -85,6 +85,10 @@ pub struct ReportArgs {
     /// Samples per step, for traces that do not record it (torch.profiler).
     #[arg(long)]
     pub batch: Option<u64>,
+    /// Price the kernels against these measured device limits (`steptrace
+    /// peaks --json` saved to a file) instead of those the trace holds.
+    #[arg(long, value_name = "FILE")]
+    pub peaks: Option<PathBuf>,
     /// Rows of the span table (the JSON output has all of them).
     #[arg(long, default_value_t = 20)]
     pub top: usize,

@@ -17,6 +17,7 @@
 
 #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 mod align;
+mod cost;
 mod modules;
 mod ops;
 mod spans;

@@ -160,7 +160,7 @@ mod tests {
     use steptrace::format::names::{BACKWARD, TRAIN_STEP};
 
     fn op(name: &str, kind: &'static str, inputs: &[u64], out: u64) -> OpNote {
-        OpNote { name: name.into(), kind, shape: None, inputs: inputs.to_vec(), outputs: vec![out] }
+        OpNote { name: name.into(), kind, shape: None, inputs: inputs.to_vec(), outputs: vec![out], cost: Default::default() }
     }
 
     fn boundary(stamp: u64, name: &str, enter: bool) -> Boundary {

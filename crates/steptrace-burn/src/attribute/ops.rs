@@ -10,6 +10,8 @@ use std::fmt::{self, Write};
 
 use burn_ir::{OperationIr, TensorIr};
 
+use super::cost::OpCost;
+
 /// The most operations of a block written into a kernel's `ops` argument.
 pub(crate) const OPS_SHOWN: usize = 6;
 
@@ -26,6 +28,8 @@ pub(crate) struct OpNote {
     pub(crate) inputs: Vec<u64>,
     /// The ids of the tensors it writes.
     pub(crate) outputs: Vec<u64>,
+    /// What it costs at least ([`super::cost`]).
+    pub(crate) cost: OpCost,
 }
 
 impl OpNote {
@@ -33,7 +37,9 @@ impl OpNote {
         let name = variant_name(op);
         let kind = kind_of(&name);
         let shape = op.outputs().next().map(|t| shape_of(t).into_boxed_str());
+        let cost = OpCost::of(op, &name, kind);
         OpNote {
+            cost,
             name: name.into_boxed_str(),
             kind,
             shape,
@@ -242,6 +248,7 @@ mod tests {
             shape: shape.map(Into::into),
             inputs: vec![],
             outputs: vec![],
+            cost: OpCost::default(),
         }
     }
 

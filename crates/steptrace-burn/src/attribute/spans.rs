@@ -20,6 +20,7 @@ use std::thread::ThreadId;
 use steptrace::format::device::{attribution, KernelAttribution};
 use steptrace::format::names::{BACKWARD, FORWARD, OPTIMIZER, STEP_SPAN, TRAIN_STEP};
 
+use super::cost;
 use super::ops::{block_kind, compact, OpNote};
 
 /// A steptrace span `name` entered (`enter`) or left when the counter stood at `stamp`.
@@ -265,6 +266,7 @@ pub(crate) fn attribute_block(
     out.block = Some(block);
     out.op_kind = Some(block_kind(ops));
     out.ops = Some(compact(ops));
+    out.work = Some(cost::block_work(ops.iter().filter(|o| o.kind != "drop").map(|o| (&*o.name, &o.cost))));
     let mut path: Option<String> = None;
     let mut by_spans = false;
     for op in ops.iter().filter(|o| o.kind != "drop") {
@@ -349,6 +351,7 @@ mod tests {
             shape: None,
             inputs: inputs.to_vec(),
             outputs: vec![out],
+            cost: Default::default(),
         }
     }
 

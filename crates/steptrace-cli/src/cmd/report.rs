@@ -9,6 +9,7 @@ mod memory;
 mod outputs;
 mod ranks;
 mod render;
+mod roofline;
 
 use std::process::ExitCode;
 
@@ -28,7 +29,8 @@ pub fn run(a: ReportArgs) -> anyhow::Result<ExitCode> {
     for w in &loaded.warnings {
         eprintln!("warning: {w}");
     }
-    let options = ReportOptions { batch_size: a.batch, ops: steptrace_burn::report_ops() };
+    let peaks = a.peaks.as_deref().map(load::peaks).transpose()?;
+    let options = ReportOptions { batch_size: a.batch, ops: steptrace_burn::report_ops(), peaks };
     let several = RankReport::applies(&loaded.files);
     if a.rank.is_none() && several {
         if a.plot.is_some() || a.html.is_some() {

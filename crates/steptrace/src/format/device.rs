@@ -137,6 +137,42 @@ pub struct KernelAttribution {
     pub phase: Option<String>,
     /// How the kernel was attributed, or why it was not: one of [`attribution`]'s words.
     pub attribution: String,
+    /// The fused block's minimum work, priced from its operations' shapes and dtypes: every
+    /// kernel of the block carries the block's figures (a block's kernels are priced
+    /// together, against their summed time).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub work: Option<BlockWork>,
+}
+
+/// The least a fused block's operations must do: the FLOPs of its arithmetic, and the bytes
+/// that must move (each tensor it reads from outside the block read once, each tensor it
+/// leaves behind written once; what one of its operations writes and a later one reads is
+/// an intermediate and moves nothing).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct BlockWork {
+    /// Floating-point operations (a multiply-add counts two).
+    #[serde(rename = "min flops")]
+    pub flops: f64,
+    /// Bytes read plus bytes written.
+    #[serde(rename = "min bytes")]
+    pub bytes: f64,
+    /// The dtype the arithmetic runs in (`f32`, `f16`, `bf16`): its matmul's or
+    /// convolution's, else its first operation's output's.
+    #[serde(rename = "compute dtype")]
+    pub dtype: String,
+    /// The block's operations that have no cost rule (their FLOPs are not counted, their
+    /// bytes are): `CtcLoss`, `Custom`. Empty when every operation is priced.
+    #[serde(rename = "unpriced ops", default, skip_serializing_if = "Vec::is_empty")]
+    pub unpriced: Vec<String>,
+}
+
+impl BlockWork {
+    /// Whether every operation of the block has a cost rule.
+    #[must_use]
+    pub fn priced(&self) -> bool {
+        self.unpriced.is_empty()
+    }
 }
 
 impl KernelAttribution {

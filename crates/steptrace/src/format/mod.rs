@@ -28,6 +28,8 @@
 //!   ([`ColdStart`]; an absent figure is a [`Figure`] with its reason).
 //! - [`DistributedInfo`] places a file in a run of several ranks; it heads
 //!   the file as torch.profiler's `distributedInfo`.
+//! - [`peaks`] holds a device's measured limits, which the report prices
+//!   each kernel's minimum work against.
 //! - [`device`] holds the device-side vocabulary (kernels, copies, launches,
 //!   streams, flows), shared with torch.profiler's Kineto traces.
 //!
@@ -41,6 +43,7 @@ mod distributed;
 mod manifest;
 mod metadata;
 pub mod names;
+pub mod peaks;
 pub mod tag;
 mod version;
 

@@ -28,6 +28,7 @@ mod findings;
 mod markup;
 mod memory;
 mod page;
+mod roofline;
 mod spans;
 mod timing;
 mod viewers;

@@ -283,3 +283,18 @@ fn latest_run(dir: &Path, seen: &mut Seen) -> anyhow::Result<Vec<(PathBuf, Optio
     files.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(files)
 }
+
+/// The device limits in `path` (`steptrace peaks --json`, or a cache file of it): a regular
+/// file, read up to 1 MiB.
+pub(crate) fn peaks(path: &Path) -> anyhow::Result<steptrace::format::peaks::Peaks> {
+    const CAP: u64 = 1 << 20;
+    let shown = escape(&path.display().to_string()).into_owned();
+    let file = TraceFile::open(path)?;
+    let mut bytes = Vec::new();
+    file.take(CAP + 1).read_to_end(&mut bytes).with_context(|| format!("cannot read {shown}"))?;
+    if bytes.len() as u64 > CAP {
+        bail!("{shown} is larger than 1 MiB: not a file of device limits (`steptrace peaks --json` writes one)");
+    }
+    serde_json::from_slice(&bytes)
+        .with_context(|| format!("{shown} holds no device limits (`steptrace peaks --json` writes them)"))
+}

@@ -63,6 +63,9 @@ pub(super) fn render(r: &Report, top: usize) -> String {
         let why = r.device.not_observed.iter().find(|(part, _)| *part == "attribution").map(|(_, why)| why.as_str());
         super::attribution::render_attribution(&mut out, r.device.attribution.as_ref(), why);
     }
+    if let Some(roofline) = &r.device.roofline {
+        super::roofline::render_roofline(&mut out, roofline);
+    }
     if let Some(m) = &r.memory {
         super::memory::render_memory(&mut out, m);
     }

@@ -57,12 +57,23 @@ pub struct RunInfo {
     pub schedule: Option<ScheduleInfo>,
     /// The command that reproduces the run, when the manifest allows.
     pub command: Option<String>,
+    /// The device's measured limits the run found (`steptrace peaks`), from its manifest.
+    pub peaks: Option<crate::format::peaks::Peaks>,
+    /// Why the manifest's limits cannot be used, when it holds some that do not read.
+    pub peaks_problem: Option<String>,
 }
 
 impl RunInfo {
     /// The run as its manifest (and schedule) describe it.
     pub(crate) fn new(manifest: Option<&Manifest>, schedule: Option<ScheduleInfo>, batch_option: Option<u64>) -> RunInfo {
         let m = manifest.cloned().unwrap_or_default();
+        let (peaks, peaks_problem) = match m.extra.get(crate::format::peaks::PEAKS) {
+            None => (None, None),
+            Some(v) => match serde_json::from_value::<crate::format::peaks::Peaks>(v.clone()) {
+                Ok(p) => (Some(p), None),
+                Err(e) => (None, Some(format!("the manifest's device limits do not read ({e}): no floor"))),
+            },
+        };
         let (batch_size, batch_size_from) = match (batch_option, m.batch_size) {
             (Some(b), _) => (Some(b), "option"),
             (None, Some(b)) => (Some(b), "manifest"),
@@ -85,6 +96,8 @@ impl RunInfo {
             steps: m.steps,
             schedule,
             command: m.command,
+            peaks,
+            peaks_problem,
         }
     }
 }

@@ -30,7 +30,7 @@ mod timing;
 pub use device::{
     short_name, AttributionView, BatchCopies, CopyDirection, CopySize, CopyView, DeviceStep, DeviceSteps, DeviceView, KernelRow,
     KernelTable, DeviceSpanRow, TimeRow,
-    LaunchView, SmallUploads, SHORT_KERNEL_US, SMALL_COPY_BYTES,
+    LaunchView, SmallUploads, SHORT_KERNEL_US, SMALL_COPY_BYTES, rate, PricedRow, Roofs, RooflineView, StepFloor,
 };
 pub use hypotheses::{Change, Experiment, Hypothesis, NotExamined};
 pub use inventory::{redact_file, redact_file_in_order, top_level_keys, Finding, Inventory, RedactError, RedactOutcome};

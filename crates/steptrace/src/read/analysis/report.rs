@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use super::checks;
-use super::device::{device_view, DeviceEvents, DeviceView};
+use super::device::{device_view, DeviceEvents, DeviceView, Roofs};
 use super::hypotheses::{hypotheses, Change, Context, Hypothesis, NotExamined};
 use super::loaded::{producer, Loaded, Producer, RunInfo, Vocabulary};
 use super::ops::BackendOps;
@@ -82,6 +82,9 @@ pub struct ReportOptions {
     pub batch_size: Option<u64>,
     /// The backend's internal operation names (see [`BackendOps`]).
     pub ops: BackendOps,
+    /// The device's measured limits to price kernels against, in place of those the trace
+    /// holds (`report --peaks FILE`).
+    pub peaks: Option<crate::format::peaks::Peaks>,
 }
 
 /// Why a report could not be built.
@@ -192,7 +195,20 @@ impl Report {
         let vocab = Vocabulary { ops: &options.ops };
         let timing = step_timing(&loaded, run.batch_size);
         let spans = span_table(&loaded, &run);
-        let device = device_view(&loaded, &run, &vocab);
+        let roofs = match &options.peaks {
+            Some(p) => Roofs::of(p, "report --peaks"),
+            None => run.peaks.as_ref().and_then(|p| Roofs::of(p, "the trace's manifest")),
+        };
+        if let (Some(p), Some(device)) = (&options.peaks, run.device.as_deref()) {
+            if !device.contains(&p.device) && !p.device.contains(device) {
+                warnings.push(format!(
+                    "the device limits given were measured on {}, the trace ran on {device}: the floors price this \
+                     run against another device",
+                    p.device
+                ));
+            }
+        }
+        let device = device_view(&loaded, &run, &vocab, roofs);
         let total_memory = loaded.iter().find_map(|l| l.device.total_memory);
         let memory = super::memory::memory_view(&loaded, &super::device::counted_steps(&loaded), total_memory);
         let anomalies = anomalies(&loaded);

@@ -25,6 +25,7 @@ pub(super) fn section(o: &mut String, r: &Report) {
     copies(o, d);
     kernels(o, d);
     super::attribution::section(o, d);
+    super::roofline::section(o, d);
     super::memory::section(o, r.memory.as_ref());
     if !d.notes.is_empty() {
         o.push_str("<h3>How to read these figures</h3>\n<ul class=\"notes\">\n");

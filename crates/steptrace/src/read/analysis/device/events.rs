@@ -13,7 +13,7 @@ use std::collections::{HashMap, HashSet};
 use serde_json::Value;
 
 use super::consistency::{sift, DeviceIssues};
-use crate::format::device::{cats, is_launch};
+use crate::format::device::{cats, is_launch, BlockWork};
 use crate::format::names::{args, meta, TRANSFER_H2D};
 use crate::reader::{plausible_dur, plausible_ts, Trace, TrackId};
 
@@ -71,6 +71,10 @@ pub(crate) struct Attributed {
     pub(crate) phase: Option<String>,
     /// How it was timed, when not by CUPTI (`args.timing`).
     pub(crate) timing: Option<String>,
+    /// Its fused block's number in the window (`args["fused block"]`).
+    pub(crate) block: Option<u64>,
+    /// Its fused block's minimum work, where the trace prices it.
+    pub(crate) work: Option<std::sync::Arc<BlockWork>>,
 }
 
 impl Attributed {
@@ -84,8 +88,26 @@ impl Attributed {
             span: text("span"),
             phase: text("phase"),
             timing: text("timing"),
+            block: e.arg("fused block").and_then(Value::as_u64),
+            work: read_work(e).map(std::sync::Arc::new),
         })
     }
+}
+
+/// A kernel's block work (`min flops`, `min bytes`, `compute dtype`, `unpriced ops`), when
+/// its figures are finite and not negative.
+fn read_work(e: &crate::reader::TraceEvent) -> Option<BlockWork> {
+    let number = |key: &str| e.arg(key).and_then(Value::as_f64).filter(|v| v.is_finite() && *v >= 0.0);
+    let mut work = BlockWork::default();
+    work.flops = number("min flops")?;
+    work.bytes = number("min bytes")?;
+    work.dtype = e.arg("compute dtype").and_then(Value::as_str).unwrap_or("f32").to_owned();
+    work.unpriced = e
+        .arg("unpriced ops")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+        .unwrap_or_default();
+    Some(work)
 }
 
 /// A device, as the trace names it.

@@ -16,6 +16,7 @@ mod events;
 mod intervals;
 mod kernels;
 mod launch;
+mod roofline;
 
 use serde::Serialize;
 
@@ -27,6 +28,7 @@ pub use copies::{BatchCopies, CopyDirection, CopySize, CopyView, SmallUploads, S
 pub(crate) use events::DeviceEvents;
 pub use kernels::{short_name, KernelRow, KernelTable, SHORT_KERNEL_US};
 pub use launch::LaunchView;
+pub use roofline::{rate, PricedRow, Roofs, RooflineView, StepFloor};
 
 use self::intervals::Set;
 use super::loaded::{Loaded, Producer, RunInfo, Vocabulary};
@@ -66,6 +68,9 @@ pub struct DeviceView {
     /// Kernel time by burn op kind, span path and phase; `None` when the kernels carry no
     /// attribution.
     pub attribution: Option<AttributionView>,
+    /// Every priced kernel against the device's measured limits; `None` when the kernels
+    /// carry no attribution.
+    pub roofline: Option<RooflineView>,
     /// Why each absent part is absent: `(part, reason)`.
     pub not_observed: Vec<(&'static str, String)>,
     /// How to read these figures.
@@ -101,12 +106,13 @@ pub(crate) fn counted_steps(loaded: &[Loaded]) -> Vec<(usize, &StepRow)> {
         .collect()
 }
 
-pub(crate) fn device_view(loaded: &[Loaded], run: &RunInfo, vocab: &Vocabulary<'_>) -> DeviceView {
+pub(crate) fn device_view(loaded: &[Loaded], run: &RunInfo, vocab: &Vocabulary<'_>, roofs: Option<Roofs>) -> DeviceView {
     let observed = loaded.iter().any(|l| l.spans.spans.iter().any(|s| is_device_cat(s.cat.as_deref())));
     let steps = counted_steps(loaded);
     let (mut counts, mut busy, mut busy_share) = (None, None, None);
     let (mut devices, mut launch, mut copies, mut kernels) = (Vec::new(), None, None, None);
     let mut attributed = None;
+    let mut roofline = None;
     let mut not_observed = Vec::new();
     let has_work = loaded.iter().any(|l| !l.device.work.is_empty());
     if observed && has_work {
@@ -128,6 +134,18 @@ pub(crate) fn device_view(loaded: &[Loaded], run: &RunInfo, vocab: &Vocabulary<'
         copies = copies::copy_view(loaded, &steps, run.batch_size);
         kernels = kernels::kernel_table(loaded, &steps, all.iter().map(|x| x.0).sum());
         attributed = attribution::attribution_view(loaded, &steps);
+        let primary = devices.iter().max_by(|a, b| a.busy_ms.median.total_cmp(&b.busy_ms.median));
+        let no_roofs = match (&run.peaks_problem, run.device.as_deref()) {
+            (Some(problem), _) => problem.clone(),
+            (None, Some(device)) => format!(
+                "the trace holds no measured limits for {device}: run `steptrace peaks` on this device before the \
+                 run (or give `report --peaks FILE`)"
+            ),
+            (None, None) => "the trace holds no measured device limits: run `steptrace peaks` on the device before \
+                             the run (or give `report --peaks FILE`)"
+                .to_owned(),
+        };
+        roofline = roofline::roofline_view(loaded, &steps, roofs, &no_roofs, primary);
         if kernels.is_some() && attributed.is_none() {
             not_observed.push((
                 "attribution",
@@ -228,6 +246,7 @@ pub(crate) fn device_view(loaded: &[Loaded], run: &RunInfo, vocab: &Vocabulary<'
         copies,
         kernels,
         attribution: attributed,
+        roofline,
         not_observed,
         notes,
     }

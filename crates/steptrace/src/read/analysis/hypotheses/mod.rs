@@ -16,6 +16,7 @@ mod grid;
 mod input;
 mod launches;
 mod memory;
+mod roofline;
 mod steady;
 mod upload;
 
@@ -31,7 +32,8 @@ use super::timing::StepTiming;
 pub struct Hypothesis {
     /// A stable identifier: `input-pipeline`, `repeated-upload`,
     /// `many-launches`, `dominant-operation` (from spans), `dominant-kernel`
-    /// (from device kernels), `not-steady`.
+    /// (from device kernels), `above-floor` (a layer far from the device's limits),
+    /// `not-steady`.
     pub id: &'static str,
     /// What was measured, with numbers.
     pub evidence: String,
@@ -122,6 +124,7 @@ pub(crate) fn hypotheses(cx: &Context<'_>) -> (Vec<Hypothesis>, Vec<NotExamined>
         launches::check(cx, &mut found, &mut skipped);
     }
     dominant::check(cx, &mut found);
+    roofline::check(cx, &mut found, &mut skipped);
     grid::check(cx, &mut found);
     memory::check(cx, &mut found);
     steady::check(cx, &mut found);

@@ -1,0 +1,361 @@
+//! How fast could this step be: every priced kernel against the device's measured limits.
+//!
+//! A kernel is *priced* when its fused block carries its minimum work
+//! ([`BlockWork`]: FLOPs and bytes, from burn's operations) and every operation of the block
+//! has a cost rule. A block's kernels are priced together, against their summed time. With
+//! the device's measured [`Peaks`] (from the trace's manifest, or given to the report), each
+//! block gets a **floor**: the larger of its bytes over the bandwidth and its FLOPs over the
+//! throughput of its dtype; what its kernels took beyond that is its time **above the floor**.
+//! A block whose arithmetic intensity (FLOPs per byte) is below the ridge point (throughput
+//! over bandwidth) is **memory-bound**, else **compute-bound**.
+//!
+//! The figures are summed per op kind, per layer (span path) and per phase, per counted step,
+//! and the step is split into: the floor, kernel time above it, kernels that could not be
+//! priced, the device idle by cause (while the host read input, waited, or did anything else:
+//! launching), and the rest of the step's wall time (copies, overlap). Kernels that cannot be
+//! priced are listed by reason, never dropped.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use super::busy::DeviceSteps;
+use super::events::WorkKind;
+use super::TimeRow;
+use crate::analysis::loaded::Loaded;
+use crate::analysis::steps::StepRow;
+use crate::format::device::attribution::{is_attributed, is_tied_to_span};
+use crate::format::device::BlockWork;
+use crate::format::peaks::Peaks;
+
+/// The limits the figures are priced against.
+#[derive(Clone, Debug, Serialize)]
+pub struct Roofs {
+    /// The device the limits were measured on.
+    pub device: String,
+    /// The backend they were measured with.
+    pub backend: String,
+    /// When.
+    pub measured_at: String,
+    /// Bytes/s a kernel's bytes are priced against.
+    pub bandwidth: f64,
+    /// FLOP/s by dtype.
+    pub throughput: BTreeMap<String, f64>,
+    /// Whether these are a CPU's figures (lavapipe, the CPU backend).
+    pub cpu: bool,
+    /// Where they came from: the trace's manifest, or a file given to the report.
+    pub from: String,
+}
+
+/// One group's work and time, per counted step.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct PricedRow {
+    /// The op kind, the span path or the phase.
+    pub name: String,
+    /// Priced kernel time per step, ms.
+    pub ms_per_step: f64,
+    /// FLOPs per step.
+    pub flops_per_step: f64,
+    /// Bytes per step.
+    pub bytes_per_step: f64,
+    /// FLOP/s achieved (FLOPs over kernel time).
+    pub achieved_flops: f64,
+    /// Bytes/s achieved.
+    pub achieved_bandwidth: f64,
+    /// FLOPs per byte.
+    pub intensity: f64,
+    /// The floor per step, ms; `None` without measured limits.
+    pub floor_ms: Option<f64>,
+    /// Kernel time above the floor per step, ms.
+    pub above_floor_ms: Option<f64>,
+    /// `memory` or `compute`: which limit sets most of its floor.
+    pub bound: Option<&'static str>,
+    /// Its floor over its time: how close it runs to the device's limits. Above 1 it ran
+    /// faster than the measured limits allow (see [`RooflineView::notes`]).
+    pub efficiency: Option<f64>,
+}
+
+/// The step's wall time, split, in ms per counted step (means).
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct StepFloor {
+    /// The step's wall time.
+    pub step_ms: f64,
+    /// The floor of the priced kernels: the least their work could take on this device.
+    pub floor_ms: f64,
+    /// Priced kernel time above the floor.
+    pub above_floor_ms: f64,
+    /// Kernel time that could not be priced.
+    pub unpriced_ms: f64,
+    /// The device idle while the host read input; `None` when the steps have no input span.
+    pub idle_input_ms: Option<f64>,
+    /// The device idle while the host waited for it; `None` without waiting spans.
+    pub idle_sync_ms: Option<f64>,
+    /// The device idle at other times: the host launching, or busy on its own.
+    pub idle_other_ms: f64,
+    /// What is left of the step: copies and memsets, minus kernels that overlap each other.
+    pub rest_ms: f64,
+}
+
+/// The priced view of the device's kernels.
+#[derive(Clone, Debug, Serialize)]
+pub struct RooflineView {
+    /// Counted steps.
+    pub steps: usize,
+    /// The limits; `None` when neither the trace nor the report was given any.
+    pub roofs: Option<Roofs>,
+    /// Why there is no floor, when there is none.
+    pub no_floor: Option<String>,
+    /// Kernel time per step, ms.
+    pub kernel_ms_per_step: f64,
+    /// Priced kernel time per step, ms.
+    pub priced_ms_per_step: f64,
+    /// Priced over all kernel time.
+    pub priced_share: f64,
+    /// The step split around the floor; `None` without limits or step boundaries.
+    pub step: Option<StepFloor>,
+    /// By span path (layers), most time above the floor first (most time without limits).
+    pub by_layer: Vec<PricedRow>,
+    /// By op kind, in the same order.
+    pub by_op_kind: Vec<PricedRow>,
+    /// By phase, in the same order.
+    pub by_phase: Vec<PricedRow>,
+    /// Kernel time not priced, by reason, heaviest first.
+    pub unpriced: Vec<TimeRow>,
+    /// How to read these figures, and what in them cannot be as measured.
+    pub notes: Vec<String>,
+}
+
+/// One run of a fused block: its kernels' summed time and its work.
+struct BlockRun {
+    us: f64,
+    work: Arc<BlockWork>,
+    op_kind: Option<String>,
+    span: Option<String>,
+    phase: Option<String>,
+}
+
+#[derive(Default)]
+struct Sum {
+    us: f64,
+    flops: f64,
+    bytes: f64,
+    floor_us: f64,
+    compute_floor_us: f64,
+}
+
+impl Roofs {
+    /// The limits of `peaks`, when they hold a bandwidth and an f32 throughput.
+    pub(crate) fn of(peaks: &Peaks, from: &str) -> Option<Roofs> {
+        let bandwidth = peaks.bandwidth()?;
+        peaks.throughput("f32")?;
+        let throughput = peaks.flops.iter().filter(|(_, m)| m.value > 0.0 && m.value.is_finite()).map(|(k, m)| (k.clone(), m.value)).collect();
+        Some(Roofs {
+            device: peaks.device.clone(),
+            backend: peaks.backend.clone(),
+            measured_at: peaks.measured_at.clone(),
+            bandwidth,
+            throughput,
+            cpu: peaks.cpu,
+            from: from.to_owned(),
+        })
+    }
+
+    fn flops_for(&self, dtype: &str) -> f64 {
+        self.throughput.get(dtype).or_else(|| self.throughput.get("f32")).copied().unwrap_or(f64::INFINITY)
+    }
+
+    /// The floor of a block's work, µs, and the part of it that its arithmetic sets.
+    fn floor_us(&self, work: &BlockWork) -> (f64, f64) {
+        let memory = work.bytes / self.bandwidth * 1e6;
+        let compute = work.flops / self.flops_for(&work.dtype) * 1e6;
+        (memory.max(compute), if compute >= memory { memory.max(compute) } else { 0.0 })
+    }
+}
+
+pub(crate) fn roofline_view(
+    loaded: &[Loaded],
+    steps: &[(usize, &StepRow)],
+    roofs: Option<Roofs>,
+    no_roofs: &str,
+    primary: Option<&DeviceSteps>,
+) -> Option<RooflineView> {
+    let mut total_us = 0.0;
+    let mut runs: Vec<BlockRun> = Vec::new();
+    let mut unpriced: BTreeMap<String, (f64, f64)> = BTreeMap::new();
+    let mut any_attribution = false;
+    for (i, step) in steps {
+        let mut blocks: HashMap<u64, usize> = HashMap::new();
+        for w in loaded[*i].device.starting_in(step.start, step.end).filter(|w| w.kind == WorkKind::Kernel) {
+            let us = w.end - w.start;
+            total_us += us;
+            let mut skip = |why: String| {
+                let e = unpriced.entry(why).or_default();
+                e.0 += us;
+                e.1 += 1.0;
+            };
+            let Some(a) = &w.attributed else {
+                skip("the trace carries no attribution for it".into());
+                continue;
+            };
+            any_attribution = true;
+            if !is_attributed(&a.how) {
+                skip(a.how.clone());
+                continue;
+            }
+            let Some(work) = &a.work else {
+                skip("the trace carries no cost figures for its block (recorded before steptrace priced kernels)".into());
+                continue;
+            };
+            if !work.priced() {
+                skip(format!("no cost rule for {}", work.unpriced.join(", ")));
+                continue;
+            }
+            let span = a.span.clone().filter(|_| is_tied_to_span(&a.how));
+            match a.block.and_then(|b| blocks.get(&b).copied()) {
+                Some(at) => runs[at].us += us,
+                None => {
+                    if let Some(b) = a.block {
+                        blocks.insert(b, runs.len());
+                    }
+                    runs.push(BlockRun { us, work: work.clone(), op_kind: a.op_kind.clone(), span, phase: a.phase.clone() });
+                }
+            }
+        }
+    }
+    if !any_attribution || steps.is_empty() {
+        return None;
+    }
+    let n = steps.len() as f64;
+    let priced_us: f64 = runs.iter().map(|r| r.us).sum();
+    let mut by_layer: BTreeMap<String, Sum> = BTreeMap::new();
+    let mut by_kind: BTreeMap<String, Sum> = BTreeMap::new();
+    let mut by_phase: BTreeMap<String, Sum> = BTreeMap::new();
+    let mut floor_us = 0.0;
+    for r in &runs {
+        let (floor, compute) = roofs.as_ref().map_or((0.0, 0.0), |roofs| roofs.floor_us(&r.work));
+        floor_us += floor;
+        let add = |map: &mut BTreeMap<String, Sum>, key: &str| {
+            let s = map.entry(key.to_owned()).or_default();
+            s.us += r.us;
+            s.flops += r.work.flops;
+            s.bytes += r.work.bytes;
+            s.floor_us += floor;
+            s.compute_floor_us += compute;
+        };
+        add(&mut by_kind, r.op_kind.as_deref().unwrap_or("unknown"));
+        if let Some(span) = &r.span {
+            add(&mut by_layer, span);
+        }
+        if let Some(phase) = r.phase.as_deref().or_else(|| r.span.as_deref().map(|s| s.split(" > ").next().unwrap_or(s))) {
+            add(&mut by_phase, phase);
+        }
+    }
+    let with_floor = roofs.is_some();
+    let rows = |map: BTreeMap<String, Sum>| -> Vec<PricedRow> {
+        let mut rows: Vec<PricedRow> = map.into_iter().map(|(name, s)| priced_row(name, &s, n, with_floor)).collect();
+        rows.sort_by(|a, b| {
+            let key = |r: &PricedRow| r.above_floor_ms.unwrap_or(r.ms_per_step);
+            key(b).total_cmp(&key(a)).then_with(|| a.name.cmp(&b.name))
+        });
+        rows
+    };
+    let unpriced_us = total_us - priced_us;
+    let step = roofs.as_ref().and_then(|_| {
+        let d = primary?;
+        let step_ms = d.steps.iter().map(|s| s.step_ms).sum::<f64>() / d.steps.len().max(1) as f64;
+        let mean = |f: fn(&super::busy::DeviceStep) -> f64| d.steps.iter().map(f).sum::<f64>() / d.steps.len().max(1) as f64;
+        let (floor_ms, priced_ms, unpriced_ms) = (floor_us / 1000.0 / n, priced_us / 1000.0 / n, unpriced_us / 1000.0 / n);
+        let idle_input_ms = d.input_seen.then(|| mean(|s| s.idle_input_ms));
+        let idle_sync_ms = d.wait_seen.then(|| mean(|s| s.idle_sync_ms));
+        let idle_other_ms = mean(|s| s.idle_other_ms);
+        let accounted = priced_ms + unpriced_ms + idle_input_ms.unwrap_or(0.0) + idle_sync_ms.unwrap_or(0.0) + idle_other_ms;
+        Some(StepFloor {
+            step_ms,
+            floor_ms,
+            above_floor_ms: (priced_ms - floor_ms).max(0.0),
+            unpriced_ms,
+            idle_input_ms,
+            idle_sync_ms,
+            idle_other_ms,
+            rest_ms: step_ms - accounted,
+        })
+    });
+    let mut unpriced: Vec<TimeRow> = unpriced
+        .into_iter()
+        .map(|(name, (us, calls))| TimeRow {
+            name,
+            ms_per_step: us / 1000.0 / n,
+            share: if total_us > 0.0 { us / total_us } else { 0.0 },
+            kernels_per_step: calls / n,
+        })
+        .collect();
+    unpriced.sort_by(|a, b| b.ms_per_step.total_cmp(&a.ms_per_step).then_with(|| a.name.cmp(&b.name)));
+    let by_layer = rows(by_layer);
+    let mut notes = Vec::new();
+    if let Some(r) = &roofs {
+        notes.push(format!(
+            "floor = the larger of a block's minimum bytes over {} and its FLOPs over its dtype's measured throughput \
+             (limits measured on {}, {}{}); minimum bytes read each input once and write each output once, so a \
+             kernel that re-reads or pads moves more",
+            rate(r.bandwidth, "B/s"),
+            r.device,
+            r.measured_at,
+            if r.cpu { ", CPU figures" } else { "" }
+        ));
+        let fast: Vec<&str> = by_layer.iter().filter(|r| r.efficiency.is_some_and(|e| e > 1.05)).map(|r| r.name.as_str()).collect();
+        if !fast.is_empty() {
+            notes.push(format!(
+                "{} ran faster than their floor: the measured limits are below what they reached (their data may \
+                 fit in a cache the limits' large tensors do not), so their time above the floor reads as 0",
+                fast.join(", ")
+            ));
+        }
+    }
+    Some(RooflineView {
+        notes,
+        steps: steps.len(),
+        no_floor: roofs.is_none().then(|| no_roofs.to_owned()),
+        roofs,
+        kernel_ms_per_step: total_us / 1000.0 / n,
+        priced_ms_per_step: priced_us / 1000.0 / n,
+        priced_share: if total_us > 0.0 { priced_us / total_us } else { 0.0 },
+        step,
+        by_layer,
+        by_op_kind: rows(by_kind),
+        by_phase: rows(by_phase),
+        unpriced,
+    })
+}
+
+fn priced_row(name: String, s: &Sum, n: f64, with_floor: bool) -> PricedRow {
+    let secs = s.us / 1e6;
+    let rate = |v: f64| if secs > 0.0 { v / secs } else { 0.0 };
+    let floor_ms = with_floor.then_some(s.floor_us / 1000.0 / n);
+    PricedRow {
+        ms_per_step: s.us / 1000.0 / n,
+        flops_per_step: s.flops / n,
+        bytes_per_step: s.bytes / n,
+        achieved_flops: rate(s.flops),
+        achieved_bandwidth: rate(s.bytes),
+        intensity: if s.bytes > 0.0 { s.flops / s.bytes } else { 0.0 },
+        above_floor_ms: floor_ms.map(|f| (s.us / 1000.0 / n - f).max(0.0)),
+        bound: with_floor.then(|| if s.compute_floor_us * 2.0 >= s.floor_us && s.floor_us > 0.0 { "compute" } else { "memory" }),
+        efficiency: floor_ms.filter(|_| s.us > 0.0).map(|f| f * n * 1000.0 / s.us),
+        floor_ms,
+        name,
+    }
+}
+
+/// `v` in units of `unit` with an SI prefix: `4.80 TB/s`, `312 GFLOP/s`.
+pub fn rate(v: f64, unit: &str) -> String {
+    let (scaled, prefix) = [(1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")]
+        .iter()
+        .find(|(f, _)| v >= *f)
+        .map_or((v, ""), |(f, p)| (v / f, *p));
+    if scaled >= 100.0 {
+        format!("{scaled:.0} {prefix}{unit}")
+    } else {
+        format!("{scaled:.2} {prefix}{unit}")
+    }
+}
