@@ -58,7 +58,7 @@ pub fn memory_usage(device: &Device) -> Option<MemorySnapshot> {
 /// sync): cubecl's memory report of every stream, asked of the device's cubecl client
 /// directly. burn's `Device::memory_pool_usage` first drains burn-fusion's queue through a
 /// round trip of its own, which this skips: on the H200 the step-end query's median went
-/// from 31 to 20 µs (MLP, batch 256; docs/benchmarks.md). Same guard
+/// from 31 to 20 µs (MLP, batch 256; docs/benchmarks/archive-2026-12-03.md). Same guard
 /// and caveats as [`memory_usage`]; called with work still queued in fusion, it misses it.
 pub fn memory_usage_after_sync(device: &Device) -> Option<MemorySnapshot> {
     query(device, "memory_report", |device| {

@@ -61,7 +61,7 @@ impl Setting {
 }
 
 /// Kinds stay enabled between two windows at most this many steps apart. On the H200 (MLP,
-/// batch 256, docs/benchmarks.md) enabling them made the warmup step 29 to 49% longer, while
+/// batch 256, docs/benchmarks/archive-2026-12-03.md) enabling them made the warmup step 29 to 49% longer, while
 /// a step with them enabled and nothing kept was about 1% longer: staying on is cheaper for
 /// gaps of up to about 30 steps, and costs at most a third of a step per cycle more beyond.
 const KEEP_WITHIN_STEPS: u64 = 32;

@@ -3,7 +3,7 @@
 //!
 //! tracing-chrome sends one message per span begin and one per end, each with two freshly
 //! allocated strings (name and category) that its writer thread frees. On a launch-bound
-//! training step that is most of what steptrace's spans cost (`docs/benchmarks.md`: about
+//! training step that is most of what steptrace's spans cost (`docs/benchmarks/archive-2026-12-03.md`: about
 //! 1.3–1.8 µs a span inside a step, a third of it in `malloc`). The thread that runs the
 //! steps (the one that enters the `ProfilerStep` spans) therefore keeps its begins and ends
 //! as fixed records in a thread-local buffer instead: a time, the span's static metadata and

@@ -4,8 +4,8 @@
 //! tracing-chrome sends every span begin and end over a channel to its writer
 //! thread. When that thread is parked on the channel, each message must wake
 //! it, and the waking is paid by the thread that emitted the span, inside the
-//! training step: measured at about 10 µs per span on a 2-core VM, against
-//! 0.5 µs when the writer is awake (`examples/sparse_spans.rs`,
+//! training step: measured at about 12 µs per span on a 2-core VM, against
+//! 0.65 µs when the writer is awake (`examples/sparse_spans.rs`,
 //! docs/benchmarks.md). A training step's spans are sparse (a dozen in a few
 //! milliseconds), so nearly every one paid it.
 //!

@@ -27,8 +27,9 @@
 //! The partial file is read twice and never held whole: a first pass keeps
 //! 16 bytes per event (phase, time, thread) to find the window and pair
 //! begins with ends; a second reads the lines again and writes those it
-//! keeps as it goes. Finalising a 100,000-step window (a 65 MB trace) peaks
-//! at under 50 MB of the process's memory (`docs/benchmarks.md`).
+//! keeps as it goes. Finalising a 100,000-step window (a 65 MB trace) peaked
+//! at 62 to 74 MB of the process's memory, on the H200's CPU and on a 2-core
+//! VM (`docs/benchmarks.md`, "The sink's rate and the finaliser's memory").
 //!
 //! Names come from a template (default
 //! [`DEFAULT_FILE_NAME`]); an existing file is never overwritten: the

@@ -388,7 +388,7 @@ impl Drop for SegmentWriter {
         // Close the partial file before reading it back. It is not synced: the finaliser reads
         // it back through the page cache and removes it once the final file is written and
         // synced, so syncing it would only wait for the disk (385 ms for a 65 MB window on the
-        // 2-core VM, docs/benchmarks.md). A write that failed was seen by `write_file`.
+        // 2-core VM, docs/benchmarks/archive-2026-12-03.md). A write that failed was seen by `write_file`.
         // (After an error too: nothing is written, but announced batches leave the queue.)
         if let Err(err) = self.write_lines(&[], true) {
             self.error.get_or_insert(err);
