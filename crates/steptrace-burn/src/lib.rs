@@ -15,6 +15,8 @@
 //!   `backward` and `optimizer` children, syncing as the [`SyncPolicy`] says.
 //! - [`run`] drives it all under a [`steptrace::Profiler`] and writes the run
 //!   manifest into every trace.
+//! - [`peaks`] measures a device's limits (memory bandwidth, arithmetic throughput, the
+//!   cost of a launch) and keeps them in a cache, which every run's traces then carry.
 //! - [`init`] saves the model's initial weights as a burn record and starts
 //!   a run from one, checked against the run's model and shapes, so that
 //!   every backend can start from the same state.
@@ -48,6 +50,7 @@ mod nvtx;
 pub mod oom;
 mod oom_probe;
 mod ops;
+pub mod peaks;
 mod private;
 mod run;
 pub mod session;
