@@ -10,7 +10,7 @@
 //!
 //! | variable | kind | values | what it does |
 //! |---|---|---|---|
-//! | `STEPTRACE_CACHE_DIR` | setting | a folder | cubecl's kernel and autotune caches (default `$XDG_CACHE_HOME/steptrace/cubecl`, else `~/.cache/steptrace/cubecl`) |
+//! | `STEPTRACE_CACHE_DIR` | setting | a folder | cubecl's kernel and autotune caches (default `$XDG_CACHE_HOME/steptrace/cubecl`, else `~/.cache/steptrace/cubecl`), and the device peaks in its `peaks` folder (default `$XDG_CACHE_HOME/steptrace/peaks`, else `~/.cache/steptrace/peaks`) |
 //! | `STEPTRACE_EXPECT_LAVAPIPE` | setting | any | the wgpu probe expects Mesa's CPU adapter even where its driver file is not found |
 //! | `STEPTRACE_SPANS` | experiment | `steps`, `unwritten`, `announced` | `steps`: only `ProfilerStep` spans are kept; `unwritten`: spans are made and handed to the writer, which writes none of the stepping thread's (what writing costs the step); `announced`: every batch of the stepping thread is announced through tracing-chrome |
 //! | `STEPTRACE_OWN_SPANS` | experiment | `tracing` | steptrace's own spans go through tracing's registry rather than around it |
@@ -66,7 +66,7 @@ pub const CUPTI: &str = "STEPTRACE_CUPTI";
 
 /// Every variable steptrace reads outside its tests.
 pub const VARIABLES: &[Variable] = &[
-    Variable { name: CACHE_DIR, kind: Kind::Setting, values: "a folder", meaning: "where cubecl's kernel and autotune caches are kept" },
+    Variable { name: CACHE_DIR, kind: Kind::Setting, values: "a folder", meaning: "where cubecl's kernel and autotune caches are kept, and the device peaks (in its `peaks` folder)" },
     Variable {
         name: EXPECT_LAVAPIPE,
         kind: Kind::Setting,

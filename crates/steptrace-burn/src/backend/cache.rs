@@ -351,6 +351,8 @@ fn describe(cache: &CubeCacheConfig) -> String {
 }
 
 /// Number of regular files below `dir` (0 if it does not exist). Symlinks are not followed.
+/// A `peaks` folder directly in `dir` is not counted: it holds steptrace's device peaks
+/// ([`crate::peaks`]), which live there when `STEPTRACE_CACHE_DIR` roots both caches.
 pub fn count_cache_files(dir: &Path) -> usize {
     let mut count = 0;
     let mut stack = vec![dir.to_path_buf()];
@@ -360,6 +362,7 @@ pub fn count_cache_files(dir: &Path) -> usize {
         };
         for entry in entries.flatten() {
             match entry.file_type() {
+                Ok(t) if t.is_dir() && d == dir && entry.file_name() == "peaks" => {}
                 Ok(t) if t.is_dir() => stack.push(entry.path()),
                 Ok(t) if t.is_file() => count += 1,
                 _ => {}
@@ -393,6 +396,10 @@ mod tests {
         std::fs::create_dir_all(tmp.path().join("a/b")).expect("mkdir");
         std::fs::write(tmp.path().join("a/b/x.json.log"), "x").expect("write");
         std::fs::write(tmp.path().join("top"), "y").expect("write");
+        assert_eq!(count_cache_files(tmp.path()), 2);
+        // Steptrace's peaks beside cubecl's files are not cubecl's.
+        std::fs::create_dir_all(tmp.path().join("peaks")).expect("mkdir");
+        std::fs::write(tmp.path().join("peaks/cpu_x.json"), "{}").expect("write");
         assert_eq!(count_cache_files(tmp.path()), 2);
     }
 
