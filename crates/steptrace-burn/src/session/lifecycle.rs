@@ -43,6 +43,10 @@ impl Session {
         };
         if console.start() {
             lines::cache_line(&selection, &cache);
+        }
+        // The device's measured limits, when `steptrace peaks` cached them: never measured here.
+        let peaks = super::peaks::find(&selection, console.start(), b.profile || b.installed.is_some());
+        if console.start() {
             say(&format!("sync: {} ({})", b.sync, b.sync.meaning()));
         }
         // With a profiler the program installed, its subscriber decides (StampLayer beside it):
@@ -158,6 +162,9 @@ impl Session {
             interrupted: None,
         };
         session.describe_run();
+        if let (Some(profiler), Some(peaks)) = (&session.profiler, &peaks) {
+            super::peaks::record(profiler, peaks);
+        }
         Ok(session)
     }
 

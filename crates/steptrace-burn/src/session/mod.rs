@@ -6,7 +6,9 @@
 //! the cold start's log capture, NVTX when a tool is attached, steptrace's own spans around
 //! `tracing` where nothing else needs them) and opens the device. Your loop then calls a
 //! few helpers that put each part of a step in its span, and [`Session::step`] at the end
-//! of each step:
+//! of each step. When `steptrace peaks` has measured the device, the session puts its
+//! measured limits in every trace's manifest ([`crate::peaks`]); it never measures them
+//! itself.
 //!
 //! ```no_run
 //! use burn::nn::loss::CrossEntropyLossConfig;
@@ -101,6 +103,7 @@ mod console;
 mod describe;
 mod lifecycle;
 mod oom;
+mod peaks;
 mod phases;
 mod upload;
 
