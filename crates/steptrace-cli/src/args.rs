@@ -40,6 +40,27 @@ pub enum Command {
     /// profiler has an on-demand schedule) to record now: a warmup step,
     /// then N active steps, saved as one trace; waits until it is saved.
     Capture(CaptureArgs),
+    /// The device's measured limits: memory bandwidth (read, write, copy),
+    /// matmul throughput and the cost of an empty launch, measured with the
+    /// backend's own kernels and kept in a cache that every run on the
+    /// device then puts in its traces (so that kernels can be priced
+    /// against them); printed from the cache when it holds them.
+    Peaks(PeaksArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PeaksArgs {
+    /// The backend whose device is measured, chosen as for `train`.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub backend: BackendArg,
+    /// Print the peaks as JSON (the cache file's content); the other lines
+    /// go to stderr.
+    #[arg(long)]
+    pub json: bool,
+    /// Measure again even when the cache holds this device's peaks, and
+    /// replace them.
+    #[arg(long)]
+    pub remeasure: bool,
 }
 
 #[derive(Debug, Args)]

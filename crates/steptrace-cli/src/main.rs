@@ -37,6 +37,7 @@ fn main() -> ExitCode {
         args::Command::Bench(a) => cmd::bench::run(a),
         args::Command::Compare(a) => cmd::compare::run(a),
         args::Command::Capture(a) => cmd::capture::run(a),
+        args::Command::Peaks(a) => cmd::peaks::run(a),
     };
     match result {
         Ok(code) => code,

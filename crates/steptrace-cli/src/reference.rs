@@ -135,6 +135,10 @@ fn json_type(rust: &str) -> String {
         "Vec<String>" => "list of strings".into(),
         "Vec<u64>" => "list of integers".into(),
         "StartupInfo" => "object (the next table)".into(),
+        "u32" => "integer".into(),
+        "Measured" => "a figure (below), or null".into(),
+        "BTreeMap<String, Measured>" => "object: dtype to figure".into(),
+        "BTreeMap<String, Published>" => "object: name to published figure".into(),
         "Figure<ColdStart>" => "object, or the reason it is absent".into(),
         other => format!("`{other}`"),
     }
@@ -149,6 +153,23 @@ fn manifest_tables() -> String {
         for (field, ..) in &fields {
             assert_is_serde_field(name, field);
         }
+        out.push_str("| field | type | meaning |\n|---|---|---|\n");
+        for (field, ty, doc) in fields {
+            let _ = writeln!(out, "| `{prefix}{field}` | {} | {} |", json_type(&ty), cell(&doc));
+        }
+        out.push('\n');
+    }
+    out.trim_end().to_owned() + "\n"
+}
+
+/// The fields of a peaks file (`steptrace::format::peaks`): the file, one figure, one
+/// published figure.
+fn peaks_tables() -> String {
+    let source = std::fs::read_to_string(root().join("crates/steptrace/src/format/peaks.rs")).expect("peaks.rs");
+    let mut out = String::new();
+    for (name, prefix) in [("Peaks", ""), ("Measured", "(figure)."), ("Published", "(published).")] {
+        let fields = struct_fields(&source, name);
+        assert!(fields.len() >= 2, "{name}: too few fields read from peaks.rs: {fields:?}");
         out.push_str("| field | type | meaning |\n|---|---|---|\n");
         for (field, ty, doc) in fields {
             let _ = writeln!(out, "| `{prefix}{field}` | {} | {} |", json_type(&ty), cell(&doc));
@@ -198,6 +219,7 @@ fn reference_md_matches_the_code() {
     let mut generated = fill(&committed, "commands", &commands_table(&cli));
     generated = fill(&generated, "spans", &spans_table());
     generated = fill(&generated, "manifest", &manifest_tables());
+    generated = fill(&generated, "peaks", &peaks_tables());
     if generated != committed {
         if std::env::var_os("REGENERATE_REFERENCE").is_some() {
             std::fs::write(&path, &generated).expect("write reference.md");
@@ -237,5 +259,9 @@ fn the_generator_sees_every_command_flag_span_and_field() {
         assert!(manifest.contains(needle), "{needle} missing from:\n{manifest}");
     }
     assert!(!manifest.contains("`extra`"));
+    let peaks = peaks_tables();
+    for needle in ["| `read` | a figure (below), or null |", "| `flops` | object: dtype to figure |", "| `(figure).spread` | number |"] {
+        assert!(peaks.contains(needle), "{needle} missing from:\n{peaks}");
+    }
     assert_eq!(plain("see [`extra`](Manifest::extra) and [`Figure`]"), "see `extra` and `Figure`");
 }

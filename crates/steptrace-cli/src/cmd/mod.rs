@@ -6,6 +6,7 @@ pub mod capture;
 pub mod compare;
 mod failure;
 pub mod inspect;
+pub mod peaks;
 pub mod plot;
 pub mod report;
 pub mod train;
