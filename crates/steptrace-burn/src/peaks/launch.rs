@@ -5,12 +5,10 @@
 //! the launches into one. The CPU backend has no kernel launch: there the figure is the
 //! cost of one burn op on a one-element tensor, which is what each op pays before its work.
 
-use std::time::Instant;
-
 use burn::prelude::{Device, Tensor};
 use steptrace::format::peaks::Measured;
 
-use super::measure::{count, runs_text, sync, timed, Runs};
+use super::measure::{count, runs_text, timed, Runs};
 use super::Plan;
 use crate::backend::BackendKind;
 
@@ -63,9 +61,13 @@ fn cpu_op(device: &Device, plan: &Plan) -> Result<Measured, String> {
 
 #[cfg(any(feature = "cuda", feature = "wgpu"))]
 fn cube_launch(device: &Device, plan: &Plan) -> Result<Measured, String> {
+    use std::time::Instant;
+
     use burn::backend::DispatchDevice;
     use cubecl::prelude::*;
     use cubecl::std::tensor::TensorHandle;
+
+    use super::measure::sync;
 
     let plain = device.clone().without_autodiff();
     let DispatchDevice::Cube(cube) = plain.as_dispatch() else {
