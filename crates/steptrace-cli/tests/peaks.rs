@@ -160,8 +160,8 @@ fn a_train_run_carries_the_peaks_only_when_they_are_cached() {
     };
 
     let (said, manifests) = train("before");
-    assert!(said.contains("peaks: none measured for this device (run `steptrace peaks --backend cpu`)"), "{said}");
-    assert!(said.contains("kernels cannot be priced against its limits"), "{said}");
+    // The CPU backend runs no kernel to price: no line asks for limits it could not use.
+    assert!(!said.contains("peaks:"), "{said}");
     assert!(manifests.iter().all(|m| m.get("peaks").is_none()), "no peaks without a cache file");
     assert!(cache_files(dir.path()).is_empty(), "a run never measures");
 

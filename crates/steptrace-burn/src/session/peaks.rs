@@ -38,6 +38,8 @@ fn say_found(selection: &Selection, found: &Result<Option<crate::peaks::CachedPe
             cached.peaks.measured_at,
             if profiled { ": every trace of this run carries them" } else { "" }
         )),
+        // The CPU backend runs no kernel to price, and an unprofiled run writes no trace.
+        Ok(None) if !profiled || selection.kind == crate::backend::BackendKind::Cpu => {}
         Ok(None) => say(&format!(
             "peaks: none measured for this device (run {measure}): until then kernels cannot be priced against its limits"
         )),
