@@ -109,17 +109,30 @@ fn head(batch: HostBatch, samples: usize) -> Result<HostBatch, String> {
     Ok(HostBatch { index: batch.index, input: cut(&batch.input), target: cut(&batch.target), samples })
 }
 
-/// The pairs of batches to measure at, smallest first: a 32nd and a 16th of the failed batch (or
-/// of the largest that fits one allocation), then an 8th and a quarter, then a quarter and a half.
-/// Small batches first, because each new batch size is new to autotune (the larger, the longer it
-/// tunes) and a large one can fail again (on CUDA a grid can grow past its limits); a larger pair
-/// is tried only when a smaller one cannot resolve a sample's bytes (the pools did not grow).
+/// The pairs of batches to measure at, smallest first: about a 32nd of the failed batch (or of
+/// the largest that fits one allocation), then an 8th, then a half. Small batches first, because
+/// each new batch size is new to autotune (the larger, the longer it tunes) and a large one can
+/// fail again (on CUDA a grid can grow past its limits); a larger pair is tried only when a
+/// smaller one cannot resolve a sample's bytes (the pools did not grow).
+///
+/// The two batches of a pair are a power of two `p` and three quarters of it: cubecl files its
+/// tuning results under shapes rounded up to a power of two, so both batches share one
+/// autotune (the second runs on what the first tuned) and the probe pays one tuning a pair,
+/// not two.
 fn candidates(batch: u64, one_allocation: Option<u64>) -> Vec<[u64; 2]> {
     let top = one_allocation.map_or(batch, |b| b.min(batch));
     [32u64, 8, 2]
         .iter()
-        .map(|d| [top / (2 * d), top / d])
-        .filter(|[a, b]| *a >= 1 && b > a)
+        .filter_map(|d| {
+            let most = top / d;
+            if most >= 4 {
+                // The largest power of two at most `most`, and three quarters of it.
+                let p = 1u64 << (63 - most.leading_zeros());
+                Some([p / 4 * 3, p])
+            } else {
+                Some([top / (2 * d), most]).filter(|[a, b]| *a >= 1 && b > a)
+            }
+        })
         .collect()
 }
 
@@ -242,10 +255,16 @@ mod tests {
 
     #[test]
     fn candidates_go_from_small_fractions_of_the_batch_or_the_one_allocation_bound_up() {
-        assert_eq!(candidates(8192, None), [[128, 256], [512, 1024], [2048, 4096]]);
-        assert_eq!(candidates(8192, Some(256)), [[4, 8], [16, 32], [64, 128]]);
-        assert_eq!(candidates(40, None), [[2, 5], [10, 20]], "pairs of less than one sample are left out");
+        assert_eq!(candidates(8192, None), [[192, 256], [768, 1024], [3072, 4096]]);
+        assert_eq!(candidates(8192, Some(256)), [[6, 8], [24, 32], [96, 128]]);
+        // Not a power of two: the largest power of two below each fraction.
+        assert_eq!(candidates(10_000, None), [[192, 256], [768, 1024], [3072, 4096]]);
+        assert_eq!(candidates(40, None), [[3, 4], [12, 16]], "pairs of less than one sample are left out");
         assert_eq!(candidates(3, None), Vec::<[u64; 2]>::new());
+        // Both batches of a pair round up to the same power of two, as cubecl's tuning keys do.
+        for [a, b] in candidates(12_345, None) {
+            assert_eq!(a.next_power_of_two(), b.next_power_of_two(), "{a} and {b}");
+        }
     }
 
     /// The slope of the two reservations is the bytes per sample; the usable memory is what the
