@@ -33,6 +33,12 @@ pub fn run(a: TrainArgs, signals: Option<std::io::Result<Signals>>) -> anyhow::R
     cfg.loss_every = a.loss_every;
     let schedule: Schedule = a.schedule.parse()?;
     cfg.validate()?;
+    if a.no_profile && schedule.is_on_demand() {
+        bail!(
+            "--schedule on-demand records when `steptrace capture` asks, and --no-profile records nothing: drop one \
+             of them"
+        );
+    }
     // Created now (exclusively), so that an unusable path fails before
     // training rather than after it; removed again if the run fails.
     let json = match &a.json {
