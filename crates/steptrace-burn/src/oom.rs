@@ -357,7 +357,7 @@ fn largest(f: &Facts<'_>) -> Vec<Allocation> {
     if f.batch_bytes > 0 {
         seen.push(Allocation { description: format!("the input batch ({} samples, input and target)", f.batch_size), bytes: f.batch_bytes });
     }
-    seen.sort_by(|a, b| b.bytes.cmp(&a.bytes));
+    seen.sort_by_key(|a| std::cmp::Reverse(a.bytes));
     seen.truncate(6);
     seen
 }

@@ -51,7 +51,7 @@ fn a_planted_out_of_memory_explains_itself_and_keeps_the_partial_cycle() {
     assert!(max_allocation < requested, "{o}");
     let fits = o["fitting_batch"]["value"].as_u64().unwrap_or_else(|| panic!("a fitting batch: {o}"));
     assert_eq!(o["fitting_batch"]["bound"], "at most");
-    assert!(fits >= 1 && fits < BATCH, "{o}");
+    assert!((1..BATCH).contains(&fits), "{o}");
     assert!(fits * WIDTH * 4 <= max_allocation, "{fits} samples must fit one allocation: {o}");
     assert!(fits <= BATCH * max_allocation / requested, "{o}");
     // With --memory, a fresh model trained at two small batches below that one measures what a

@@ -177,7 +177,6 @@ fn parse(get: &dyn Fn(&str) -> Option<String>) -> Read {
         Some("off") => Cupti::Off,
         _ => Cupti::Near,
     };
-    drop(word);
     let linger = match get(LINGER).map(|v| v.trim().to_ascii_lowercase()).filter(|v| !v.is_empty()) {
         None => Linger::Default,
         Some(v) if v == "off" => {

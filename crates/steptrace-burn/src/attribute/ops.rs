@@ -43,8 +43,8 @@ impl OpNote {
             name: name.into_boxed_str(),
             kind,
             shape,
-            inputs: op.inputs().filter_map(|t| tensor_id(t)).collect(),
-            outputs: op.outputs().filter_map(|t| tensor_id(t)).collect(),
+            inputs: op.inputs().filter_map(tensor_id).collect(),
+            outputs: op.outputs().filter_map(tensor_id).collect(),
         }
     }
 }

@@ -136,13 +136,11 @@ fn baseline() -> log::LevelFilter {
 /// [`LogSlotTaken`] when another logger holds the slot; the startup breakdown is then absent
 /// with its message as the reason.
 pub fn install_log_capture() -> Result<(), LogSlotTaken> {
-    INSTALLED
-        .get_or_init(|| {
-            log::set_logger(&LOGGER).map_err(|_| LogSlotTaken)?;
-            log::set_max_level(baseline());
-            Ok(())
-        })
-        .clone()
+    *INSTALLED.get_or_init(|| {
+        log::set_logger(&LOGGER).map_err(|_| LogSlotTaken)?;
+        log::set_max_level(baseline());
+        Ok(())
+    })
 }
 
 /// Another `log` logger holds the process's one slot, so cubecl's records cannot be read:

@@ -98,9 +98,8 @@ impl Attributed {
 /// its figures are finite and not negative.
 fn read_work(e: &crate::reader::TraceEvent) -> Option<BlockWork> {
     let number = |key: &str| e.arg(key).and_then(Value::as_f64).filter(|v| v.is_finite() && *v >= 0.0);
-    let mut work = BlockWork::default();
-    work.flops = number("min flops")?;
-    work.bytes = number("min bytes")?;
+    let (flops, bytes) = (number("min flops")?, number("min bytes")?);
+    let mut work = BlockWork { flops, bytes, ..BlockWork::default() };
     work.dtype = e.arg("compute dtype").and_then(Value::as_str).unwrap_or("f32").to_owned();
     work.unpriced = e
         .arg("unpriced ops")

@@ -340,7 +340,7 @@ fn priced_row(name: String, s: &Sum, n: f64, with_floor: bool) -> PricedRow {
         achieved_bandwidth: rate(s.bytes),
         intensity: if s.bytes > 0.0 { s.flops / s.bytes } else { 0.0 },
         above_floor_ms: floor_ms.map(|f| (s.us / 1000.0 / n - f).max(0.0)),
-        bound: with_floor.then(|| if s.compute_floor_us * 2.0 >= s.floor_us && s.floor_us > 0.0 { "compute" } else { "memory" }),
+        bound: with_floor.then_some(if s.compute_floor_us * 2.0 >= s.floor_us && s.floor_us > 0.0 { "compute" } else { "memory" }),
         efficiency: floor_ms.filter(|_| s.us > 0.0).map(|f| f * n * 1000.0 / s.us),
         floor_ms,
         name,
