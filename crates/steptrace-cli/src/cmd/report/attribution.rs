@@ -95,7 +95,8 @@ fn table(o: &mut String, first: &str, rows: &[TimeRow]) {
     }
 }
 
-fn right(t: &mut comfy_table::Table, columns: std::ops::Range<usize>) {
+/// Aligns `columns` of `t` to the right (the figures).
+pub(super) fn right(t: &mut comfy_table::Table, columns: std::ops::Range<usize>) {
     for i in columns {
         if let Some(c) = t.column_mut(i) {
             c.set_cell_alignment(CellAlignment::Right);

@@ -3,9 +3,10 @@
 
 use std::fmt::Write as _;
 
-use comfy_table::CellAlignment;
 use steptrace::analysis::{rate, PricedRow, RooflineView};
 use steptrace::read::display::label;
+
+use super::attribution::right;
 
 /// A duration in ms; an exact 0 as `0`.
 fn ms(v: f64) -> String {
@@ -141,13 +142,5 @@ fn table(o: &mut String, first: &str, rows: &[PricedRow]) {
     let _ = writeln!(o, "{t}");
     if rows.len() > ROWS {
         let _ = writeln!(o, "({} more rows; --json has them all)", rows.len() - ROWS);
-    }
-}
-
-fn right(t: &mut comfy_table::Table, columns: std::ops::Range<usize>) {
-    for i in columns {
-        if let Some(c) = t.column_mut(i) {
-            c.set_cell_alignment(CellAlignment::Right);
-        }
     }
 }
