@@ -406,3 +406,7 @@ fn random_token() -> io::Result<String> {
 #[cfg(test)]
 #[path = "listen_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "fuzz_tests.rs"]
+mod fuzz_tests;
