@@ -86,6 +86,16 @@ fn a_partial_file_header_is_checked_too() {
 "#;
     let err = parse_trace(partial).unwrap_err();
     assert!(err.to_string().contains("steptrace-chrome-trace/7"), "{err}");
+    // Read one event at a time, the header is checked as well.
+    let size = partial.len() as u64;
+    let streamed = [
+        steptrace::reader::read_events(&partial[..], size, drop).map(drop),
+        steptrace::reader::read_json_events(&partial[..], size, drop).map(drop),
+    ];
+    for result in streamed {
+        let err = result.unwrap_err();
+        assert!(matches!(err.kind(), ReadErrorKind::Version(_)), "{err}");
+    }
     let ok = br#"[
 {"ph":"M","pid":1,"tid":0,"name":"steptrace_segment","args":{"worker":"w","cycle":3,"schedule":"active=1","epoch_unix_ms":1,"steptrace_version":"0.1.0","manifest":{"batch_size":8}}},
 {"ph":"B","pid":1,"tid":1,"ts":1,"name":"ProfilerStep#0"},

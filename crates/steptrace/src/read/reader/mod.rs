@@ -145,7 +145,7 @@ impl Trace {
         let header = self
             .events
             .iter()
-            .take(16)
+            .take(HEADER_EVENTS)
             .find(|e| e.ph == "M" && e.name == meta::SEGMENT)
             .and_then(|e| e.args.as_ref());
         Steptrace::from_parts(self.metadata.get("metadata"), header)
@@ -159,7 +159,7 @@ impl JsonTrace {
     ///
     /// As for [`Trace::steptrace`].
     pub fn steptrace(&self) -> Result<Option<Steptrace>, MetadataError> {
-        let header = self.events.iter().take(16).find(|e| is_segment_header(e)).and_then(|e| e.get("args"));
+        let header = self.events.iter().take(HEADER_EVENTS).find(|e| is_segment_header(e)).and_then(|e| e.get("args"));
         Steptrace::from_parts(self.metadata.get("metadata"), header)
     }
 
@@ -178,6 +178,10 @@ impl JsonTrace {
         }
     }
 }
+
+/// How many of a trace's first events [`Trace::steptrace`] looks among for
+/// a partial file's header.
+pub(crate) const HEADER_EVENTS: usize = 16;
 
 /// Whether `event` is the header a partial file starts with: steptrace's
 /// `steptrace_segment` metadata event, whose `args` describe the run.
@@ -326,8 +330,17 @@ pub fn read_trace_head(src: impl Read, size: u64, keep: usize) -> Result<Trace, 
 /// # Ok::<(), steptrace::reader::ReadError>(())
 /// ```
 pub fn read_events(src: impl Read, size: u64, mut each: impl FnMut(TraceEvent)) -> Result<Trace, ReadError> {
-    let trace = read_as::<RawEvent>(src, size, window::CHUNK, &mut each)?.trace;
+    let mut head = Vec::new();
+    let parsed = read_as::<RawEvent>(src, size, window::CHUNK, &mut |event| {
+        if head.len() < HEADER_EVENTS {
+            head.push(event.clone());
+        }
+        each(event);
+    })?;
+    // A partial file's header is among the first events: checked, not kept.
+    let mut trace = Trace { events: head, ..parsed.trace };
     check_format(trace.steptrace())?;
+    trace.events = Vec::new();
     Ok(trace)
 }
 
@@ -339,14 +352,36 @@ pub fn read_events(src: impl Read, size: u64, mut each: impl FnMut(TraceEvent)) 
 /// # Errors
 ///
 /// As for [`read_json_trace`].
+///
+/// # Examples
+///
+/// ```
+/// use steptrace::reader::read_json_events;
+///
+/// let text = br#"{"k":1,"traceEvents":[{"ph":"X","name":"a","ts":1,"dur":2,"sf":7}]}"#;
+/// let mut fields = 0;
+/// let (trace, keys) = read_json_events(&text[..], text.len() as u64, |event| fields += event.len())?;
+/// assert_eq!((fields, trace.events.len()), (5, 0));
+/// assert_eq!(keys, ["k", "traceEvents"]);
+/// # Ok::<(), steptrace::reader::ReadError>(())
+/// ```
 pub fn read_json_events(
     src: impl Read,
     size: u64,
     mut each: impl FnMut(JsonEvent),
 ) -> Result<(JsonTrace, Vec<String>), ReadError> {
-    let parsed = read_as::<JsonEvent>(src, size, window::CHUNK, &mut each)?;
-    check_format(parsed.trace.steptrace())?;
-    Ok((parsed.trace, parsed.keys))
+    let mut head = Vec::new();
+    let parsed = read_as::<JsonEvent>(src, size, window::CHUNK, &mut |event| {
+        if head.len() < HEADER_EVENTS {
+            head.push(event.clone());
+        }
+        each(event);
+    })?;
+    // A partial file's header is among the first events: checked, not kept.
+    let mut trace = Trace { events: head, ..parsed.trace };
+    check_format(trace.steptrace())?;
+    trace.events = Vec::new();
+    Ok((trace, parsed.keys))
 }
 
 /// Reads a Chrome trace from `src` as [`read_trace`] does, keeping each
