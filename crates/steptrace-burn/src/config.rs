@@ -101,6 +101,37 @@ pub enum ConfigError {
         /// The path given.
         path: PathBuf,
     },
+    /// [`RunConfig::init`] names something that is not a regular file; it is not read.
+    #[error("--init {}: {what}, not a file: give the initial-state record --save-init wrote (it was not read)", path.display())]
+    InitNotAFile {
+        /// The path given.
+        path: PathBuf,
+        /// What it is: `a directory`, `a FIFO`, `a device`, `a socket`.
+        what: &'static str,
+    },
+}
+
+/// What a path that is not a regular file is, in words.
+fn file_kind(m: &std::fs::Metadata) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        let t = m.file_type();
+        if t.is_fifo() {
+            return "a FIFO";
+        }
+        if t.is_char_device() || t.is_block_device() {
+            return "a device";
+        }
+        if t.is_socket() {
+            return "a socket";
+        }
+    }
+    if m.is_dir() {
+        "a directory"
+    } else {
+        "not a regular file"
+    }
 }
 
 /// When the training loop waits for the device.
@@ -360,8 +391,12 @@ impl RunConfig {
         if let Some(path) = self.save_init.as_ref().filter(|p| p.exists()) {
             return Err(ConfigError::SaveInitExists { path: path.clone() });
         }
-        if let Some(path) = self.init.as_ref().filter(|p| !p.is_file()) {
-            return Err(ConfigError::InitNotFound { path: path.clone() });
+        if let Some(path) = &self.init {
+            match std::fs::metadata(path) {
+                Ok(m) if m.is_file() => {}
+                Ok(m) => return Err(ConfigError::InitNotAFile { path: path.clone(), what: file_kind(&m) }),
+                Err(_) => return Err(ConfigError::InitNotFound { path: path.clone() }),
+            }
         }
         if self.batch_size == 0 {
             return Err(ConfigError::ZeroBatchSize);

@@ -200,3 +200,21 @@ fn bytes_after_a_complete_gzip_member_are_named_not_taken_for_a_cut() {
     std::fs::write(dir.path().join("cut.trace.json.gz"), &whole[..end / 2]).unwrap();
     expect(&["report", "cut.trace.json.gz"], dir.path(), 0, &["cut short"]);
 }
+
+/// `train --init` reads a record only from a regular file: a folder, a FIFO or a device is named
+/// for what it is, unread, and the run does not start (a FIFO read would wait forever).
+#[test]
+fn init_records_are_read_only_from_regular_files() {
+    let dir = tempfile::tempdir().unwrap();
+    mkfifo(&dir.path().join("fifo"));
+    std::fs::create_dir(dir.path().join("folder")).unwrap();
+    let train = |init: &str| ["train", "--backend", "cpu", "--steps", "2", "--no-profile", "--init", init].map(str::to_owned);
+    for (init, what) in [("folder", "a directory"), ("fifo", "a FIFO"), ("/dev/zero", "a device")] {
+        let args = train(init);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        expect(&args, dir.path(), 1, &[&format!("--init {init}: {what}, not a file")]);
+    }
+    let args = train("missing");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    expect(&args, dir.path(), 1, &["--init missing: no such file"]);
+}
