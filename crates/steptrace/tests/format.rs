@@ -91,6 +91,7 @@ fn a_partial_file_header_is_checked_too() {
     let streamed = [
         steptrace::reader::read_events(&partial[..], size, drop).map(drop),
         steptrace::reader::read_json_events(&partial[..], size, drop).map(drop),
+        steptrace::analysis::LoadedTrace::read(&partial[..], size).map(drop),
     ];
     for result in streamed {
         let err = result.unwrap_err();

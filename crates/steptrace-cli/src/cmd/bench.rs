@@ -155,7 +155,7 @@ fn run_kernels(summary: &RunSummary, batch: u64) -> KernelRecord {
     let paths: Vec<PathBuf> = summary.traces.iter().map(|t| t.path.clone()).collect();
     let options = ReportOptions { batch_size: Some(batch), ops: steptrace_burn::report_ops(), peaks: None };
     let report = super::report::load::load(&paths)
-        .and_then(|loaded| Report::build(&loaded.files, &options).map_err(anyhow::Error::from));
+        .and_then(|loaded| Report::build_loaded(loaded.files, &options).map_err(anyhow::Error::from));
     match report {
         Ok(report) => KernelRecord::from_report(&report),
         Err(err) => KernelRecord::NotObserved { reason: format!("the run's traces could not be read: {err:#}") },

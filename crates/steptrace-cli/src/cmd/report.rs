@@ -36,7 +36,7 @@ pub fn run(a: ReportArgs) -> anyhow::Result<ExitCode> {
         if a.plot.is_some() || a.html.is_some() {
             bail!("these traces hold several ranks: --plot and --html draw one rank's steps; choose it with --rank N");
         }
-        let mut report = RankReport::build(&loaded.files, &options).map_err(refused)?;
+        let mut report = RankReport::build_loaded(loaded.files, &options).map_err(refused)?;
         report.warnings.splice(0..0, loaded.warnings);
         if a.json {
             println!("{}", serde_json::to_string_pretty(&report)?);
@@ -60,7 +60,7 @@ pub fn run(a: ReportArgs) -> anyhow::Result<ExitCode> {
         );
         loaded.warnings.extend(check.missing_warning(&alone));
     }
-    let mut report = Report::build(&loaded.files, &options).map_err(refused)?;
+    let mut report = Report::build_loaded(loaded.files, &options).map_err(refused)?;
     report.warnings.splice(0..0, loaded.warnings);
     report.render_commands(render_command);
     // Both outputs drawn before either is written: a failure leaves neither.

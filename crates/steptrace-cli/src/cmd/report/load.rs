@@ -12,7 +12,9 @@
 //! program's) is left out with a warning naming it, never taken for a run
 //! of its own; a file whose steptrace metadata does not read is an error.
 //!
-//! Files are read as they are parsed, never held whole: a folder's files
+//! Files are read as they are parsed, never held whole, nor their events:
+//! each is kept as what the report reads of it ([`LoadedTrace`]: its spans
+//! and device work, built event by event). A folder's files
 //! are first read for their run alone (their metadata and first events,
 //! their bytes hashed on the way), then the most recent run's in full; a
 //! file given by name is hashed before it is parsed, so that a copy is
@@ -27,7 +29,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use steptrace::read::display::escape;
-use steptrace::reader::{read_trace, read_trace_head, ReadError, ReadErrorKind, Trace, TraceFile};
+use steptrace::analysis::LoadedTrace;
+use steptrace::reader::{read_trace_head, ReadError, ReadErrorKind, Trace, TraceFile};
 
 /// The events of a file read for its run alone: steptrace's header event
 /// is among a partial file's first events.
@@ -35,7 +38,7 @@ const HEAD_EVENTS: usize = 16;
 
 /// The files read, and what was set aside.
 pub(crate) struct Loaded {
-    pub(crate) files: Vec<(String, Trace)>,
+    pub(crate) files: Vec<(String, LoadedTrace)>,
     pub(crate) warnings: Vec<String>,
 }
 
@@ -59,7 +62,7 @@ pub(crate) fn load(paths: &[PathBuf]) -> anyhow::Result<Loaded> {
             if !seen.copy(&path, digest) {
                 let file = TraceFile::open(&path)?;
                 let size = file.len();
-                files.push((path.display().to_string(), read_trace(file, size).map_err(|err| err.with_path(&path))?));
+                files.push((path.display().to_string(), LoadedTrace::read(file, size).map_err(|err| err.with_path(&path))?));
             }
         }
     }

@@ -1,5 +1,5 @@
 //! What is wrong with the input, as the report's warnings: the reader's
-//! [`validate`] on each file, steps written twice or nested, and steps that
+//! [`validate`](crate::reader::validate) on each file, steps written twice or nested, and steps that
 //! recur across files. Each warning says what the report did about it.
 
 use std::collections::{BTreeMap, HashMap};
@@ -8,7 +8,7 @@ use super::device::DeviceIssues;
 use super::loaded::Loaded;
 use super::steps::StepIssues;
 use crate::read::display::label;
-use crate::reader::{validate, Problem, ProblemKind, Trace, MAX_PLAUSIBLE_DUR_US, MAX_PLAUSIBLE_TS_US};
+use crate::reader::{Problem, ProblemKind, MAX_PLAUSIBLE_DUR_US, MAX_PLAUSIBLE_TS_US};
 
 /// The longest a quoted problem runs in a warning.
 const QUOTE_CHARS: usize = 240;
@@ -36,20 +36,59 @@ fn describe(kind: ProblemKind) -> Option<(String, &'static str)> {
     Some(text)
 }
 
-/// Warnings about `trace`, read from `path`: one per kind of problem the
-/// validator finds, with a count and the first instance.
-pub(crate) fn trace_warnings(path: &str, trace: &Trace, out: &mut Vec<String>) {
-    let mut by_kind: BTreeMap<String, (usize, &'static str, Problem)> = BTreeMap::new();
-    for problem in validate(trace) {
+/// The validator's problems of one file ([`validate`](crate::reader::validate)), by kind: how many,
+/// and the first, as the problems come one by one.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ProblemCounts {
+    kinds: Vec<KindCount>,
+    /// Problems counted so far.
+    seen: usize,
+}
+
+#[derive(Clone, Debug)]
+struct KindCount {
+    count: usize,
+    /// The first problem of the kind, and where it stands among the
+    /// problems sorted by event (stably: then in the order they came).
+    first: ((Option<usize>, usize), Problem),
+}
+
+impl ProblemCounts {
+    /// Counts the next problem.
+    pub(crate) fn add(&mut self, problem: Problem) {
+        let order = (problem.event_index, self.seen);
+        self.seen += 1;
+        match self.kinds.iter_mut().find(|k| k.first.1.kind == problem.kind) {
+            Some(k) => {
+                k.count += 1;
+                if order < k.first.0 {
+                    k.first = (order, problem);
+                }
+            }
+            None => self.kinds.push(KindCount { count: 1, first: (order, problem) }),
+        }
+    }
+}
+
+/// Warnings about the file at `path`, from its validator's `problems`: one
+/// per kind of problem, with a count and the first instance.
+pub(crate) fn trace_warnings(path: &str, problems: &ProblemCounts, truncated: bool, out: &mut Vec<String>) {
+    type Group<'a> = (usize, &'static str, &'a ((Option<usize>, usize), Problem));
+    let mut by_kind: BTreeMap<String, Group<'_>> = BTreeMap::new();
+    for k in &problems.kinds {
         // A cut file leaves spans open: the source line says so.
-        let cut_open = matches!(problem.kind, ProblemKind::UnclosedBegin | ProblemKind::UnclosedAsyncBegin);
-        if trace.truncated && cut_open {
+        let cut_open = matches!(k.first.1.kind, ProblemKind::UnclosedBegin | ProblemKind::UnclosedAsyncBegin);
+        if truncated && cut_open {
             continue;
         }
-        let Some((what, action)) = describe(problem.kind) else { continue };
-        by_kind.entry(what).or_insert((0, action, problem)).0 += 1;
+        let Some((what, action)) = describe(k.first.1.kind) else { continue };
+        let group = by_kind.entry(what).or_insert((0, action, &k.first));
+        group.0 += k.count;
+        if k.first.0 < group.2 .0 {
+            group.2 = &k.first;
+        }
     }
-    for (what, (count, action, first)) in by_kind {
+    for (what, (count, action, (_, first))) in by_kind {
         let first = label(&first.to_string(), QUOTE_CHARS).into_owned();
         out.push(format!("{path}: {count} event(s) {what}, first {first}; {action}"));
     }

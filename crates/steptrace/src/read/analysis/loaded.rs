@@ -8,7 +8,10 @@ use super::spans::{Span, Spans};
 use super::steps::StepRow;
 use crate::format::names::meta;
 use crate::format::{device, Manifest, ScheduleInfo, Steptrace};
+#[cfg(test)]
 use crate::reader::Trace;
+use crate::reader::TraceEvent;
+use serde_json::Map;
 
 /// Who wrote a trace, as far as its content tells.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -138,30 +141,55 @@ impl Vocabulary<'_> {
 /// host process as steptrace does (`steptrace: WORKER`, what remains of a
 /// steptrace file cut short before its metadata); else torch.profiler
 /// when it holds Kineto's top-level keys or event categories.
+#[cfg(test)]
 pub(crate) fn producer(trace: &Trace, steptrace: Option<&Steptrace>) -> Producer {
-    // A steptrace file may hold Kineto's words too: `distributedInfo` on a
-    // rank's file, CUPTI's kernel and runtime categories.
-    if steptrace.is_some() || steptrace_process(trace) {
-        return Producer::Steptrace;
+    let mut hints = ProducerHints::default();
+    for event in &trace.events {
+        hints.event(event);
     }
-    let kineto_keys = ["schemaVersion", "deviceProperties", "distributedInfo", "traceName"];
-    let kineto_cats = [device::cats::KERNEL, device::cats::RUNTIME, "cpu_op", "python_function", "user_annotation"];
-    if kineto_keys.iter().any(|k| trace.metadata.contains_key(*k))
-        || trace.events.iter().take(10_000).any(|e| e.cat.as_deref().is_some_and(|c| kineto_cats.contains(&c)))
-    {
-        return Producer::TorchProfiler;
-    }
-    Producer::Other
+    hints.producer(&trace.metadata, steptrace)
 }
 
-/// Whether one of the first events names the host process as steptrace
-/// does: its first line is `process_name` `steptrace: WORKER`.
-fn steptrace_process(trace: &Trace) -> bool {
-    trace.events.iter().take(64).any(|e| {
-        e.ph == "M"
-            && e.name == meta::PROCESS_NAME
-            && e.arg("name").and_then(serde_json::Value::as_str).is_some_and(|n| n.starts_with("steptrace: "))
-    })
+/// What the first events of a file say of who wrote it: see [`producer`].
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct ProducerHints {
+    /// Events seen.
+    seen: usize,
+    /// Whether one of the first 64 events names the host process as
+    /// steptrace does: its first line is `process_name` `steptrace: WORKER`.
+    steptrace_process: bool,
+    /// Whether one of the first 10,000 events is of one of Kineto's categories.
+    kineto_category: bool,
+}
+
+impl ProducerHints {
+    /// Reads the next event.
+    pub(crate) fn event(&mut self, e: &TraceEvent) {
+        let kineto_cats = [device::cats::KERNEL, device::cats::RUNTIME, "cpu_op", "python_function", "user_annotation"];
+        if self.seen < 64 && !self.steptrace_process {
+            self.steptrace_process = e.ph == "M"
+                && e.name == meta::PROCESS_NAME
+                && e.arg("name").and_then(serde_json::Value::as_str).is_some_and(|n| n.starts_with("steptrace: "));
+        }
+        if self.seen < 10_000 && !self.kineto_category {
+            self.kineto_category = e.cat.as_deref().is_some_and(|c| kineto_cats.contains(&c));
+        }
+        self.seen = self.seen.saturating_add(1);
+    }
+
+    /// Who wrote the file whose top level is `metadata` (see [`producer`]).
+    pub(crate) fn producer(&self, metadata: &Map<String, serde_json::Value>, steptrace: Option<&Steptrace>) -> Producer {
+        // A steptrace file may hold Kineto's words too: `distributedInfo` on a
+        // rank's file, CUPTI's kernel and runtime categories.
+        if steptrace.is_some() || self.steptrace_process {
+            return Producer::Steptrace;
+        }
+        let kineto_keys = ["schemaVersion", "deviceProperties", "distributedInfo", "traceName"];
+        if kineto_keys.iter().any(|k| metadata.contains_key(*k)) || self.kineto_category {
+            return Producer::TorchProfiler;
+        }
+        Producer::Other
+    }
 }
 
 /// The window of a file: the extent of its steps, else of its spans.

@@ -11,7 +11,7 @@ use super::stats::Stats;
 use super::steps::StepRow;
 use crate::format::names::counters::{self, STEP_END, STEP_START};
 use crate::format::names::{BACKWARD, FORWARD, INFER_REQUEST, LOSS, OPTIMIZER, TRAIN_STEP};
-use crate::reader::{Trace, TrackId};
+use crate::reader::{TraceEvent, TrackId};
 
 const PHASES: [&str; 4] = [FORWARD, LOSS, BACKWARD, OPTIMIZER];
 
@@ -27,12 +27,21 @@ pub(crate) struct MemorySample {
     pub(crate) categories: BTreeMap<String, f64>,
 }
 
-/// Reads the samples of `trace`: each [`counters::DEVICE_MEMORY`] event, with the
-/// [`counters::MEMORY_CATEGORIES`] event written right after it on the same thread.
-pub(crate) fn samples(trace: &Trace) -> Vec<MemorySample> {
-    let mut out: Vec<MemorySample> = Vec::new();
-    for e in trace.events.iter().filter(|e| e.ph == "C") {
-        let Some(ts) = e.ts else { continue };
+/// Reads the samples of a trace one event at a time, as a file is read:
+/// each [`counters::DEVICE_MEMORY`] event, with the
+/// [`counters::MEMORY_CATEGORIES`] event written right after it on the same
+/// thread.
+#[derive(Debug, Default)]
+pub(crate) struct Samples(Vec<MemorySample>);
+
+impl Samples {
+    /// Reads the next event.
+    pub(crate) fn event(&mut self, e: &TraceEvent) {
+        if e.ph != "C" {
+            return;
+        }
+        let out = &mut self.0;
+        let Some(ts) = e.ts else { return };
         let series = |key: &str| e.arg(key).and_then(serde_json::Value::as_f64).filter(|v| v.is_finite());
         if e.name == counters::DEVICE_MEMORY {
             out.push(MemorySample {
@@ -55,8 +64,13 @@ pub(crate) fn samples(trace: &Trace) -> Vec<MemorySample> {
             }
         }
     }
-    out.sort_by(|a, b| a.ts.total_cmp(&b.ts));
-    out
+
+    /// The samples, by time.
+    pub(crate) fn finish(self) -> Vec<MemorySample> {
+        let mut out = self.0;
+        out.sort_by(|a, b| a.ts.total_cmp(&b.ts));
+        out
+    }
 }
 
 /// Memory at one point of the step, over the counted steps, MB.

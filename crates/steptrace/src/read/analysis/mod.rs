@@ -8,17 +8,20 @@
 //! that the trace does not hold is reported as not observed, never as zero.
 //!
 //! The pieces depend on each other one way: [`Spans`] and the steps are
-//! rebuilt from each file; the step timing, the span table and the device
+//! rebuilt from each file (as it is read, with [`LoadedTrace`], which keeps
+//! them and not the events); the step timing, the span table and the device
 //! view are computed from them; the hypotheses read all three; the
 //! [`Report`] puts them together.
 
 mod checks;
 mod device;
 mod hypotheses;
+mod input;
 mod inventory;
 mod loaded;
 mod memory;
 mod ops;
+mod order;
 mod ranks;
 mod report;
 mod spans;
@@ -33,6 +36,7 @@ pub use device::{
     LaunchView, SmallUploads, SHORT_KERNEL_US, SMALL_COPY_BYTES, rate, PricedRow, Roofs, RooflineView, StepFloor,
 };
 pub use hypotheses::{Change, Experiment, Hypothesis, NotExamined};
+pub use input::{LoadedTrace, ReportSource};
 pub use inventory::{redact_file, redact_file_in_order, top_level_keys, Finding, Inventory, RedactError, RedactOutcome};
 pub use loaded::{Producer, RunInfo};
 pub use memory::{MemoryCategory, MemoryPoint, MemoryView, ReservedGrowth};

@@ -4,11 +4,11 @@
 use serde::Serialize;
 
 use super::checks;
-use super::device::{device_view, DeviceEvents, DeviceView, Roofs};
+use super::device::{device_view, DeviceView, Roofs};
 use super::hypotheses::{hypotheses, Change, Context, Hypothesis, NotExamined};
-use super::loaded::{producer, Loaded, Producer, RunInfo, Vocabulary};
+use super::input::LoadedTrace;
+use super::loaded::{Loaded, Producer, RunInfo, Vocabulary};
 use super::ops::BackendOps;
-use super::spans::Spans;
 use super::steps::steps_of;
 use super::table::{span_table, SpanTable};
 use super::timing::{mark_startup, step_timing, StepTiming};
@@ -142,122 +142,19 @@ impl Report {
     /// when a file's steptrace metadata is of a newer format or the wrong
     /// shape.
     pub fn build(files: &[(String, Trace)], options: &ReportOptions) -> Result<Report, ReportError> {
-        let first = files.first().ok_or(ReportError::NoTrace)?;
-        let mut parts = Vec::with_capacity(files.len());
-        for (path, trace) in files {
-            let st = trace.steptrace().map_err(|source| ReportError::Metadata { path: path.clone(), source })?;
-            parts.push(st);
-        }
-        let identity = |st: &Option<Steptrace>| {
-            st.as_ref().map(|s| (s.manifest().map(|m| m.identity()), s.epoch_unix_ms()))
-        };
-        for ((path, _), st) in files.iter().zip(&parts).skip(1) {
-            if identity(st) != identity(&parts[0]) {
-                return Err(ReportError::MixedRuns { path: path.clone(), first: first.0.clone() });
-            }
-        }
-        // The most complete manifest: later cycles know more (startup figures).
-        let manifest = parts.iter().flatten().filter_map(Steptrace::manifest).max_by_key(|m| m.known_fields());
-        let schedule = parts.iter().flatten().find_map(|s| s.metadata.as_ref().and_then(|m| m.schedule.clone()));
-        let mut warnings = Vec::new();
-        let mut loaded: Vec<Loaded> = files
-            .iter()
-            .zip(&parts)
-            .enumerate()
-            .map(|(i, ((path, trace), st))| {
-                checks::trace_warnings(path, trace, &mut warnings);
-                let spans = Spans::from_trace(trace);
-                let (steps, issues) = steps_of(&spans, i);
-                checks::step_warnings(path, &issues, &mut warnings);
-                if let Some(w) = st.as_ref().and_then(|s| s.metadata.as_ref()?.writer_waits).filter(|w| w.waits > 0) {
-                    warnings.push(format!(
-                        "{path}: recording threads waited {:.1} ms in all ({} events) for steptrace's trace writer, which \
-                         fell {} events behind: the steps of this window include that wait (record fewer spans: a lower \
-                         --detail, or fewer active steps)",
-                        w.waited_us as f64 / 1000.0,
-                        w.waits,
-                        w.cap
-                    ));
-                }
-                let activity = st.as_ref().and_then(|s| s.metadata.as_ref()?.device_activity.as_ref()).map(|a| a.status.clone());
-                let device = DeviceEvents::from_trace(trace);
-                checks::device_warnings(path, &device.issues, &mut warnings);
-                let memory = super::memory::samples(trace);
-                Loaded { producer: producer(trace, st.as_ref()), spans, steps, activity, device, memory }
-            })
-            .collect();
-        let paths: Vec<&str> = files.iter().map(|(p, _)| p.as_str()).collect();
-        checks::cross_file_duplicates(&mut loaded, &paths, &mut warnings);
-        let sources = files.iter().zip(&loaded).zip(&parts).map(|(((path, trace), l), st)| source(path, trace, l, st.as_ref())).collect();
-        let mut run = RunInfo::new(manifest, schedule, options.batch_size);
-        let mut notes = Vec::new();
-        mark_startup(&mut loaded, &mut run, &mut notes);
-        let vocab = Vocabulary { ops: &options.ops };
-        let timing = step_timing(&loaded, run.batch_size);
-        let spans = span_table(&loaded, &run);
-        let roofs = match &options.peaks {
-            Some(p) => Roofs::of(p, "report --peaks"),
-            None => run.peaks.as_ref().and_then(|p| Roofs::of(p, "the trace's manifest")),
-        };
-        if let (Some(p), Some(device)) = (&options.peaks, run.device.as_deref()) {
-            if !device.contains(&p.device) && !p.device.contains(device) {
-                warnings.push(format!(
-                    "the device limits given were measured on {}, the trace ran on {device}: the floors price this \
-                     run against another device",
-                    p.device
-                ));
-            }
-        }
-        let device = device_view(&loaded, &run, &vocab, roofs);
-        let total_memory = loaded.iter().find_map(|l| l.device.total_memory);
-        let memory = super::memory::memory_view(&loaded, &super::device::counted_steps(&loaded), total_memory);
-        let anomalies = anomalies(&loaded);
-        let boundaries = epoch_boundaries(&loaded);
-        if !boundaries.is_empty() {
-            notes.push(format!(
-                "step(s) {boundaries:?} hold an epoch boundary (validation, checkpointing): their time is not \
-                 training alone; they are not read as a new compile path"
-            ));
-        }
-        let cx = Context {
-            loaded: &loaded,
-            run: &run,
-            timing: &timing,
-            table: &spans,
-            device: &device,
-            memory: memory.as_ref(),
-            anomalies: &anomalies,
-            boundaries: &boundaries,
-            vocab: &vocab,
-        };
-        let (hypotheses, not_examined) = hypotheses(&cx);
-        if loaded.iter().all(|l| l.steps.is_empty()) {
-            notes.push(
-                "no ProfilerStep#N spans: there are no step boundaries, so no per-step figures; shares refer to the \
-                 extent of the trace"
-                    .into(),
-            );
-        }
-        if run.batch_size.is_none() {
-            notes.push("batch size unknown (not in the trace): samples/s needs --batch N".into());
-        }
-        if timing.window.is_none() && timing.steady_ms.is_some() {
-            notes.push("the steady steps span no positive wall time: there is no ms/step figure to quote".into());
-        }
-        Ok(Report {
-            sources,
-            run,
-            timing,
-            spans,
-            device,
-            memory,
-            hypotheses,
-            not_examined,
-            anomalies,
-            epoch_boundary_steps: boundaries,
-            warnings,
-            notes,
-        })
+        let loaded = files.iter().map(|(path, trace)| (path.clone(), LoadedTrace::of(trace))).collect();
+        Report::build_loaded(loaded, options)
+    }
+
+    /// Builds the report of one run's trace files as [`build`](Self::build)
+    /// does, from files read as [`LoadedTrace`]s (what the report reads of
+    /// their events, without the events), which it consumes.
+    ///
+    /// # Errors
+    ///
+    /// As for [`build`](Self::build).
+    pub fn build_loaded(files: Vec<(String, LoadedTrace)>, options: &ReportOptions) -> Result<Report, ReportError> {
+        build_parts(files, options).map(|(report, _)| report)
     }
 
     /// Fills in each hypothesis's [`command`](Hypothesis::command) from the
@@ -274,7 +171,129 @@ impl Report {
     }
 }
 
-fn source(path: &str, trace: &Trace, loaded: &Loaded, st: Option<&Steptrace>) -> Source {
+/// The report of `files`, and what it read of each file (for a rank's
+/// lane of [`RankReport`](super::RankReport)).
+pub(crate) fn build_parts(files: Vec<(String, LoadedTrace)>, options: &ReportOptions) -> Result<(Report, Vec<Loaded>), ReportError> {
+    let first = files.first().ok_or(ReportError::NoTrace)?;
+    let mut parts = Vec::with_capacity(files.len());
+    for (path, file) in &files {
+        let st = file.head.steptrace().map_err(|source| ReportError::Metadata { path: path.clone(), source })?;
+        parts.push(st);
+    }
+    let identity =
+        |st: &Option<Steptrace>| st.as_ref().map(|s| (s.manifest().map(|m| m.identity()), s.epoch_unix_ms()));
+    for ((path, _), st) in files.iter().zip(&parts).skip(1) {
+        if identity(st) != identity(&parts[0]) {
+            return Err(ReportError::MixedRuns { path: path.clone(), first: first.0.clone() });
+        }
+    }
+    // The most complete manifest: later cycles know more (startup figures).
+    let manifest = parts.iter().flatten().filter_map(Steptrace::manifest).max_by_key(|m| m.known_fields());
+    let schedule = parts.iter().flatten().find_map(|s| s.metadata.as_ref().and_then(|m| m.schedule.clone()));
+    let mut warnings = Vec::new();
+    let mut paths = Vec::with_capacity(files.len());
+    let mut heads = Vec::with_capacity(files.len());
+    let mut loaded = Vec::with_capacity(files.len());
+    // Each file's spans and device work move into the report's own records: never held twice.
+    for (i, ((path, file), st)) in files.into_iter().zip(&parts).enumerate() {
+        checks::trace_warnings(&path, &file.problems, file.head.truncated, &mut warnings);
+        let (steps, issues) = steps_of(&file.spans, i);
+        checks::step_warnings(&path, &issues, &mut warnings);
+        if let Some(w) = st.as_ref().and_then(|s| s.metadata.as_ref()?.writer_waits).filter(|w| w.waits > 0) {
+            warnings.push(format!(
+                "{path}: recording threads waited {:.1} ms in all ({} events) for steptrace's trace writer, which \
+                 fell {} events behind: the steps of this window include that wait (record fewer spans: a lower \
+                 --detail, or fewer active steps)",
+                w.waited_us as f64 / 1000.0,
+                w.waits,
+                w.cap
+            ));
+        }
+        let activity = st.as_ref().and_then(|s| s.metadata.as_ref()?.device_activity.as_ref()).map(|a| a.status.clone());
+        checks::device_warnings(&path, &file.device.issues, &mut warnings);
+        let producer = file.producer.producer(&file.head.metadata, st.as_ref());
+        loaded.push(Loaded { producer, spans: file.spans, steps, activity, device: file.device, memory: file.memory });
+        heads.push((file.head, file.events));
+        paths.push(path);
+    }
+    let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
+    checks::cross_file_duplicates(&mut loaded, &paths, &mut warnings);
+    let sources = (paths.iter().zip(&heads).zip(&loaded).zip(&parts))
+        .map(|(((path, (head, events)), l), st)| source(path, head, *events, l, st.as_ref()))
+        .collect();
+    let mut run = RunInfo::new(manifest, schedule, options.batch_size);
+    let mut notes = Vec::new();
+    mark_startup(&mut loaded, &mut run, &mut notes);
+    let vocab = Vocabulary { ops: &options.ops };
+    let timing = step_timing(&loaded, run.batch_size);
+    let spans = span_table(&loaded, &run);
+    let roofs = match &options.peaks {
+        Some(p) => Roofs::of(p, "report --peaks"),
+        None => run.peaks.as_ref().and_then(|p| Roofs::of(p, "the trace's manifest")),
+    };
+    if let (Some(p), Some(device)) = (&options.peaks, run.device.as_deref()) {
+        if !device.contains(&p.device) && !p.device.contains(device) {
+            warnings.push(format!(
+                "the device limits given were measured on {}, the trace ran on {device}: the floors price this \
+                 run against another device",
+                p.device
+            ));
+        }
+    }
+    let device = device_view(&loaded, &run, &vocab, roofs);
+    let total_memory = loaded.iter().find_map(|l| l.device.total_memory);
+    let memory = super::memory::memory_view(&loaded, &super::device::counted_steps(&loaded), total_memory);
+    let anomalies = anomalies(&loaded);
+    let boundaries = epoch_boundaries(&loaded);
+    if !boundaries.is_empty() {
+        notes.push(format!(
+            "step(s) {boundaries:?} hold an epoch boundary (validation, checkpointing): their time is not \
+             training alone; they are not read as a new compile path"
+        ));
+    }
+    let cx = Context {
+        loaded: &loaded,
+        run: &run,
+        timing: &timing,
+        table: &spans,
+        device: &device,
+        memory: memory.as_ref(),
+        anomalies: &anomalies,
+        boundaries: &boundaries,
+        vocab: &vocab,
+    };
+    let (hypotheses, not_examined) = hypotheses(&cx);
+    if loaded.iter().all(|l| l.steps.is_empty()) {
+        notes.push(
+            "no ProfilerStep#N spans: there are no step boundaries, so no per-step figures; shares refer to the \
+             extent of the trace"
+                .into(),
+        );
+    }
+    if run.batch_size.is_none() {
+        notes.push("batch size unknown (not in the trace): samples/s needs --batch N".into());
+    }
+    if timing.window.is_none() && timing.steady_ms.is_some() {
+        notes.push("the steady steps span no positive wall time: there is no ms/step figure to quote".into());
+    }
+    let report = Report {
+        sources,
+        run,
+        timing,
+        spans,
+        device,
+        memory,
+        hypotheses,
+        not_examined,
+        anomalies,
+        epoch_boundary_steps: boundaries,
+        warnings,
+        notes,
+    };
+    Ok((report, loaded))
+}
+
+fn source(path: &str, trace: &Trace, events: usize, loaded: &Loaded, st: Option<&Steptrace>) -> Source {
     let meta = st.and_then(|s| s.metadata.as_ref());
     Source {
         path: path.to_owned(),
@@ -283,7 +302,7 @@ fn source(path: &str, trace: &Trace, loaded: &Loaded, st: Option<&Steptrace>) ->
             TraceFormat::Array => "array",
         },
         producer: loaded.producer,
-        events: trace.events.len(),
+        events,
         truncated: trace.truncated,
         unclosed_spans: loaded.spans.spans.iter().filter(|s| s.unclosed).count(),
         unfinished: st.is_some_and(|s| s.header.is_some() && s.metadata.is_none()),

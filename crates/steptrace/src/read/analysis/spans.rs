@@ -5,7 +5,8 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use crate::reader::{plausible_dur, plausible_ts, Trace, TrackId};
+use super::order::sort_stable_by;
+use crate::reader::{plausible_dur, plausible_ts, Name, Names, Trace, TraceEvent, TrackId};
 
 /// A thread of a trace: `(pid, tid)`.
 pub type ThreadKey = (Option<TrackId>, Option<TrackId>);
@@ -15,8 +16,9 @@ pub type ThreadKey = (Option<TrackId>, Option<TrackId>);
 pub struct Span {
     /// Its name.
     pub name: String,
-    /// Its category, as written.
-    pub cat: Option<String>,
+    /// Its category, as written: shared with the other spans of the
+    /// category (a trace has a few categories, and millions of spans).
+    pub cat: Option<Name>,
     /// The thread it ran on.
     pub thread: ThreadKey,
     /// Start, µs.
@@ -70,64 +72,18 @@ impl Spans {
     /// with how deeply spans nest.
     #[must_use]
     pub fn from_trace(trace: &Trace) -> Spans {
-        let mut out = Spans::default();
-        let mut open: HashMap<ThreadKey, Vec<Span>> = HashMap::new();
-        let mut last_ts = f64::MIN;
+        let mut names = Names::default();
+        let mut builder = SpansBuilder::default();
         for event in &trace.events {
-            let thread = (event.pid.clone(), event.tid.clone());
-            if event.ph == "M" {
-                if event.name == crate::format::names::meta::THREAD_NAME {
-                    if let Some(Value::String(name)) = event.arg("name") {
-                        out.thread_names.insert(thread, name.clone());
-                    }
-                }
-                continue;
-            }
-            let Some(ts) = event.ts.filter(|t| plausible_ts(*t)) else { continue };
-            last_ts = last_ts.max(ts);
-            let span = |end: f64| Span {
-                name: event.name.clone(),
-                cat: event.cat.clone(),
-                thread: thread.clone(),
-                start: ts,
-                end,
-                parent: None,
-                self_us: 0.0,
-                unclosed: false,
-            };
-            match event.ph.as_str() {
-                "B" => open.entry(thread.clone()).or_default().push(span(ts)),
-                "E" => match open.get_mut(&thread).and_then(Vec::pop) {
-                    Some(mut begun) => {
-                        begun.end = ts.max(begun.start);
-                        out.spans.push(begun);
-                    }
-                    None => out.orphan_ends += 1,
-                },
-                "X" => {
-                    let Some(dur) = event.dur.filter(|d| plausible_dur(*d)) else { continue };
-                    last_ts = last_ts.max(ts + dur);
-                    out.spans.push(span(ts + dur));
-                }
-                "i" | "I" | "n" => out.instants.push((event.name.clone(), ts, thread)),
-                _ => {}
-            }
+            builder.event(event, &mut names);
         }
-        for (_, stack) in open {
-            for mut begun in stack {
-                begun.end = last_ts.max(begun.start);
-                begun.unclosed = true;
-                out.spans.push(begun);
-            }
-        }
-        out.nest();
-        out
+        builder.finish()
     }
 
     /// Sorts spans by thread and start, then finds each span's parent and
     /// self time.
     fn nest(&mut self) {
-        self.spans.sort_by(|a, b| {
+        sort_stable_by(&mut self.spans, |a, b| {
             a.thread.cmp(&b.thread).then(a.start.total_cmp(&b.start)).then(b.end.total_cmp(&a.end))
         });
         let mut stack: Vec<usize> = Vec::new();
@@ -210,6 +166,78 @@ impl Spans {
             .iter()
             .take_while(|s| s.thread == outer.thread && s.start < outer.end)
             .any(|s| s.name == name && s.end <= outer.end)
+    }
+}
+
+/// [`Spans::from_trace`] one event at a time, as a file is read: the spans
+/// are kept, not the events.
+#[derive(Debug, Default)]
+pub(crate) struct SpansBuilder {
+    out: Spans,
+    /// The spans begun and not yet ended, by thread.
+    open: HashMap<ThreadKey, Vec<Span>>,
+    last_ts: Option<f64>,
+}
+
+impl SpansBuilder {
+    /// Reads the next event; `names` holds the categories of its spans.
+    pub(crate) fn event(&mut self, event: &TraceEvent, names: &mut Names) {
+        let out = &mut self.out;
+        if event.ph == "M" {
+            if event.name == crate::format::names::meta::THREAD_NAME {
+                if let Some(Value::String(name)) = event.arg("name") {
+                    out.thread_names.insert((event.pid.clone(), event.tid.clone()), name.clone());
+                }
+            }
+            return;
+        }
+        let Some(ts) = event.ts.filter(|t| plausible_ts(*t)) else { return };
+        let last_ts = self.last_ts.get_or_insert(f64::MIN);
+        *last_ts = last_ts.max(ts);
+        let thread = || (event.pid.clone(), event.tid.clone());
+        let mut span = |end: f64| Span {
+            name: event.name.clone(),
+            cat: event.cat.as_deref().map(|cat| names.get(cat)),
+            thread: thread(),
+            start: ts,
+            end,
+            parent: None,
+            self_us: 0.0,
+            unclosed: false,
+        };
+        match event.ph.as_str() {
+            "B" => self.open.entry(thread()).or_default().push(span(ts)),
+            "E" => match self.open.get_mut(&thread()).and_then(Vec::pop) {
+                Some(mut begun) => {
+                    begun.end = ts.max(begun.start);
+                    out.spans.push(begun);
+                }
+                None => out.orphan_ends += 1,
+            },
+            "X" => {
+                let Some(dur) = event.dur.filter(|d| plausible_dur(*d)) else { return };
+                *last_ts = last_ts.max(ts + dur);
+                out.spans.push(span(ts + dur));
+            }
+            "i" | "I" | "n" => out.instants.push((event.name.clone(), ts, thread())),
+            _ => {}
+        }
+    }
+
+    /// The spans: those still open closed at the last timestamp seen, and
+    /// nested.
+    pub(crate) fn finish(self) -> Spans {
+        let mut out = self.out;
+        let last_ts = self.last_ts.unwrap_or(f64::MIN);
+        for (_, stack) in self.open {
+            for mut begun in stack {
+                begun.end = last_ts.max(begun.start);
+                begun.unclosed = true;
+                out.spans.push(begun);
+            }
+        }
+        out.nest();
+        out
     }
 }
 

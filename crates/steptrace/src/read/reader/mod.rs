@@ -54,7 +54,9 @@
 //! number, not with the file's formatting, and the largest value read at
 //! once bounds the window. [`read_trace_head`] holds only the first few
 //! events, and [`read_events`] and [`read_json_events`] none: each goes to
-//! a callback as it is read.
+//! a callback as it is read. steptrace's own reader of long files for the
+//! report keeps what it needs of each event, not the events:
+//! [`LoadedTrace`](crate::analysis::LoadedTrace).
 //!
 //! # Validation
 //!
@@ -73,6 +75,7 @@ mod error;
 mod event;
 mod file;
 mod gzip;
+mod name;
 mod parse;
 mod validate;
 mod window;
@@ -93,6 +96,9 @@ pub use error::{ReadError, ReadErrorKind};
 pub use event::{TraceEvent, TrackId};
 pub use file::TraceFile;
 pub use gzip::{gzip_limit, GZIP_MAX_RATIO, GZIP_MIN_LIMIT};
+pub use name::Name;
+pub(crate) use name::Names;
+pub(crate) use validate::Validator;
 pub use validate::{plausible_dur, plausible_ts, validate, Problem, ProblemKind, MAX_PLAUSIBLE_DUR_US, MAX_PLAUSIBLE_TS_US};
 
 /// An event as its whole JSON object, every field kept.
@@ -293,13 +299,26 @@ pub fn read_trace(src: impl Read, size: u64) -> Result<Trace, ReadError> {
 /// # Ok::<(), steptrace::reader::ReadError>(())
 /// ```
 pub fn read_trace_head(src: impl Read, size: u64, keep: usize) -> Result<Trace, ReadError> {
+    read_events_and_head(src, size, keep, |_| {})
+}
+
+/// Reads a Chrome trace from `src` as [`read_events`] does, each event to
+/// `each`, keeping its first `keep` events as [`read_trace_head`] does (a
+/// partial file's header among them, checked as [`read_trace`] checks it).
+pub(crate) fn read_events_and_head(
+    src: impl Read,
+    size: u64,
+    keep: usize,
+    mut each: impl FnMut(&TraceEvent),
+) -> Result<Trace, ReadError> {
     let mut events = Vec::new();
-    let mut each = |event| {
+    let mut all = |event| {
+        each(&event);
         if events.len() < keep {
             events.push(event);
         }
     };
-    let parsed = read_as::<RawEvent>(src, size, window::CHUNK, &mut each)?;
+    let parsed = read_as::<RawEvent>(src, size, window::CHUNK, &mut all)?;
     let trace = Trace { events, ..parsed.trace };
     check_format(trace.steptrace())?;
     Ok(trace)

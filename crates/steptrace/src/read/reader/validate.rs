@@ -5,6 +5,7 @@ use std::fmt;
 
 use serde_json::Value;
 
+use super::name::Names;
 use super::{Trace, TraceEvent, TrackId};
 
 /// Phases of the Chrome Trace Event Format, including deprecated ones.
@@ -142,37 +143,76 @@ pub fn validate(trace: &Trace) -> Vec<Problem> {
             ),
         });
     }
-    let mut threads: BTreeMap<(Option<&TrackId>, Option<&TrackId>), Vec<usize>> = BTreeMap::new();
-    let mut asyncs: BTreeMap<(Option<&str>, &TrackId), Vec<usize>> = BTreeMap::new();
-    for (index, event) in trace.events.iter().enumerate() {
-        let mut report = |kind, message: String| {
-            problems.push(Problem { event_index: Some(index), kind, message });
-        };
-        check_event(event, &mut report);
-        let timed = event.ts.is_some_and(plausible_ts);
-        match event.ph.as_str() {
-            "B" | "E" if timed => {
-                threads.entry((event.pid.as_ref(), event.tid.as_ref())).or_default().push(index);
-            }
-            "b" | "e" if timed => {
-                if let Some(id) = &event.id {
-                    asyncs.entry((event.cat.as_deref(), id)).or_default().push(index);
-                }
-            }
-            _ => {}
-        }
+    let mut validator = Validator::default();
+    let mut names = Names::default();
+    let mut report = |problem| problems.push(problem);
+    for event in &trace.events {
+        validator.event(event, &mut names, &mut report);
     }
-    for ((pid, tid), mut indices) in threads {
-        let track = format!("pid {} tid {}", show(pid), show(tid));
-        check_nesting(&trace.events, &mut indices, &NESTING_SYNC, &track, &mut problems);
-    }
-    for ((cat, id), mut indices) in asyncs {
-        let track = format!("cat {:?} id {id}", cat.unwrap_or(""));
-        check_nesting(&trace.events, &mut indices, &NESTING_ASYNC, &track, &mut problems);
-    }
+    validator.finish(&names, &mut report);
     // Stable: per-event problems keep their order of discovery.
     problems.sort_by_key(|problem| problem.event_index);
     problems
+}
+
+/// [`validate`] one event at a time, as a file is read: what it needs of
+/// the events it has seen is kept (a few bytes per `B`/`E` and `b`/`e`
+/// event), not the events.
+///
+/// Each problem goes to `report` when it is found: an event's own problems
+/// as it is given, nesting problems at the end, track by track. Sorted
+/// stably by event index, they are [`validate`]'s list (less the
+/// truncation, which is the trace's).
+#[derive(Debug, Default)]
+pub(crate) struct Validator {
+    /// The index of the next event.
+    index: usize,
+    threads: BTreeMap<(Option<TrackId>, Option<TrackId>), Vec<Mark>>,
+    asyncs: BTreeMap<(Option<String>, TrackId), Vec<Mark>>,
+}
+
+/// A begin or end event, as the nesting checks read it.
+#[derive(Clone, Copy, Debug)]
+struct Mark {
+    index: usize,
+    ts: f64,
+    /// Its name's number (see [`Names`]).
+    name: u32,
+    /// Whether it opens a span (`B`, `b`).
+    open: bool,
+}
+
+impl Validator {
+    /// Checks the next event; `names` numbers the names of begin and end
+    /// events.
+    pub(crate) fn event(&mut self, event: &TraceEvent, names: &mut Names, report: &mut impl FnMut(Problem)) {
+        let index = self.index;
+        self.index += 1;
+        check_event(event, &mut |kind, message| report(Problem { event_index: Some(index), kind, message }));
+        let Some(ts) = event.ts.filter(|ts| plausible_ts(*ts)) else { return };
+        let track = match event.ph.as_str() {
+            "B" | "E" => self.threads.entry((event.pid.clone(), event.tid.clone())).or_default(),
+            "b" | "e" => match &event.id {
+                Some(id) => self.asyncs.entry((event.cat.clone(), id.clone())).or_default(),
+                None => return,
+            },
+            _ => return,
+        };
+        let open = matches!(event.ph.as_str(), "B" | "b");
+        track.push(Mark { index, ts, name: names.id(&event.name), open });
+    }
+
+    /// Checks how the begin and end events seen nest, track by track.
+    pub(crate) fn finish(self, names: &Names, report: &mut impl FnMut(Problem)) {
+        for ((pid, tid), marks) in self.threads {
+            let track = format!("pid {} tid {}", show(pid.as_ref()), show(tid.as_ref()));
+            check_nesting(marks, names, &NESTING_SYNC, &track, report);
+        }
+        for ((cat, id), marks) in self.asyncs {
+            let track = format!("cat {:?} id {id}", cat.as_deref().unwrap_or(""));
+            check_nesting(marks, names, &NESTING_ASYNC, &track, report);
+        }
+    }
 }
 
 /// The per-event checks.
@@ -255,53 +295,56 @@ fn counter_problem(event: &TraceEvent) -> Option<String> {
 
 /// The phases and problem kinds of one kind of nesting.
 struct Nesting {
-    open: &'static str,
+    /// The phases that open and close a span.
+    phases: [&'static str; 2],
     kinds: [ProblemKind; 3],
 }
 
-const NESTING_SYNC: Nesting =
-    Nesting { open: "B", kinds: [ProblemKind::UnmatchedEnd, ProblemKind::MismatchedEnd, ProblemKind::UnclosedBegin] };
+const NESTING_SYNC: Nesting = Nesting {
+    phases: ["B", "E"],
+    kinds: [ProblemKind::UnmatchedEnd, ProblemKind::MismatchedEnd, ProblemKind::UnclosedBegin],
+};
 
 const NESTING_ASYNC: Nesting = Nesting {
-    open: "b",
+    phases: ["b", "e"],
     kinds: [ProblemKind::UnmatchedAsyncEnd, ProblemKind::MismatchedAsyncEnd, ProblemKind::UnclosedAsyncBegin],
 };
 
-/// Checks that the begin and end events at `indices`, all on one track,
-/// nest properly once sorted by timestamp.
-fn check_nesting(
-    events: &[TraceEvent],
-    indices: &mut [usize],
-    nesting: &Nesting,
-    track: &str,
-    problems: &mut Vec<Problem>,
-) {
-    let ts = |i: usize| events.get(i).and_then(|e| e.ts).unwrap_or(0.0);
-    indices.sort_by(|&a, &b| ts(a).total_cmp(&ts(b)));
+/// Checks that the begin and end events of one track, `marks` in file
+/// order, nest properly once sorted by timestamp (stably: file order
+/// breaks ties).
+fn check_nesting(mut marks: Vec<Mark>, names: &Names, nesting: &Nesting, track: &str, report: &mut impl FnMut(Problem)) {
+    // Unstable, with the (unique) index as the last key: the stable order,
+    // without a scratch copy of the marks.
+    marks.sort_unstable_by(|a, b| a.ts.total_cmp(&b.ts).then(a.index.cmp(&b.index)));
     let [unmatched, mismatched, unclosed] = nesting.kinds;
-    let mut open: Vec<usize> = Vec::new();
-    for &index in indices.iter() {
-        let Some(event) = events.get(index) else { continue };
-        if event.ph == nesting.open {
-            open.push(index);
+    let describe = |mark: &Mark| {
+        format!("{} event {:?}", nesting.phases[usize::from(!mark.open)], names.name(mark.name))
+    };
+    let mut open: Vec<Mark> = Vec::new();
+    for mark in marks {
+        if mark.open {
+            open.push(mark);
             continue;
         }
         match open.pop() {
-            None => problems.push(Problem {
-                event_index: Some(index),
+            None => report(Problem {
+                event_index: Some(mark.index),
                 kind: unmatched,
-                message: format!("{} at ts {} closes nothing: no span is open on {track}", describe(event), ts(index)),
+                message: format!("{} at ts {} closes nothing: no span is open on {track}", describe(&mark), mark.ts),
             }),
             Some(begin) => {
-                let begin_name = events.get(begin).map_or("", |b| b.name.as_str());
-                if !event.name.is_empty() && event.name != begin_name {
-                    problems.push(Problem {
-                        event_index: Some(index),
+                let name = names.name(mark.name);
+                if !name.is_empty() && mark.name != begin.name {
+                    report(Problem {
+                        event_index: Some(mark.index),
                         kind: mismatched,
                         message: format!(
-                            "{} at ts {} closes {begin_name:?} (event {begin}), the innermost span open on {track}",
-                            describe(event),
-                            ts(index)
+                            "{} at ts {} closes {:?} (event {}), the innermost span open on {track}",
+                            describe(&mark),
+                            mark.ts,
+                            names.name(begin.name),
+                            begin.index
                         ),
                     });
                 }
@@ -309,11 +352,10 @@ fn check_nesting(
         }
     }
     for begin in open {
-        let Some(event) = events.get(begin) else { continue };
-        problems.push(Problem {
-            event_index: Some(begin),
+        report(Problem {
+            event_index: Some(begin.index),
             kind: unclosed,
-            message: format!("{} at ts {} is never closed on {track}", describe(event), ts(begin)),
+            message: format!("{} at ts {} is never closed on {track}", describe(&begin), begin.ts),
         });
     }
 }

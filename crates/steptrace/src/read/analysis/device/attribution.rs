@@ -265,7 +265,7 @@ pub(crate) fn origins(loaded: &[Loaded], steps: &[(usize, &StepRow)], name: Opti
                 continue;
             }
             let span = a.span.clone().filter(|_| is_tied_to_span(&a.how));
-            let g = groups.entry((w.name.clone(), span, a.ops.clone())).or_insert((a.op_kind.clone(), 0.0, Vec::new()));
+            let g = groups.entry((w.name.to_string(), span, a.ops.clone())).or_insert((a.op_kind.clone(), 0.0, Vec::new()));
             g.1 += w.end - w.start;
             g.2.push(w.grid);
         }

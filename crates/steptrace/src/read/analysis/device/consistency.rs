@@ -46,7 +46,7 @@ impl Found {
     fn add(&mut self, w: &Work) {
         self.count += 1;
         if self.first.is_none() {
-            self.first = Some(Example { name: w.name.clone(), ts: w.start });
+            self.first = Some(Example { name: w.name.to_string(), ts: w.start });
         }
     }
 }
@@ -81,22 +81,22 @@ impl DeviceIssues {
 pub(crate) fn sift(work: &mut Vec<Work>, launches: &HashMap<u64, Launch>, graphs: &HashSet<u64>) -> DeviceIssues {
     let mut issues = DeviceIssues::default();
     // A copy: the same event written again, or again under the same launch.
-    let mut written: HashSet<(DeviceId, Option<StreamId>, &str, u64, u64)> = HashSet::new();
-    let mut by_correlation: HashMap<(DeviceId, u64), &str> = HashMap::new();
+    // Keyed by reference: one pointer per kernel, not a copy of its ids.
+    let mut written: HashSet<Written<'_>> = HashSet::new();
+    let mut by_correlation: HashMap<(&DeviceId, u64), &str> = HashMap::new();
     let mut repeated = vec![false; work.len()];
     let mut shared = vec![false; work.len()];
     for (i, w) in work.iter().enumerate().filter(|(_, w)| w.kind == WorkKind::Kernel) {
-        let key = (w.device.clone(), w.stream.clone(), w.name.as_str(), w.start.to_bits(), w.end.to_bits());
-        if !written.insert(key) {
+        if !written.insert(Written(w)) {
             repeated[i] = true;
             continue;
         }
         let Some(c) = w.correlation.filter(|c| launches.contains_key(c)) else { continue };
-        match by_correlation.get(&(w.device.clone(), c)) {
+        match by_correlation.get(&(&w.device, c)) {
             Some(name) if *name == w.name => repeated[i] = true,
             Some(_) => shared[i] = true,
             None => {
-                by_correlation.insert((w.device.clone(), c), w.name.as_str());
+                by_correlation.insert((&w.device, c), w.name.as_str());
             }
         }
     }
@@ -148,6 +148,30 @@ pub(crate) fn sift(work: &mut Vec<Work>, launches: &HashMap<u64, Launch>, graphs
         }
     }
     issues
+}
+
+/// A kernel as a copy of it would repeat it: the same device, stream, name, start and end.
+struct Written<'a>(&'a Work);
+
+impl Written<'_> {
+    fn key(&self) -> (&DeviceId, &Option<StreamId>, &str, u64, u64) {
+        let w = self.0;
+        (&w.device, &w.stream, w.name.as_str(), w.start.to_bits(), w.end.to_bits())
+    }
+}
+
+impl PartialEq for Written<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for Written<'_> {}
+
+impl std::hash::Hash for Written<'_> {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.key().hash(state);
+    }
 }
 
 /// Whether a kernel started before the call that launched it.

@@ -15,7 +15,8 @@ use serde_json::Value;
 use super::consistency::{sift, DeviceIssues};
 use crate::format::device::{cats, is_launch, BlockWork};
 use crate::format::names::{args, meta, TRANSFER_H2D};
-use crate::reader::{plausible_dur, plausible_ts, Trace, TrackId};
+use crate::analysis::order::sort_stable_by;
+use crate::reader::{plausible_dur, plausible_ts, Name, Names, TraceEvent, TrackId};
 
 /// What a device event did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,7 +30,7 @@ pub(crate) enum WorkKind {
 #[derive(Clone, Debug)]
 pub(crate) struct Work {
     pub(crate) kind: WorkKind,
-    pub(crate) name: String,
+    pub(crate) name: Name,
     /// The device: `args.device`, else the process track.
     pub(crate) device: DeviceId,
     /// The process track it was written on.
@@ -45,7 +46,7 @@ pub(crate) struct Work {
     /// `HtoD`, `DtoH`, `DtoD`, `HtoH`, `PtoP` or `other` (copies only).
     pub(crate) direction: Option<&'static str>,
     /// What the kernel ran for, where the trace says (`args.attribution` and its fields).
-    pub(crate) attributed: Option<Attributed>,
+    pub(crate) attributed: Option<Box<Attributed>>,
     /// Whether it cannot be as written: it overlaps another kernel on its stream, or shares
     /// a single-kernel launch with another kernel (see [`consistency`](super::consistency)).
     pub(crate) inconsistent: bool,
@@ -153,90 +154,6 @@ pub(crate) struct DeviceEvents {
 }
 
 impl DeviceEvents {
-    /// Reads the device events and launches of `trace`.
-    pub(crate) fn from_trace(trace: &Trace) -> DeviceEvents {
-        let mut out = DeviceEvents::default();
-        out.sms = trace
-            .metadata
-            .get("deviceProperties")
-            .and_then(Value::as_array)
-            .and_then(|devices| devices.iter().find_map(|d| d.get("numSms").and_then(as_u64).filter(|n| *n > 0)));
-        out.total_memory = trace
-            .metadata
-            .get("deviceProperties")
-            .and_then(Value::as_array)
-            .and_then(|devices| devices.iter().find_map(|d| d.get("totalGlobalMem").and_then(as_u64).filter(|n| *n > 0)));
-        // Correlation ids of graph launches, which run many kernels each.
-        let mut graphs = HashSet::new();
-        for e in &trace.events {
-            if e.ph == "M" {
-                if e.name == meta::PROCESS_NAME {
-                    if let Some(Value::String(name)) = e.arg("name") {
-                        out.process_names.insert(e.pid.clone(), name.clone());
-                    }
-                }
-                continue;
-            }
-            if e.name == TRANSFER_H2D {
-                for key in [args::INPUT_BYTES, args::TARGET_BYTES] {
-                    if let Some(n) = e.arg(key).and_then(as_u64) {
-                        if !out.batch_bytes.contains(&n) {
-                            out.batch_bytes.push(n);
-                        }
-                    }
-                }
-            }
-            if e.ph != "X" {
-                continue;
-            }
-            let (Some(ts), Some(dur)) = (e.ts.filter(|t| plausible_ts(*t)), e.dur.filter(|d| plausible_dur(*d))) else {
-                continue;
-            };
-            let correlation = e.arg("correlation").and_then(as_u64);
-            let kind = match e.cat.as_deref() {
-                Some(cats::KERNEL) => WorkKind::Kernel,
-                Some(cats::MEMCPY) => WorkKind::Memcpy,
-                Some(cats::MEMSET) => WorkKind::Memset,
-                _ => {
-                    if let Some(c) = correlation.filter(|_| e.name.contains("GraphLaunch")) {
-                        graphs.insert(c);
-                    }
-                    if is_launch(&e.name) {
-                        out.launch_calls.push((ts, ts + dur));
-                        if let Some(c) = correlation {
-                            out.launches.insert(c, Launch { start: ts, end: ts + dur });
-                        }
-                    }
-                    continue;
-                }
-            };
-            let device = e.arg("device").and_then(as_u64).map_or_else(|| DeviceId::Track(e.pid.clone()), DeviceId::Index);
-            let direction = (kind == WorkKind::Memcpy).then(|| direction(e.arg("kind"), &e.name));
-            let stream = e.arg("stream").and_then(as_u64).map(StreamId::Index).or_else(|| e.tid.clone().map(StreamId::Track));
-            out.work.push(Work {
-                kind,
-                name: e.name.clone(),
-                device,
-                pid: e.pid.clone(),
-                stream,
-                correlation,
-                start: ts,
-                end: ts + dur,
-                grid: e.arg("grid").and_then(dims),
-                block: e.arg("block").and_then(dims),
-                bytes: e.arg("bytes").and_then(as_u64),
-                direction,
-                attributed: if kind == WorkKind::Memset { None } else { Attributed::read(e) },
-                inconsistent: false,
-            });
-        }
-        out.work.sort_by(|a, b| a.start.total_cmp(&b.start));
-        out.issues = sift(&mut out.work, &out.launches, &graphs);
-        out.longest = out.work.iter().map(|w| w.end - w.start).fold(0.0, f64::max);
-        out.launch_calls.sort_by(|a, b| a.0.total_cmp(&b.0));
-        out
-    }
-
     /// The display name of a device: its process track's name when that
     /// names a GPU (`GPU 0: NVIDIA H200`), else `GPU N` or the track.
     pub(crate) fn device_name(&self, id: &DeviceId) -> String {
@@ -279,6 +196,102 @@ impl DeviceEvents {
         ids.sort();
         ids.dedup();
         ids
+    }
+}
+
+/// Reads the device events and launches of a trace one event at a time,
+/// as a file is read: the device work and launches are kept, not the
+/// events.
+#[derive(Debug, Default)]
+pub(crate) struct DeviceEventsBuilder {
+    out: DeviceEvents,
+    /// Correlation ids of graph launches, which run many kernels each.
+    graphs: HashSet<u64>,
+}
+
+impl DeviceEventsBuilder {
+    /// Reads the next event; `names` holds the names of its work.
+    pub(crate) fn event(&mut self, e: &TraceEvent, names: &mut Names) {
+        let out = &mut self.out;
+        if e.ph == "M" {
+            if e.name == meta::PROCESS_NAME {
+                if let Some(Value::String(name)) = e.arg("name") {
+                    out.process_names.insert(e.pid.clone(), name.clone());
+                }
+            }
+            return;
+        }
+        if e.name == TRANSFER_H2D {
+            for key in [args::INPUT_BYTES, args::TARGET_BYTES] {
+                if let Some(n) = e.arg(key).and_then(as_u64) {
+                    if !out.batch_bytes.contains(&n) {
+                        out.batch_bytes.push(n);
+                    }
+                }
+            }
+        }
+        if e.ph != "X" {
+            return;
+        }
+        let (Some(ts), Some(dur)) = (e.ts.filter(|t| plausible_ts(*t)), e.dur.filter(|d| plausible_dur(*d))) else {
+            return;
+        };
+        let correlation = e.arg("correlation").and_then(as_u64);
+        let kind = match e.cat.as_deref() {
+            Some(cats::KERNEL) => WorkKind::Kernel,
+            Some(cats::MEMCPY) => WorkKind::Memcpy,
+            Some(cats::MEMSET) => WorkKind::Memset,
+            _ => {
+                if let Some(c) = correlation.filter(|_| e.name.contains("GraphLaunch")) {
+                    self.graphs.insert(c);
+                }
+                if is_launch(&e.name) {
+                    out.launch_calls.push((ts, ts + dur));
+                    if let Some(c) = correlation {
+                        out.launches.insert(c, Launch { start: ts, end: ts + dur });
+                    }
+                }
+                return;
+            }
+        };
+        let device = e.arg("device").and_then(as_u64).map_or_else(|| DeviceId::Track(e.pid.clone()), DeviceId::Index);
+        let direction = (kind == WorkKind::Memcpy).then(|| direction(e.arg("kind"), &e.name));
+        let stream = e.arg("stream").and_then(as_u64).map(StreamId::Index).or_else(|| e.tid.clone().map(StreamId::Track));
+        out.work.push(Work {
+            kind,
+            name: names.get(&e.name),
+            device,
+            pid: e.pid.clone(),
+            stream,
+            correlation,
+            start: ts,
+            end: ts + dur,
+            grid: e.arg("grid").and_then(dims),
+            block: e.arg("block").and_then(dims),
+            bytes: e.arg("bytes").and_then(as_u64),
+            direction,
+            attributed: if kind == WorkKind::Memset { None } else { Attributed::read(e).map(Box::new) },
+            inconsistent: false,
+        });
+    }
+
+    /// The device events, with what `metadata` (the trace's top level)
+    /// says of the devices.
+    pub(crate) fn finish(self, metadata: &serde_json::Map<String, Value>) -> DeviceEvents {
+        let mut out = self.out;
+        let first = |key: &str| {
+            metadata
+                .get("deviceProperties")
+                .and_then(Value::as_array)
+                .and_then(|devices| devices.iter().find_map(|d| d.get(key).and_then(as_u64).filter(|n| *n > 0)))
+        };
+        out.sms = first("numSms");
+        out.total_memory = first("totalGlobalMem");
+        sort_stable_by(&mut out.work, |a, b| a.start.total_cmp(&b.start));
+        out.issues = sift(&mut out.work, &out.launches, &self.graphs);
+        out.longest = out.work.iter().map(|w| w.end - w.start).fold(0.0, f64::max);
+        out.launch_calls.sort_by(|a, b| a.0.total_cmp(&b.0));
+        out
     }
 }
 

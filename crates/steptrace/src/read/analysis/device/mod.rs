@@ -25,7 +25,7 @@ pub(crate) use attribution::origins;
 pub use busy::{DeviceStep, DeviceSteps};
 pub(crate) use consistency::{DeviceIssues, Found};
 pub use copies::{BatchCopies, CopyDirection, CopySize, CopyView, SmallUploads, SMALL_COPY_BYTES};
-pub(crate) use events::DeviceEvents;
+pub(crate) use events::{DeviceEvents, DeviceEventsBuilder};
 pub use kernels::{short_name, KernelRow, KernelTable, SHORT_KERNEL_US};
 pub use launch::LaunchView;
 pub use roofline::{rate, PricedRow, Roofs, RooflineView, StepFloor};

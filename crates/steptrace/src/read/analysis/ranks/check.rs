@@ -21,12 +21,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::super::input::ReportSource;
 use super::super::ReportError;
 use super::{rank_of, spans, spans_text};
-use crate::format::names::step_number;
 use crate::format::{DistributedInfo, Steptrace, DISTRIBUTED_INFO};
 use crate::read::display::label;
-use crate::reader::Trace;
 
 /// The most characters of a file's value quoted in a message.
 const QUOTE_CHARS: usize = 120;
@@ -72,7 +71,7 @@ impl RankCheck {
 /// One file's rank, as far as it says it.
 struct Claim<'a> {
     path: &'a str,
-    trace: &'a Trace,
+    trace: &'a dyn ReportSource,
     info: DistributedInfo,
     /// The world size the file declares (`None`: it does not say).
     world: Option<u32>,
@@ -88,7 +87,7 @@ struct Claim<'a> {
 /// rules of [`RankReport`](super::RankReport)), [`ReportError::MixedRuns`] for ranks of different
 /// runs, [`ReportError::NoRank`] for a file without a rank among files with
 /// one.
-pub fn check_ranks(files: &[(String, Trace)]) -> Result<RankCheck, ReportError> {
+pub fn check_ranks<T: ReportSource>(files: &[(String, T)]) -> Result<RankCheck, ReportError> {
     let mut warnings = Vec::new();
     let mut claims = Vec::new();
     let mut unranked = None;
@@ -162,7 +161,8 @@ pub fn check_ranks(files: &[(String, Trace)]) -> Result<RankCheck, ReportError> 
 }
 
 /// The rank `trace` (read from `path`) claims, checked on its own.
-fn claim<'a>(path: &'a str, trace: &'a Trace, warnings: &mut Vec<String>) -> Result<Option<Claim<'a>>, ReportError> {
+fn claim<'a>(path: &'a str, source: &'a dyn ReportSource, warnings: &mut Vec<String>) -> Result<Option<Claim<'a>>, ReportError> {
+    let trace = source.trace();
     let st: Option<Steptrace> = trace.steptrace().ok().flatten();
     let raw = trace.metadata.get(DISTRIBUTED_INFO);
     let top = DistributedInfo::from_top_level(&trace.metadata);
@@ -206,7 +206,7 @@ fn claim<'a>(path: &'a str, trace: &'a Trace, warnings: &mut Vec<String>) -> Res
             ));
         }
     }
-    let Some(info) = rank_of(path, trace) else { return Ok(None) };
+    let Some(info) = rank_of(path, source) else { return Ok(None) };
     let world = top_world.or(meta.as_ref().map(|m| m.world_size));
     match world {
         Some(0) => {
@@ -222,7 +222,7 @@ fn claim<'a>(path: &'a str, trace: &'a Trace, warnings: &mut Vec<String>) -> Res
     }
     let cycle = st.as_ref().and_then(Steptrace::cycle);
     let epoch = st.as_ref().and_then(Steptrace::epoch_unix_ms);
-    Ok(Some(Claim { path, trace, info, world, cycle, epoch }))
+    Ok(Some(Claim { path, trace: source, info, world, cycle, epoch }))
 }
 
 /// Refuses two files of rank `rank` that hold the same cycle, or the same
@@ -231,7 +231,7 @@ fn same_rank(rank: u32, same: &[&Claim<'_>]) -> Result<(), ReportError> {
     if same.len() < 2 {
         return Ok(());
     }
-    let steps: Vec<BTreeSet<u64>> = same.iter().map(|c| step_numbers(c.trace)).collect();
+    let steps: Vec<_> = same.iter().map(|c| c.trace.step_numbers()).collect();
     for (b, later) in same.iter().enumerate() {
         for (a, earlier) in same.iter().enumerate().take(b) {
             if let (Some(x), Some(y)) = (earlier.cycle, later.cycle) {
@@ -259,11 +259,6 @@ fn same_rank(rank: u32, same: &[&Claim<'_>]) -> Result<(), ReportError> {
     Ok(())
 }
 
-/// The `ProfilerStep#N` numbers of `trace`.
-fn step_numbers(trace: &Trace) -> BTreeSet<u64> {
-    trace.events.iter().filter(|e| e.ph == "X" || e.ph == "B").filter_map(|e| step_number(&e.name)).collect()
-}
-
 fn conflict(path: &str, reason: String) -> ReportError {
     ReportError::RankConflict { path: path.to_owned(), reason }
 }
@@ -273,7 +268,7 @@ mod tests {
     use serde_json::{json, Value};
 
     use super::*;
-    use crate::reader::parse_trace;
+    use crate::reader::{parse_trace, Trace};
 
     /// A file of rank `rank` of `world` whose steps are `steps`, with
     /// steptrace metadata when `meta` holds it.

@@ -45,7 +45,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 
 use super::hypotheses::Hypothesis;
-use super::spans::{union_length, Span, Spans};
+use super::input::{LoadedTrace, ReportSource};
+use super::loaded::Loaded;
+use super::report::build_parts;
+use super::spans::{union_length, Span};
 use super::stats::Stats;
 use super::{Report, ReportError, ReportOptions};
 use crate::format::names::{is_collective, is_input};
@@ -146,7 +149,8 @@ pub struct RankCell {
 /// The rank a trace belongs to: its `distributedInfo`, else steptrace's
 /// metadata, else a `rank<N>` in its file name (world size unknown, 0).
 #[must_use]
-pub fn rank_of(path: &str, trace: &Trace) -> Option<DistributedInfo> {
+pub fn rank_of(path: &str, trace: &(impl ReportSource + ?Sized)) -> Option<DistributedInfo> {
+    let trace = trace.trace();
     DistributedInfo::from_top_level(&trace.metadata)
         .or_else(|| trace.steptrace().ok().flatten().and_then(|s| s.distributed().cloned()))
         .or_else(|| rank_in_name(path).map(|rank| DistributedInfo::new("", rank, 0)))
@@ -166,7 +170,7 @@ impl RankReport {
     /// Whether `files` hold more than one rank: then they are reported
     /// with [`RankReport::build`] rather than [`Report::build`].
     #[must_use]
-    pub fn applies(files: &[(String, Trace)]) -> bool {
+    pub fn applies<T: ReportSource>(files: &[(String, T)]) -> bool {
         let mut ranks = files.iter().filter_map(|(p, t)| rank_of(p, t)).map(|i| i.rank);
         ranks.next().is_some_and(|first| ranks.any(|r| r != first))
     }
@@ -180,18 +184,30 @@ impl RankReport {
     /// cycle, a file without a rank among files with one), or a rank's
     /// files fail [`Report::build`] (unreadable metadata).
     pub fn build(files: &[(String, Trace)], options: &ReportOptions) -> Result<RankReport, ReportError> {
+        let loaded = files.iter().map(|(path, trace)| (path.clone(), LoadedTrace::of(trace))).collect();
+        RankReport::build_loaded(loaded, options)
+    }
+
+    /// Reports each rank's files, then compares the ranks, as
+    /// [`build`](Self::build) does, from files read as [`LoadedTrace`]s,
+    /// which it consumes.
+    ///
+    /// # Errors
+    ///
+    /// As for [`build`](Self::build).
+    pub fn build_loaded(files: Vec<(String, LoadedTrace)>, options: &ReportOptions) -> Result<RankReport, ReportError> {
         if files.is_empty() {
             return Err(ReportError::NoTrace);
         }
-        let check = check_ranks(files)?;
-        let mut by_rank: BTreeMap<u32, Vec<(String, Trace)>> = BTreeMap::new();
+        let check = check_ranks(&files)?;
+        let mut by_rank: BTreeMap<u32, Vec<(String, LoadedTrace)>> = BTreeMap::new();
         let mut backends = Vec::new();
         for (path, trace) in files {
-            let info = rank_of(path, trace).ok_or_else(|| ReportError::NoRank { path: path.clone() })?;
+            let info = rank_of(&path, &trace).ok_or_else(|| ReportError::NoRank { path: path.clone() })?;
             if !info.backend.is_empty() {
                 backends.push(info.backend.clone());
             }
-            by_rank.entry(info.rank).or_default().push((path.clone(), trace.clone()));
+            by_rank.entry(info.rank).or_default().push((path, trace));
         }
         let mut warnings = check.warnings.clone();
         let mut notes = Vec::new();
@@ -203,11 +219,12 @@ impl RankReport {
         let mut reports = Vec::new();
         let mut lanes = Vec::new();
         let mut own = Vec::new();
-        for (rank, rank_files) in &by_rank {
-            let report = Report::build(rank_files, options)?;
+        for (rank, rank_files) in by_rank {
+            let paths: Vec<String> = rank_files.iter().map(|(p, _)| p.clone()).collect();
+            let (report, loaded) = build_parts(rank_files, options)?;
             // What each rank's own report says of its files, here too.
-            own.extend(report.warnings.iter().map(|w| (*rank, w.clone())));
-            lanes.push(Lane::of(*rank, rank_files, &report));
+            own.extend(report.warnings.iter().map(|w| (rank, w.clone())));
+            lanes.push(Lane::of(rank, paths, &loaded, &report));
             reports.push(report);
         }
         // One line per message, however many ranks say it.
@@ -284,13 +301,13 @@ struct LaneStep {
 }
 
 impl Lane {
-    fn of(rank: u32, files: &[(String, Trace)], report: &Report) -> Lane {
+    fn of(rank: u32, files: Vec<String>, loaded: &[Loaded], report: &Report) -> Lane {
         // Only the spans the figures read, once per file: collectives, and input spans.
-        let picked: Vec<(Vec<Span>, Vec<Span>)> = files
+        let picked: Vec<(Vec<&Span>, Vec<&Span>)> = loaded
             .iter()
-            .map(|(_, t)| {
-                let spans = Spans::from_trace(t).spans;
-                spans.into_iter().filter(|s| is_collective(&s.name) || is_input(&s.name)).partition(|s| is_collective(&s.name))
+            .map(|l| {
+                let spans = l.spans.spans.iter();
+                spans.filter(|s| is_collective(&s.name) || is_input(&s.name)).partition(|s| is_collective(&s.name))
             })
             .collect();
         let device = report.device.devices.iter().max_by(|a, b| a.busy_ms.median.total_cmp(&b.busy_ms.median));
@@ -307,14 +324,14 @@ impl Lane {
                     .collect();
                 (!parts.is_empty(), union_length(parts) / 1000.0)
             };
-            let (has_collective, collective_ms) = within(&mut collectives.iter());
-            let (has_input, input_ms) = within(&mut inputs.iter().filter(|s| s.thread == row.thread));
+            let (has_collective, collective_ms) = within(&mut collectives.iter().copied());
+            let (has_input, input_ms) = within(&mut inputs.iter().copied().filter(|s| s.thread == row.thread));
             collective_seen |= has_collective;
             input_seen |= has_input;
             let device_busy_ms = device.and_then(|d| d.steps.iter().find(|s| s.step == row.step)).map(|s| s.busy_ms);
             steps.insert(row.step, LaneStep { startup: row.startup, step_ms: row.ms, collective_ms, input_ms, device_busy_ms });
         }
-        Lane { rank, files: files.iter().map(|(p, _)| p.clone()).collect(), steps, collective_seen, input_seen }
+        Lane { rank, files, steps, collective_seen, input_seen }
     }
 }
 
