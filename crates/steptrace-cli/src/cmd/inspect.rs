@@ -5,9 +5,9 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::bail;
-use steptrace::analysis::{redact_file_in_order, Inventory};
+use steptrace::analysis::{Inventory, InventoryBuilder, SanitisedCopy};
 use steptrace::read::display::{escape, label, LABEL_CHARS};
-use steptrace::reader::{read_json_trace_file, read_json_trace_in_order, JsonTrace, TraceFile};
+use steptrace::reader::{read_json_events, JsonEvent, JsonTrace, ReadError, TraceFile};
 
 use crate::args::InspectArgs;
 
@@ -21,24 +21,40 @@ pub fn run(a: InspectArgs) -> anyhow::Result<ExitCode> {
         check_new_file(out)?;
     }
     // Every field of every event: a secret can sit in any of them. The
-    // file is read as it is parsed (a regular file only), never held whole.
+    // file is read as it is parsed (a regular file only), never held whole,
+    // nor its events: each is listed and scanned (and, for a copy, redacted)
+    // as it is read.
     let file = TraceFile::open(&a.trace)?;
     let size = file.len();
+    let mut inventory = InventoryBuilder::new();
+    let mut copy = a.redact.as_ref().map(|_| SanitisedCopy::new());
+    // What a partial file's header is looked for among.
+    let mut head: Vec<JsonEvent> = Vec::new();
     // The copy keeps the file's top-level order (a rank's distributedInfo first).
-    let (trace, order) = read_json_trace_in_order(file, size).map_err(|err| err.with_path(&a.trace))?;
-    let inv = Inventory::of(&trace);
+    let (trace, order) = read_json_events(file, size, |event| {
+        inventory.event(&event);
+        if let Some(copy) = &mut copy {
+            copy.event(&event);
+        }
+        if head.len() < HEAD_EVENTS {
+            head.push(event);
+        }
+    })
+    .map_err(|err| err.with_path(&a.trace))?;
+    let inv = inventory.finish(&trace.metadata);
+    let trace = JsonTrace { events: head, ..trace };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&inv)?);
     } else {
         print_inventory(&a, &inv, &trace);
     }
-    if let Some(out) = &a.redact {
-        // The copy is scanned again before it is written: nothing flagged
-        // is ever written.
-        let outcome = redact_file_in_order(&trace, &order, out)?;
-        // The source's events are done with: the copy read back is not held beside them.
-        drop(trace);
-        let check = Inventory::of(&read_json_trace_file(out)?);
+    if let (Some(out), Some(copy)) = (&a.redact, copy) {
+        // The copy is scanned again before it is written, from a second read
+        // of the file: nothing flagged is ever written.
+        let again = TraceFile::open(&a.trace)?;
+        let size = again.len();
+        let outcome = copy.write(&trace, &order, again, size, out)?;
+        let check = inventory_of(out)?;
         eprintln!(
             "sanitised copy: {} ({} strings replaced, {} bytes{}{}); it scans {}",
             escape(&out.display().to_string()),
@@ -50,6 +66,18 @@ pub fn run(a: InspectArgs) -> anyhow::Result<ExitCode> {
         );
     }
     Ok(if inv.findings.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(FLAGGED) })
+}
+
+/// The first events of a file, where a partial file's header is.
+const HEAD_EVENTS: usize = 16;
+
+/// The inventory of the trace file at `path`, read as it is parsed.
+fn inventory_of(path: &Path) -> Result<Inventory, ReadError> {
+    let file = TraceFile::open(path)?;
+    let size = file.len();
+    let mut inventory = InventoryBuilder::new();
+    let (trace, _) = read_json_events(file, size, |event| inventory.event(&event)).map_err(|err| err.with_path(path))?;
+    Ok(inventory.finish(&trace.metadata))
 }
 
 fn is_gzip(path: &Path) -> bool {

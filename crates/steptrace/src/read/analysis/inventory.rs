@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::fs::OpenOptions;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 use flate2::read::MultiGzDecoder;
@@ -16,8 +16,8 @@ use serde_json::{Map, Value};
 
 use crate::format::names::meta;
 use crate::format::{tag, DISTRIBUTED_INFO};
-use crate::hygiene::{LabelScanner, LocatedFinding, Redaction, ScanSource};
-use crate::reader::{JsonTrace, TraceFormat};
+use crate::hygiene::{LabelScanner, LocatedFinding, Redaction};
+use crate::reader::{read_json_events, JsonEvent, JsonTrace, ReadError, TraceFormat};
 
 /// The labels of a trace, with counts, and the findings of label hygiene.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -77,44 +77,93 @@ impl Inventory {
     /// [`scan_trace`](crate::hygiene::scan_trace)), and counts every occurrence of what it flags.
     #[must_use]
     pub fn of(trace: &JsonTrace) -> Inventory {
-        let mut inv = Inventory::default();
+        let mut builder = InventoryBuilder::new();
+        for event in &trace.events {
+            builder.event(event);
+        }
+        builder.finish(&trace.metadata)
+    }
+}
+
+/// Builds an [`Inventory`] one event at a time, as a trace is read
+/// ([`read_json_events`](crate::reader::read_json_events)): what it keeps is
+/// the inventory's counts and the scanner's memory of the strings it
+/// checked, never the events.
+///
+/// # Examples
+///
+/// ```
+/// use steptrace::analysis::InventoryBuilder;
+/// use steptrace::reader::read_json_events;
+///
+/// let text = br#"{"traceEvents":[{"ph":"X","name":"a","ts":1,"dur":2,"args":{"who":"bob@example.com"}}],"metadata":{}}"#;
+/// let mut builder = InventoryBuilder::new();
+/// let (trace, _) = read_json_events(&text[..], text.len() as u64, |event| builder.event(&event))?;
+/// let inv = builder.finish(&trace.metadata);
+/// assert_eq!((inv.names["a"], inv.findings.len()), (1, 1));
+/// # Ok::<(), steptrace::reader::ReadError>(())
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct InventoryBuilder {
+    inv: Inventory,
+    scanner: LabelScanner,
+    /// The index of the next event.
+    index: usize,
+}
+
+impl InventoryBuilder {
+    /// An empty inventory.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Lists the labels of the trace's next event and scans it.
+    pub fn event(&mut self, event: &JsonEvent) {
+        let inv = &mut self.inv;
         let text = |value: Option<&Value>| match value {
             Some(Value::String(s)) => Some(s.clone()),
             Some(Value::Null) | None => None,
             Some(other) => Some(other.to_string()),
         };
-        for event in &trace.events {
-            let name = text(event.get("name")).unwrap_or_default();
-            if event.get("ph").and_then(Value::as_str) == Some("M") {
-                let label = text(event.get("args").and_then(|a| a.get("name")));
-                match (name.as_str(), label) {
-                    (meta::THREAD_NAME, Some(n)) if !inv.thread_names.contains(&n) => inv.thread_names.push(n),
-                    (meta::PROCESS_NAME, Some(n)) if !inv.process_names.contains(&n) => inv.process_names.push(n),
-                    _ => {}
-                }
-                continue;
+        self.scanner.trace_event(self.index, event);
+        self.index += 1;
+        let name = text(event.get("name")).unwrap_or_default();
+        if event.get("ph").and_then(Value::as_str) == Some("M") {
+            let label = text(event.get("args").and_then(|a| a.get("name")));
+            match (name.as_str(), label) {
+                (meta::THREAD_NAME, Some(n)) if !inv.thread_names.contains(&n) => inv.thread_names.push(n),
+                (meta::PROCESS_NAME, Some(n)) if !inv.process_names.contains(&n) => inv.process_names.push(n),
+                _ => {}
             }
-            *inv.names.entry(name).or_default() += 1;
-            if let Some(cat) = text(event.get("cat")) {
-                let cat = tag::split(&cat).map_or(cat.clone(), |(target, _)| target.to_owned());
-                *inv.categories.entry(cat).or_default() += 1;
-            }
-            if let Some(Value::Object(args)) = event.get("args") {
-                let mut keys = Vec::new();
-                key_paths(args, "", &mut keys);
-                for key in keys {
-                    *inv.arg_keys.entry(key).or_default() += 1;
-                }
-            }
-            for key in event.keys().filter(|k| !READ_FIELDS.contains(&k.as_str())) {
-                *inv.other_fields.entry(key.clone()).or_default() += 1;
+            return;
+        }
+        *inv.names.entry(name).or_default() += 1;
+        if let Some(cat) = text(event.get("cat")) {
+            let cat = tag::split(&cat).map_or(cat.clone(), |(target, _)| target.to_owned());
+            *inv.categories.entry(cat).or_default() += 1;
+        }
+        if let Some(Value::Object(args)) = event.get("args") {
+            let mut keys = Vec::new();
+            key_paths(args, "", &mut keys);
+            for key in keys {
+                *inv.arg_keys.entry(key).or_default() += 1;
             }
         }
+        for key in event.keys().filter(|k| !READ_FIELDS.contains(&k.as_str())) {
+            *inv.other_fields.entry(key.clone()).or_default() += 1;
+        }
+    }
+
+    /// The inventory, with the trace's `metadata` (every top-level entry
+    /// but `traceEvents`) listed and scanned after the events.
+    #[must_use]
+    pub fn finish(self, metadata: &Map<String, Value>) -> Inventory {
+        let (mut inv, mut scanner) = (self.inv, self.scanner);
         let mut fields = Vec::new();
-        key_paths(&trace.metadata, "", &mut fields);
+        key_paths(metadata, "", &mut fields);
         inv.metadata_fields = fields;
-        let mut scanner = LabelScanner::new();
-        trace.scan_into(&mut scanner);
+        scanner.trace_metadata(metadata);
         inv.flagged = scanner.flagged();
         let counts = scanner.occurrences().to_vec();
         inv.findings = scanner
@@ -125,7 +174,6 @@ impl Inventory {
             .collect();
         inv
     }
-
 }
 
 fn key_paths(map: &Map<String, Value>, prefix: &str, out: &mut Vec<String>) {
@@ -170,6 +218,25 @@ pub enum RedactError {
         #[source]
         source: io::Error,
     },
+    /// The trace could not be read again to write the copy (see
+    /// [`SanitisedCopy`]; a partly written copy is removed).
+    #[error("cannot read the trace again to write its sanitised copy {}: {source}", path.display())]
+    Read {
+        /// The output.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: ReadError,
+    },
+    /// The trace read again for the copy is not the trace read first (see
+    /// [`SanitisedCopy`]): the partly written copy is removed.
+    #[error("the trace changed while its sanitised copy was made ({what}), so {} was not written", path.display())]
+    Changed {
+        /// The output.
+        path: PathBuf,
+        /// What differs between the two reads.
+        what: String,
+    },
     /// Scanned again, the sanitised copy still holds something flagged: it
     /// is not written.
     #[error("the sanitised copy still flags {count} string(s) (first: {first}), so {} was not written", path.display())]
@@ -193,6 +260,8 @@ pub enum RedactError {
 /// the scan and the redaction walk alike), a second redacts each event again
 /// as it writes it. Beside `trace`, the memory spent is that of one event,
 /// the metadata and the strings found clean (up to 2^20 of them).
+/// [`SanitisedCopy`] makes the same copy of a file without holding its
+/// events.
 ///
 /// The copy is laid out as steptrace writes a rank's file: a
 /// `distributedInfo` first (with a space after each colon, so that
@@ -253,33 +322,218 @@ pub fn redact_file_in_order(trace: &JsonTrace, order: &[String], out: &Path) -> 
         return Err(RedactError::NotClean { path: out.to_path_buf(), count: again.findings().len(), first: first.to_string() });
     }
     drop(again);
-    let copy = Copy { trace, metadata: metadata.as_ref().unwrap_or(&trace.metadata), order };
-    let io = |source: io::Error| match source.kind() {
+    let copy = Copy { format: trace.format, metadata: metadata.as_ref().unwrap_or(&trace.metadata), order };
+    let bytes = write_new(out, |w| {
+        copy.write(w, &mut |w| {
+            for (index, event) in trace.events.iter().enumerate() {
+                write_event(w, index, event, redaction.event(index, event))?;
+            }
+            Ok(())
+        })
+    })
+    .map_err(|source| io_error(out, source))?;
+    Ok(RedactOutcome { replaced, bytes, rebuilt: trace.truncated })
+}
+
+/// A sanitised copy of a trace file made without holding the trace: from
+/// two reads of it, as [`redact_file_in_order`] makes one of a trace held
+/// in memory, with the same redaction and the same layout.
+///
+/// The first read gives each event to [`event`](Self::event), which redacts
+/// it and scans again what it changed (it can be the read that lists the
+/// trace's [`Inventory`] too); [`write`](Self::write) then refuses a copy
+/// that would still flag something before any file is created, and writes
+/// the copy from a second read of the file, redacting each event again and
+/// scanning again what it changes before it is written: nothing flagged is
+/// ever written, even when the file changes between the reads. A second
+/// read that is not the first (another number of events, or of strings
+/// replaced) is refused ([`RedactError::Changed`]) and the partly written
+/// copy removed. The memory spent is that of one event, the metadata and
+/// the strings found clean (up to 2^20 of them).
+///
+/// # Examples
+///
+/// ```
+/// use steptrace::analysis::{InventoryBuilder, SanitisedCopy};
+/// use steptrace::reader::{read_json_events, TraceFile};
+///
+/// let dir = tempfile::tempdir()?;
+/// let path = dir.path().join("t.json");
+/// std::fs::write(&path, r#"{"traceEvents":[{"ph":"X","name":"a","ts":1,"dur":2,"args":{"who":"bob@example.com"}}]}"#)?;
+/// let file = TraceFile::open(&path)?;
+/// let size = file.len();
+/// let (mut inventory, mut copy) = (InventoryBuilder::new(), SanitisedCopy::new());
+/// let (trace, order) = read_json_events(file, size, |event| {
+///     inventory.event(&event);
+///     copy.event(&event);
+/// })?;
+/// assert_eq!(inventory.finish(&trace.metadata).flagged, 1);
+/// let again = TraceFile::open(&path)?;
+/// let out = dir.path().join("shared.json");
+/// let outcome = copy.write(&trace, &order, again, size, &out)?;
+/// assert_eq!(outcome.replaced, 1);
+/// assert!(!std::fs::read_to_string(&out)?.contains("bob"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Default)]
+pub struct SanitisedCopy {
+    redaction: Redaction,
+    again: LabelScanner,
+    /// Events read so far.
+    events: usize,
+}
+
+impl fmt::Debug for SanitisedCopy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SanitisedCopy").field("events", &self.events).finish_non_exhaustive()
+    }
+}
+
+impl SanitisedCopy {
+    /// A copy to make, before the first read.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Redacts the next event of the first read, and scans again what it changed.
+    pub fn event(&mut self, event: &JsonEvent) {
+        if let Some(clean) = self.redaction.event(self.events, event) {
+            self.again.trace_event(self.events, &clean);
+        }
+        self.events += 1;
+    }
+
+    /// Writes the copy to `out`, which must not exist, from a second read of
+    /// the trace (`src`, at most `size` bytes, as
+    /// [`read_json_events`](crate::reader::read_json_events) reads it):
+    /// with the metadata of `trace`, the first read, and its top-level keys
+    /// in `order`, as [`redact_file_in_order`] lays them out.
+    ///
+    /// # Errors
+    ///
+    /// As for [`redact_file_in_order`]; [`RedactError::Read`] when the
+    /// second read fails, [`RedactError::Changed`] when it is not the first.
+    pub fn write(
+        mut self,
+        trace: &JsonTrace,
+        order: &[String],
+        src: impl Read,
+        size: u64,
+        out: &Path,
+    ) -> Result<RedactOutcome, RedactError> {
+        let replaced_in_events = self.redaction.take_replaced();
+        let metadata = self.redaction.metadata(&trace.metadata);
+        if let Some(clean) = &metadata {
+            self.again.trace_metadata(clean);
+        }
+        let replaced = replaced_in_events + self.redaction.take_replaced();
+        let not_clean = |again: &LabelScanner| {
+            again.findings().first().map(|first| RedactError::NotClean {
+                path: out.to_path_buf(),
+                count: again.findings().len(),
+                first: first.to_string(),
+            })
+        };
+        if let Some(err) = not_clean(&self.again) {
+            return Err(err);
+        }
+        let copy = Copy { format: trace.format, metadata: metadata.as_ref().unwrap_or(&trace.metadata), order };
+        let (mut redaction, mut again, expected) = (self.redaction, self.again, self.events);
+        // Why the second read stopped the copy, when it did.
+        let mut failed: Option<RedactError> = None;
+        let mut src = Some(src);
+        let written = write_new(out, |w| {
+            copy.write(w, &mut |w| {
+                let Some(src) = src.take() else { return Ok(()) };
+                let (mut index, mut broken) = (0, None);
+                let read = read_json_events(src, size, |event| {
+                    if broken.is_some() || failed.is_some() {
+                        return;
+                    }
+                    let clean = redaction.event(index, &event);
+                    if let Some(clean) = &clean {
+                        again.trace_event(index, clean);
+                        failed = not_clean(&again);
+                    }
+                    if failed.is_none() {
+                        broken = write_event(w, index, &event, clean).err();
+                    }
+                    index += 1;
+                });
+                if let Some(err) = broken {
+                    return Err(err);
+                }
+                let changed = |what: String| Some(RedactError::Changed { path: out.to_path_buf(), what });
+                failed = match read {
+                    _ if failed.is_some() => failed.take(),
+                    Err(source) => Some(RedactError::Read { path: out.to_path_buf(), source }),
+                    Ok(_) if index != expected => changed(format!("{expected} events, then {index}")),
+                    Ok(_) => match redaction.take_replaced() {
+                        again if again != replaced_in_events => {
+                            changed(format!("{replaced_in_events} strings to replace in the events, then {again}"))
+                        }
+                        _ => None,
+                    },
+                };
+                match failed {
+                    Some(_) => Err(io::Error::other("the second read stopped the copy")),
+                    None => Ok(()),
+                }
+            })
+        });
+        match (written, failed) {
+            (Ok(bytes), _) => Ok(RedactOutcome { replaced, bytes, rebuilt: trace.truncated }),
+            (Err(_), Some(err)) => Err(err),
+            (Err(source), None) => Err(io_error(out, source)),
+        }
+    }
+}
+
+/// The error of a copy that could not be written to `out`.
+fn io_error(out: &Path, source: io::Error) -> RedactError {
+    match source.kind() {
         io::ErrorKind::AlreadyExists => RedactError::Exists { path: out.to_path_buf() },
         _ => RedactError::Io { path: out.to_path_buf(), source },
-    };
+    }
+}
+
+/// Creates `out`, which must not exist, and writes it with `write`
+/// (gzip-compressed for a `.gz` name), synced; its size. A partly written
+/// file is removed.
+fn write_new(out: &Path, write: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> io::Result<u64> {
     let gzip = out.extension().is_some_and(|e| e.eq_ignore_ascii_case("gz"));
-    let file = OpenOptions::new().write(true).create_new(true).open(out).map_err(io)?;
+    let file = OpenOptions::new().write(true).create_new(true).open(out)?;
     let written = (|| -> io::Result<u64> {
         let mut buffered = BufWriter::with_capacity(1 << 16, file);
         if gzip {
             let mut encoder = GzEncoder::new(buffered, Compression::default());
-            copy.write(&mut encoder, &mut redaction)?;
+            write(&mut encoder)?;
             buffered = encoder.finish()?;
         } else {
-            copy.write(&mut buffered, &mut redaction)?;
+            write(&mut buffered)?;
         }
         let file = buffered.into_inner().map_err(io::IntoInnerError::into_error)?;
         file.sync_all()?;
         Ok(file.metadata()?.len())
     })();
-    match written {
-        Ok(bytes) => Ok(RedactOutcome { replaced, bytes, rebuilt: trace.truncated }),
-        Err(err) => {
-            let _ = std::fs::remove_file(out);
-            Err(io(err))
-        }
+    if written.is_err() {
+        let _ = std::fs::remove_file(out);
     }
+    written
+}
+
+/// Writes event number `index`: its redacted copy `clean`, or the event
+/// itself when nothing in it is flagged; a line of its own after the first.
+fn write_event(w: &mut dyn Write, index: usize, event: &JsonEvent, clean: Option<JsonEvent>) -> io::Result<()> {
+    if index > 0 {
+        w.write_all(b",\n")?;
+    }
+    match clean {
+        Some(clean) => serde_json::to_writer(&mut *w, &clean)?,
+        None => serde_json::to_writer(&mut *w, event)?,
+    }
+    Ok(())
 }
 
 /// The top-level keys of the trace file held in `bytes` (gzip-compressed
@@ -335,10 +589,10 @@ impl<'de> Visitor<'de> for Keys<'_> {
     }
 }
 
-/// A sanitised copy to write: the source's events, redacted as they are written, and its
-/// metadata already redacted.
+/// A sanitised copy to write: its layout and its metadata, already redacted; its events
+/// come from a writer of the event list.
 struct Copy<'a> {
-    trace: &'a JsonTrace,
+    format: TraceFormat,
     metadata: &'a Map<String, Value>,
     order: &'a [String],
 }
@@ -368,23 +622,16 @@ impl Copy<'_> {
 
     /// Writes the copy in the source's layout, one event a line; in the object layout its
     /// keys in the order of [`layout`](Self::layout), `distributedInfo` with a space after
-    /// each colon and comma. Each event is redacted by `redaction` as it is written.
-    fn write(&self, w: &mut impl Write, redaction: &mut Redaction) -> io::Result<()> {
-        let mut events = |w: &mut dyn Write| -> io::Result<()> {
+    /// each colon and comma. `events` writes the events, each redacted, one a line, with
+    /// a comma and a line break before each but the first.
+    fn write(&self, w: &mut dyn Write, events: &mut dyn FnMut(&mut dyn Write) -> io::Result<()>) -> io::Result<()> {
+        let mut list = |w: &mut dyn Write| -> io::Result<()> {
             w.write_all(b"[\n")?;
-            for (index, event) in self.trace.events.iter().enumerate() {
-                if index > 0 {
-                    w.write_all(b",\n")?;
-                }
-                match redaction.event(index, event) {
-                    Some(clean) => serde_json::to_writer(&mut *w, &clean)?,
-                    None => serde_json::to_writer(&mut *w, event)?,
-                }
-            }
+            events(w)?;
             w.write_all(b"\n]")
         };
-        if self.trace.format == TraceFormat::Array {
-            events(w)?;
+        if self.format == TraceFormat::Array {
+            list(w)?;
             return w.write_all(b"\n");
         }
         w.write_all(b"{")?;
@@ -396,7 +643,7 @@ impl Copy<'_> {
             match self.metadata.get(key) {
                 _ if key == EVENTS => {
                     w.write_all(b":")?;
-                    events(w)?;
+                    list(w)?;
                 }
                 Some(value) if key == DISTRIBUTED_INFO => {
                     w.write_all(b": ")?;

@@ -37,7 +37,9 @@ pub use device::{
 };
 pub use hypotheses::{Change, Experiment, Hypothesis, NotExamined};
 pub use input::{LoadedTrace, ReportSource};
-pub use inventory::{redact_file, redact_file_in_order, top_level_keys, Finding, Inventory, RedactError, RedactOutcome};
+pub use inventory::{
+    redact_file, redact_file_in_order, top_level_keys, Finding, Inventory, InventoryBuilder, RedactError, RedactOutcome, SanitisedCopy,
+};
 pub use loaded::{Producer, RunInfo};
 pub use memory::{MemoryCategory, MemoryPoint, MemoryView, ReservedGrowth};
 pub use ops::BackendOps;

@@ -101,10 +101,14 @@ const SEEN_CAP: usize = 1 << 20;
 ///
 /// A typed [`Trace`] holds only the fields the reader keeps: to check every
 /// field of a file, scan what [`parse_json_trace`] or
-/// [`read_json_trace_file`] read, as `steptrace inspect` does.
+/// [`read_json_trace_file`] read, or each event [`read_json_events`] reads
+/// (with an [`InventoryBuilder`], as `steptrace inspect` does: no event is
+/// held).
 ///
 /// [`parse_json_trace`]: crate::reader::parse_json_trace
 /// [`read_json_trace_file`]: crate::reader::read_json_trace_file
+/// [`read_json_events`]: crate::reader::read_json_events
+/// [`InventoryBuilder`]: crate::analysis::InventoryBuilder
 #[must_use]
 pub fn scan_trace(trace: &impl ScanSource) -> Vec<LocatedFinding> {
     let mut scanner = LabelScanner::new();

@@ -54,9 +54,11 @@
 //! number, not with the file's formatting, and the largest value read at
 //! once bounds the window. [`read_trace_head`] holds only the first few
 //! events, and [`read_events`] and [`read_json_events`] none: each goes to
-//! a callback as it is read. steptrace's own reader of long files for the
-//! report keeps what it needs of each event, not the events:
-//! [`LoadedTrace`](crate::analysis::LoadedTrace).
+//! a callback as it is read. steptrace's own readers of long files keep
+//! what they need of each event, not the events:
+//! [`LoadedTrace`](crate::analysis::LoadedTrace) for the report,
+//! [`InventoryBuilder`](crate::analysis::InventoryBuilder) and
+//! [`SanitisedCopy`](crate::analysis::SanitisedCopy) for label hygiene.
 //!
 //! # Validation
 //!
