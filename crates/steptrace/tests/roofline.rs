@@ -99,6 +99,12 @@ fn each_block_is_priced_against_its_floor() {
     assert_eq!(act.bound, Some("memory"));
     // Ranked by time above the floor.
     assert_eq!(v.by_layer[0].name, "forward > fc1");
+    // By kernel: a block's work shared among its kernels by their time (half each here).
+    let kernel = |name: &str| v.by_kernel.iter().find(|r| r.name == name).unwrap_or_else(|| panic!("{name}: {:?}", v.by_kernel));
+    let (a, b) = (kernel("fused_a"), kernel("fused_b"));
+    assert!(close(a.bytes_per_step, 1e6) && close(b.bytes_per_step, 1e6) && close(a.floor_ms.unwrap(), 1.0), "{a:?}");
+    assert!(close(a.above_floor_ms.unwrap(), 0.5) && a.bound == Some("memory"));
+    assert!(close(kernel("gemm").floor_ms.unwrap(), 2.0));
     // Nothing dropped: what is not priced is listed by reason.
     let reasons: Vec<(&str, f64)> = v.unpriced.iter().map(|t| (t.name.as_str(), t.ms_per_step)).collect();
     assert!(reasons.iter().any(|(n, ms)| *n == "no cost rule for CtcLoss" && close(*ms, 0.5)), "{reasons:?}");

@@ -78,6 +78,7 @@ pub(super) fn render_roofline(o: &mut String, r: &RooflineView) {
     table(o, "layer (span path)", &r.by_layer);
     table(o, "op kind", &r.by_op_kind);
     table(o, "phase", &r.by_phase);
+    table(o, "kernel", &r.by_kernel);
     if r.unpriced.is_empty() {
         let _ = writeln!(o, "not priced: none");
     } else {

@@ -59,6 +59,7 @@ pub(super) fn section(o: &mut String, d: &DeviceView) {
     priced(o, "layer (span path)", &r.by_layer);
     priced(o, "op kind", &r.by_op_kind);
     priced(o, "phase", &r.by_phase);
+    priced(o, "kernel", &r.by_kernel);
     if let Some(roofs) = &r.roofs {
         match chart(r, roofs) {
             Ok(svg) => figure(

@@ -120,6 +120,9 @@ pub struct RooflineView {
     pub by_op_kind: Vec<PricedRow>,
     /// By phase, in the same order.
     pub by_phase: Vec<PricedRow>,
+    /// By kernel name, in the same order; a block of several kernels shares its work among
+    /// them by their time.
+    pub by_kernel: Vec<PricedRow>,
     /// Kernel time not priced, by reason, heaviest first.
     pub unpriced: Vec<TimeRow>,
     /// How to read these figures, and what in them cannot be as measured.
@@ -129,6 +132,8 @@ pub struct RooflineView {
 /// One run of a fused block: its kernels' summed time and its work.
 struct BlockRun {
     us: f64,
+    /// Each of its kernels: name and time, µs.
+    kernels: Vec<(String, f64)>,
     work: Arc<BlockWork>,
     op_kind: Option<String>,
     span: Option<String>,
@@ -212,13 +217,18 @@ pub(crate) fn roofline_view(
                 continue;
             }
             let span = a.span.clone().filter(|_| is_tied_to_span(&a.how));
+            let kernel = (w.name.to_string(), us);
             match a.block.and_then(|b| blocks.get(&b).copied()) {
-                Some(at) => runs[at].us += us,
+                Some(at) => {
+                    runs[at].us += us;
+                    runs[at].kernels.push(kernel);
+                }
                 None => {
                     if let Some(b) = a.block {
                         blocks.insert(b, runs.len());
                     }
-                    runs.push(BlockRun { us, work: work.clone(), op_kind: a.op_kind.clone(), span, phase: a.phase.clone() });
+                    let (op_kind, phase) = (a.op_kind.clone(), a.phase.clone());
+                    runs.push(BlockRun { us, kernels: vec![kernel], work: work.clone(), op_kind, span, phase });
                 }
             }
         }
@@ -231,6 +241,7 @@ pub(crate) fn roofline_view(
     let mut by_layer: BTreeMap<String, Sum> = BTreeMap::new();
     let mut by_kind: BTreeMap<String, Sum> = BTreeMap::new();
     let mut by_phase: BTreeMap<String, Sum> = BTreeMap::new();
+    let mut by_kernel: BTreeMap<String, Sum> = BTreeMap::new();
     let mut floor_us = 0.0;
     for r in &runs {
         let (floor, compute) = roofs.as_ref().map_or((0.0, 0.0), |roofs| roofs.floor_us(&r.work));
@@ -249,6 +260,16 @@ pub(crate) fn roofline_view(
         }
         if let Some(phase) = r.phase.as_deref().or_else(|| r.span.as_deref().map(|s| s.split(" > ").next().unwrap_or(s))) {
             add(&mut by_phase, phase);
+        }
+        // A block's work is shared among its kernels by their time.
+        for (name, us) in &r.kernels {
+            let share = if r.us > 0.0 { us / r.us } else { 1.0 / r.kernels.len() as f64 };
+            let s = by_kernel.entry(name.clone()).or_default();
+            s.us += us;
+            s.flops += r.work.flops * share;
+            s.bytes += r.work.bytes * share;
+            s.floor_us += floor * share;
+            s.compute_floor_us += compute * share;
         }
     }
     let with_floor = roofs.is_some();
@@ -324,6 +345,7 @@ pub(crate) fn roofline_view(
         by_layer,
         by_op_kind: rows(by_kind),
         by_phase: rows(by_phase),
+        by_kernel: rows(by_kernel),
         unpriced,
     })
 }
