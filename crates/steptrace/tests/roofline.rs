@@ -122,7 +122,7 @@ fn a_layer_far_above_its_floor_is_named_with_its_bound_and_next_experiment() {
     let r = report(trace(4), Some(peaks()));
     let h = r.hypotheses.iter().find(|h| h.id == "above-floor").expect("the rule fires");
     assert!(h.evidence.contains("`forward > fc1`") && h.evidence.contains("compute-bound"), "{}", h.evidence);
-    assert!(h.evidence.contains("50.0% of the roof"), "{}", h.evidence);
+    assert!(h.evidence.contains("50.0% of the roof") && h.evidence.contains("1.00 TFLOP/s in f32"), "{}", h.evidence);
     assert!(h.next.contains("steptrace bench"), "confirmed outside the profiler: {}", h.next);
 }
 

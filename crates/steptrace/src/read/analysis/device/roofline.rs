@@ -71,6 +71,9 @@ pub struct PricedRow {
     pub above_floor_ms: Option<f64>,
     /// `memory` or `compute`: which limit sets most of its floor.
     pub bound: Option<&'static str>,
+    /// The dtype most of its FLOPs ran in (`f32`, `f16`, `bf16`): the throughput roof it
+    /// is held against.
+    pub dtype: String,
     /// Its floor over its time: how close it runs to the device's limits. Above 1 it ran
     /// faster than the measured limits allow (see [`RooflineView::notes`]).
     pub efficiency: Option<f64>,
@@ -147,6 +150,8 @@ struct Sum {
     bytes: f64,
     floor_us: f64,
     compute_floor_us: f64,
+    /// FLOPs by compute dtype.
+    dtypes: BTreeMap<String, f64>,
 }
 
 impl Roofs {
@@ -166,7 +171,8 @@ impl Roofs {
         })
     }
 
-    fn flops_for(&self, dtype: &str) -> f64 {
+    /// The throughput FLOPs of `dtype` are held against: its measured figure, else f32's.
+    pub fn flops_for(&self, dtype: &str) -> f64 {
         self.throughput.get(dtype).or_else(|| self.throughput.get("f32")).copied().unwrap_or(f64::INFINITY)
     }
 
@@ -253,6 +259,7 @@ pub(crate) fn roofline_view(
             s.bytes += r.work.bytes;
             s.floor_us += floor;
             s.compute_floor_us += compute;
+            *s.dtypes.entry(r.work.dtype.clone()).or_default() += r.work.flops;
         };
         add(&mut by_kind, r.op_kind.as_deref().unwrap_or("unknown"));
         if let Some(span) = &r.span {
@@ -270,6 +277,7 @@ pub(crate) fn roofline_view(
             s.bytes += r.work.bytes * share;
             s.floor_us += floor * share;
             s.compute_floor_us += compute * share;
+            *s.dtypes.entry(r.work.dtype.clone()).or_default() += r.work.flops * share;
         }
     }
     let with_floor = roofs.is_some();
@@ -364,6 +372,7 @@ fn priced_row(name: String, s: &Sum, n: f64, with_floor: bool) -> PricedRow {
         above_floor_ms: floor_ms.map(|f| (s.us / 1000.0 / n - f).max(0.0)),
         bound: with_floor.then_some(if s.compute_floor_us * 2.0 >= s.floor_us && s.floor_us > 0.0 { "compute" } else { "memory" }),
         efficiency: floor_ms.filter(|_| s.us > 0.0).map(|f| f * n * 1000.0 / s.us),
+        dtype: s.dtypes.iter().max_by(|a, b| a.1.total_cmp(b.1)).map_or_else(|| "f32".to_owned(), |(d, _)| d.clone()),
         floor_ms,
         name,
     }
