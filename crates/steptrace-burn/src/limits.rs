@@ -110,7 +110,7 @@ pub(crate) fn check_activations(cfg: &RunConfig, sample_shape: &[usize], num_cla
         ModelKind::Transformer => 2 * (cfg.seq_len as u128) * vocab.unwrap_or(num_classes) as u128,
     };
     let bytes = per_sample.saturating_mul(batch).saturating_mul(4);
-    check_memory(&format!("a batch of {} samples, for its activations alone,", cfg.batch_size), bytes, available_memory())
+    check_memory(&format!("a batch of {} samples (its activations alone)", cfg.batch_size), bytes, available_memory())
 }
 
 fn features(shape: &[usize]) -> u128 {

@@ -89,7 +89,7 @@ pub fn config(w: &WorkloadArgs, steps: u64) -> anyhow::Result<RunConfig> {
     cache.enabled = !w.no_cache;
     cache.autotune_level = w.autotune_level.map(autotune_level);
     cfg.cache = cache;
-    cfg.validate().map_err(anyhow::Error::msg)?;
+    cfg.validate()?;
     Ok(cfg)
 }
 

@@ -126,3 +126,33 @@ fn a_failure_before_any_window_says_no_trace_was_saved() {
     assert_eq!(run["traces"], Value::Array(Vec::new()));
     assert_eq!(run["out_of_memory"]["step"], 0);
 }
+
+/// On the CPU backend an allocation that fails aborts the process, so a batch that cannot fit
+/// what the process may use is refused before the first step, with the estimate, and `--json`
+/// says so (outcome `refused`, no trace): a batch beyond any machine's memory, and one whose
+/// activations alone pass a limit on the process's address space (`ulimit -v`).
+#[test]
+fn a_batch_the_host_cannot_hold_is_refused_up_front_with_its_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = env!("CARGO_BIN_EXE_steptrace");
+    let cases = [
+        ("input", "--batch 100000000000", "", "a batch of 100000000000 samples needs about"),
+        ("activations", "--batch 1000000", "ulimit -v 4000000; ", "a batch of 1000000 samples (its activations alone) needs about"),
+    ];
+    for (name, batch, limit, says) in cases {
+        let script = format!(
+            "{limit}exec '{bin}' train --backend cpu {batch} --hidden 4096 --steps 3 --memory --out t-{name} --json {name}.json"
+        );
+        let out = std::process::Command::new("bash").args(["-c", &script]).current_dir(dir.path()).env("NODEVICE_SELECT", "1").output().unwrap();
+        let (stdout, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(1), "{name}: {stdout}\n{stderr}");
+        assert!(flat(&stderr).contains(says), "{name}: {stderr}");
+        let r: Value = serde_json::from_slice(&std::fs::read(dir.path().join(format!("{name}.json"))).unwrap()).unwrap();
+        assert_eq!(r["outcome"], "refused", "{r}");
+        let needed = r["host_memory"]["needed_at_least"].as_u64().unwrap();
+        assert!(needed > r["host_memory"]["available"].as_u64().unwrap(), "{r}");
+        assert_eq!(r["traces"], Value::Array(vec![]));
+        let t = dir.path().join(format!("t-{name}"));
+        assert!(!t.exists() || std::fs::read_dir(&t).unwrap().next().is_none(), "nothing recorded");
+    }
+}

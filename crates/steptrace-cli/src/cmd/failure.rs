@@ -28,3 +28,36 @@ impl<'a> FailedRun<'a> {
         }
     }
 }
+
+/// `--json` of a run refused before its first step for the host memory it would need.
+#[derive(serde::Serialize)]
+pub(crate) struct RefusedRun<'a> {
+    /// Always `refused`.
+    pub(crate) outcome: &'static str,
+    pub(crate) error: &'a str,
+    /// What it would have needed and what the process may use, bytes.
+    pub(crate) host_memory: Option<HostMemory<'a>>,
+    /// Always empty: nothing ran, nothing was recorded.
+    pub(crate) traces: [(); 0],
+}
+
+/// The estimate a refusal rests on.
+#[derive(serde::Serialize)]
+pub(crate) struct HostMemory<'a> {
+    pub(crate) what: &'a str,
+    /// At least this much (the estimate counts activations only).
+    pub(crate) needed_at_least: u128,
+    pub(crate) available: u64,
+}
+
+impl<'a> RefusedRun<'a> {
+    pub(crate) fn of(error: &'a str, refused: &'a steptrace_burn::ConfigError) -> RefusedRun<'a> {
+        let host_memory = match refused {
+            steptrace_burn::ConfigError::TooLarge { what, bytes, available } => {
+                Some(HostMemory { what, needed_at_least: *bytes, available: *available })
+            }
+            _ => None,
+        };
+        RefusedRun { outcome: "refused", error, host_memory, traces: [] }
+    }
+}

@@ -25,26 +25,31 @@ use crate::convert::{command_line, config, device_activity, INTERNAL_TARGETS};
 /// Runs `steptrace train`. `signals` are the handlers `main` installed before parsing the
 /// arguments (installed here when absent).
 pub fn run(a: TrainArgs, signals: Option<std::io::Result<Signals>>) -> anyhow::Result<ExitCode> {
-    let mut cfg = config(&a.workload, a.steps)?;
+    // Created first (exclusively), so that an unusable path fails before anything else; removed
+    // again if the run fails, unless a refusal or a failure report is written to it.
+    let json = match &a.json {
+        Some(path) => Some(JsonOut::create(path)?),
+        None => None,
+    };
+    let mut cfg = match config(&a.workload, a.steps) {
+        Ok(cfg) => cfg,
+        Err(err) => return Err(refused(err.into(), json)),
+    };
     cfg.internals = matches!(a.detail, Detail::Internals);
     cfg.memory = a.memory;
     cfg.memory_phases = a.memory_phases;
     cfg.notes = a.notes.clone();
     cfg.loss_every = a.loss_every;
     let schedule: Schedule = a.schedule.parse()?;
-    cfg.validate()?;
     if a.no_profile && schedule.is_on_demand() {
         bail!(
             "--schedule on-demand records when `steptrace capture` asks, and --no-profile records nothing: drop one \
              of them"
         );
     }
-    // Created now (exclusively), so that an unusable path fails before
-    // training rather than after it; removed again if the run fails.
-    let json = match &a.json {
-        Some(path) => Some(JsonOut::create(path)?),
-        None => None,
-    };
+    if let Err(invalid) = cfg.validate() {
+        return Err(refused(steptrace_burn::Error::InvalidConfig(invalid).into(), json));
+    }
     let signals = signals.unwrap_or_else(signals::install).context("cannot install the Ctrl-C handler")?;
     cfg.stop = Some(signals.stop.clone());
 
@@ -114,7 +119,7 @@ pub fn run(a: TrainArgs, signals: Option<std::io::Result<Signals>>) -> anyhow::R
             }
             return Err(anyhow::Error::new(*failure));
         }
-        Err(err) => return Err(err.into()),
+        Err(err) => return Err(refused(err.into(), json)),
     };
     for warning in &summary.warnings {
         console::warn(&format!("steptrace: warning: {warning}"));
@@ -192,6 +197,25 @@ fn first_recorded(schedule: &Schedule) -> Option<u64> {
     let start = schedule.skip_first();
     let end = start.saturating_add(schedule.cycle_len()).saturating_add(1);
     (start..end).find(|&step| schedule.action(step).records())
+}
+
+/// `err`, after writing `--json` where the run was refused before its first step for the host
+/// memory it would need (no step ran: `--json` says so, as it says what a failed step left).
+fn refused(err: anyhow::Error, json: Option<JsonOut>) -> anyhow::Error {
+    let too_large = err.chain().find_map(|cause| {
+        let config = cause.downcast_ref::<steptrace_burn::ConfigError>().or(match cause.downcast_ref::<steptrace_burn::Error>() {
+            Some(steptrace_burn::Error::InvalidConfig(c)) => Some(c),
+            _ => None,
+        })?;
+        matches!(config, steptrace_burn::ConfigError::TooLarge { .. }).then_some(config)
+    });
+    if let (Some(json), Some(too_large)) = (json, too_large) {
+        let error = err.to_string();
+        if let Err(e) = json.write(&super::failure::RefusedRun::of(&error, too_large), "the refusal") {
+            return e.context(error);
+        }
+    }
+    err
 }
 
 /// The `--json` file: checked before the run (created, then removed again:
