@@ -33,7 +33,7 @@ pub fn run(a: TrainArgs, signals: Option<std::io::Result<Signals>>) -> anyhow::R
     };
     let mut cfg = match config(&a.workload, a.steps) {
         Ok(cfg) => cfg,
-        Err(err) => return Err(refused(err.into(), json)),
+        Err(err) => return Err(refused(err, json)),
     };
     cfg.internals = matches!(a.detail, Detail::Internals);
     cfg.memory = a.memory;
