@@ -143,7 +143,16 @@ fn a_batch_the_host_cannot_hold_is_refused_up_front_with_its_json() {
         let script = format!(
             "{limit}exec '{bin}' train --backend cpu {batch} --hidden 4096 --steps 3 --memory --out t-{name} --json {name}.json"
         );
-        let out = std::process::Command::new("bash").args(["-c", &script]).current_dir(dir.path()).env("NODEVICE_SELECT", "1").output().unwrap();
+        // Under an address-space limit, few malloc arenas and threads: on a machine of many cores
+        // their reservations alone could pass it before the check runs.
+        let out = std::process::Command::new("bash")
+            .args(["-c", &script])
+            .current_dir(dir.path())
+            .env("NODEVICE_SELECT", "1")
+            .env("MALLOC_ARENA_MAX", "2")
+            .env("RAYON_NUM_THREADS", "2")
+            .output()
+            .unwrap();
         let (stdout, stderr) = text(&out);
         assert_eq!(out.status.code(), Some(1), "{name}: {stdout}\n{stderr}");
         assert!(flat(&stderr).contains(says), "{name}: {stderr}");
