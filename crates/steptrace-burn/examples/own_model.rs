@@ -22,6 +22,11 @@ use burn::prelude::*;
 use steptrace_burn::backend::BackendChoice;
 use steptrace_burn::{Error, Session};
 
+/// On the CPU backend a step whose allocation fails ends with the out-of-memory report, the
+/// cycle kept, rather than Rust's abort.
+#[global_allocator]
+static ALLOCATOR: steptrace_burn::host_oom::Allocator = steptrace_burn::host_oom::Allocator; // steptrace
+
 // ANCHOR: model
 /// A linear layer with a skip connection: `x + relu(out(relu(inner(x))))`.
 #[derive(Module, Debug)]

@@ -78,6 +78,10 @@ pub struct StepFailure {
     /// The traces the profiler saved when the run stopped (the cycle in progress is cut
     /// short, with this failure as its reason).
     pub traces: Vec<steptrace::SavedTrace>,
+    /// Cycles kept as the `NAME.partial` files the profiler streamed them to, where the
+    /// process ends before it can finalise them (a failed host allocation:
+    /// [`host_oom`](crate::host_oom)); `report` and `inspect` read them.
+    pub kept: Vec<std::path::PathBuf>,
     /// Traces the profiler could not save, and why.
     pub trace_errors: Vec<String>,
     /// Where the step ran out of device memory: the explanation.

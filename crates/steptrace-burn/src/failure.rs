@@ -28,7 +28,7 @@ pub fn print(f: &StepFailure) {
     if let Some(o) = &f.out_of_memory {
         print_out_of_memory(o);
     }
-    if f.traces.is_empty() {
+    if f.traces.is_empty() && f.kept.is_empty() && f.trace_errors.is_empty() {
         say(&format!(
             "no trace saved: no cycle of the schedule was recording at step {} (a later step would have started one)",
             f.step
@@ -37,6 +37,13 @@ pub fn print(f: &StepFailure) {
     for t in &f.traces {
         let partial = if t.partial { " (cut short by the failure: partial)" } else { "" };
         say(&format!("trace saved: {} (cycle {}, steps {:?}){partial}", t.path.display(), t.cycle, t.steps));
+    }
+    for path in &f.kept {
+        say(&format!(
+            "trace kept as it was streamed: {} (cut short by the failure: every step up to the last that ended; the \
+             process ends before it can finalise the cycle, and report and inspect read the file as it is)",
+            path.display()
+        ));
     }
     for e in &f.trace_errors {
         say(&format!("trace NOT saved: {e}"));
@@ -103,7 +110,7 @@ fn print_out_of_memory(o: &OutOfMemory) {
     }
     console::out(&t);
     let mut t = console::table();
-    t.set_header(["bytes", "largest allocations steptrace can see (cubecl lists no live ones one by one)"]);
+    t.set_header(["bytes", "largest allocations steptrace can see (the allocator lists no live ones one by one)"]);
     for a in &o.largest {
         t.add_row([size(a.bytes), a.description.clone()]);
     }

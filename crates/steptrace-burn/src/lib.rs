@@ -40,6 +40,7 @@ pub mod device;
 mod drive;
 mod error;
 pub mod failure;
+pub mod host_oom;
 pub mod init;
 pub mod learner;
 mod limits;

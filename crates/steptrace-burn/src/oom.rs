@@ -58,6 +58,9 @@ pub fn classify(error: &str) -> Option<(Shortage, Option<u64>)> {
     if let Some(size) = number_after(error, "out of device memory allocating ") {
         return Some((Shortage::DeviceFull, Some(size)));
     }
+    if let Some(size) = number_after(error, crate::host_oom::MARKER) {
+        return Some((Shortage::DeviceFull, Some(size)));
+    }
     let lower = error.to_ascii_lowercase();
     ["out of memory", "out-of-memory", "out_of_memory", "out_of_device_memory", "can't allocate buffer"]
         .iter()

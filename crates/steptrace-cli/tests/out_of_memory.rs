@@ -165,3 +165,60 @@ fn a_batch_the_host_cannot_hold_is_refused_up_front_with_its_json() {
         assert!(!t.exists() || std::fs::read_dir(&t).unwrap().next().is_none(), "nothing recorded");
     }
 }
+
+/// A batch whose activations pass the up-front check but whose step needs more than the
+/// address-space limit leaves: the allocation fails inside the step, and instead of Rust's
+/// abort the run ends as a failed step does on a GPU, with the out-of-memory report (the
+/// request's size, the phase reached, the host's limit), the cycle kept as the `.partial`
+/// file it streamed to (which `report` reads), `--json` (outcome `failed`) and status 1.
+#[test]
+fn a_host_allocation_failing_inside_the_step_ends_with_the_report_the_trace_and_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = env!("CARGO_BIN_EXE_steptrace");
+    let script = format!(
+        "ulimit -v 4000000; exec '{bin}' train --backend cpu --dataset digits --batch 70000 --hidden 4096 --steps 3 \
+         --schedule wait=0,warmup=0,active=3,repeat=1 --memory --out t --json run.json"
+    );
+    let out = std::process::Command::new("bash")
+        .args(["-c", &script])
+        .current_dir(dir.path())
+        .env("NODEVICE_SELECT", "1")
+        .env("MALLOC_ARENA_MAX", "2")
+        .env("RAYON_NUM_THREADS", "2")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&out);
+    let r: Value = serde_json::from_slice(&std::fs::read(dir.path().join("run.json")).unwrap()).unwrap();
+    if r["outcome"] == "refused" {
+        // The machine's free memory, not the limit, was too small for the activations alone
+        // (2.3 GB): the check did its part, the case this test is for cannot happen here.
+        let available = r["host_memory"]["available"].as_u64().unwrap();
+        assert!(available < 2_300_000_000, "refused with {available} B available: {r}");
+        eprintln!("skipped: {available} B of host memory available");
+        return;
+    }
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(!stderr.contains("memory allocation of"), "Rust's abort message: {stderr}");
+    let flat_out = flat(&stdout);
+    assert!(flat_out.contains("OUT OF DEVICE MEMORY at step 0"), "{stdout}");
+    assert!(flat_out.contains("ulimit -v"), "the capacity said to be the address-space limit: {stdout}");
+    assert!(flat(&stderr).contains("step 0 failed: out of host memory allocating"), "{stderr}");
+    assert_eq!(r["outcome"], "failed", "{r}");
+    let oom = &r["out_of_memory"];
+    let requested = oom["requested_bytes"].as_u64().unwrap();
+    assert!(requested >= 1 << 20, "{r}");
+    assert_eq!(oom["batch_size"], 70000);
+    assert_eq!(oom["limits"]["capacity"], 4_096_000_000u64);
+    // The input alone is 65 floats a sample: the bound never says less.
+    let per_sample = oom["per_sample"]["value"].as_u64().unwrap();
+    assert!(per_sample >= 260, "{r}");
+    let kept = r["kept_partial"].as_array().unwrap();
+    assert_eq!(kept.len(), 1, "{r}");
+    let partial = dir.path().join(kept[0].as_str().unwrap());
+    assert!(partial.is_file() && partial.to_string_lossy().ends_with(".partial"), "{}", partial.display());
+    assert!(flat_out.contains("trace kept as it was streamed"), "{stdout}");
+    let report = std::process::Command::new(bin).arg("report").arg(&partial).output().unwrap();
+    let (report_out, report_err) = text(&report);
+    assert!(report.status.success(), "{report_out}\n{report_err}");
+    assert!(flat(&report_out).contains("cut short"), "{report_out}");
+}

@@ -115,6 +115,7 @@ impl Session {
         };
         let device = if device.is_autodiff() { device } else { device.autodiff() };
         let startup_steps = b.startup_steps.or(b.steps.map(startup_steps)).unwrap_or(1);
+        let host_memory = selection.kind == backend::BackendKind::Cpu;
         let session = Session {
             selection,
             device,
@@ -160,6 +161,7 @@ impl Session {
             model_load_ms: None,
             ended: None,
             interrupted: None,
+            host_memory,
         };
         session.describe_run();
         if let (Some(profiler), Some(peaks)) = (&session.profiler, &peaks) {
@@ -206,6 +208,7 @@ impl Session {
             }
         }
         self.begin_memory();
+        self.note_host_step();
         Ok(())
     }
 
@@ -341,6 +344,7 @@ impl Session {
     /// Finishes the profiler and sums the run up.
     fn conclude(&mut self) -> RunSummary {
         self.release_signals();
+        self.end_host_watch();
         if let Some(live) = &mut self.live {
             live.stop();
         }
@@ -472,10 +476,11 @@ impl Session {
             });
             profiler.cut_short(reason.clone());
         }
+        self.end_host_watch();
         let (traces, trace_errors) = self.finish_profiler();
         self.ended = Some(reason);
         self.release_signals();
-        let failure = StepFailure { step, error: text, traces, trace_errors, out_of_memory };
+        let failure = StepFailure { step, error: text, traces, kept: Vec::new(), trace_errors, out_of_memory };
         if self.console.full() {
             crate::failure::print(&failure);
         }
@@ -487,6 +492,7 @@ impl Drop for Session {
     /// Saves a cycle in progress as a partial file (errors are the profiler's to print).
     fn drop(&mut self) {
         self.release_signals();
+        self.end_host_watch();
         if let Some(profiler) = self.profiler.take() {
             drop(profiler.finish_all());
         }

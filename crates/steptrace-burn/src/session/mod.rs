@@ -93,6 +93,12 @@
 //! loss at the end of every step. After a failure, every call returns
 //! [`Error::Ended`](crate::Error::Ended).
 //!
+//! On the CPU backend the device's memory is the process's, and a failed allocation aborts
+//! the process rather than panic. With [`host_oom::Allocator`](crate::host_oom::Allocator) as
+//! the program's global allocator (one line), such a step ends with the same out-of-memory
+//! report instead, the cycle in progress kept as the `.partial` file it streamed to, and the
+//! process exits with status 1 ([`host_oom`](crate::host_oom)).
+//!
 //! A first Ctrl-C (SIGTERM, SIGHUP) ends the run after the current step: that
 //! [`step`](Session::step) saves the cycle in progress and returns
 //! [`Error::Interrupted`](crate::Error::Interrupted) with the run's summary. A second one exits
@@ -201,6 +207,9 @@ pub struct Session {
     ended: Option<String>,
     /// The signal that stopped the run.
     interrupted: Option<String>,
+    /// Whether the device's memory is the process's (the CPU backend): the session then
+    /// notes its progress for a failed host allocation's report ([`crate::host_oom`]).
+    host_memory: bool,
 }
 
 impl std::fmt::Debug for Session {

@@ -50,3 +50,30 @@ impl Session {
         report
     }
 }
+
+impl Session {
+    /// On the CPU backend, notes the step that begins for a failed host allocation's report
+    /// ([`crate::host_oom`]): its number, the batch's samples declared, nothing reached yet,
+    /// and the file the cycle in progress streams to.
+    pub(super) fn note_host_step(&self) {
+        if !self.host_memory {
+            return;
+        }
+        let (step, samples) = (self.step, self.batch_size.map(|n| n as u64));
+        let recording = self.profiler.as_ref().and_then(|p| p.recording_to());
+        crate::host_oom::note(|w| {
+            w.step = step;
+            w.samples = w.samples.or(samples);
+            w.reached = None;
+            w.recording = recording;
+        });
+    }
+
+    /// The session has ended: a failed host allocation after it is not a step's.
+    pub(super) fn end_host_watch(&mut self) {
+        if self.host_memory {
+            crate::host_oom::forget();
+            self.host_memory = false;
+        }
+    }
+}

@@ -49,6 +49,10 @@ impl Session {
             sampler.begin_step(false);
             self.memory = Some(sampler);
         }
+        if self.host_memory {
+            let noted = parameters.clone();
+            crate::host_oom::note(|w| w.parameters = noted);
+        }
         self.parameters = Some((parameters, count));
         self.note_module_tree(model);
     }
@@ -96,6 +100,10 @@ impl Session {
         let size = host.upload_size(&self.device);
         self.samples = size.samples;
         self.batch_bytes = size.input_bytes.saturating_add(size.target_bytes);
+        if self.host_memory {
+            let (samples, bytes) = (self.samples.or(self.batch_size).map(|n| n as u64), self.batch_bytes);
+            crate::host_oom::note(|w| (w.samples, w.batch_bytes) = (samples, bytes));
+        }
         self.sample_step_start();
         if !size.input_shape.is_empty() {
             self.watch_shape(size.input_shape.clone());
@@ -331,6 +339,9 @@ impl Session {
     /// What follows a phase that returned: the phase reached, and its memory sample.
     fn after_phase<T>(&mut self, phase: &'static str, out: T) -> T {
         self.reached = Some(phase);
+        if self.host_memory {
+            crate::host_oom::note(|w| w.reached = Some(phase));
+        }
         let step = self.step;
         if let Some(memory) = &mut self.memory {
             memory.sample(phase, step);
@@ -362,6 +373,9 @@ impl Session {
         match catch_silently(|| crate::memory::optimizer_bytes(&optim)) {
             Ok(Ok(bytes)) => {
                 self.optimizer_state = Some(bytes);
+                if self.host_memory {
+                    crate::host_oom::note(|w| w.optimizer_state = Some(bytes));
+                }
                 if let Some(memory) = &mut self.memory {
                     memory.optimizer_state = Some(bytes);
                 }

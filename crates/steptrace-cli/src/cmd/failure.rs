@@ -12,6 +12,8 @@ pub(crate) struct FailedRun<'a> {
     pub(crate) step: u64,
     pub(crate) error: &'a str,
     pub(crate) traces: &'a [steptrace::SavedTrace],
+    /// Cycles left as the `.partial` files they were streamed to (a failed host allocation).
+    pub(crate) kept_partial: &'a [std::path::PathBuf],
     pub(crate) trace_errors: &'a [String],
     pub(crate) out_of_memory: Option<&'a OutOfMemory>,
 }
@@ -23,6 +25,7 @@ impl<'a> FailedRun<'a> {
             step: f.step,
             error: &f.error,
             traces: &f.traces,
+            kept_partial: &f.kept,
             trace_errors: &f.trace_errors,
             out_of_memory: f.out_of_memory.as_ref(),
         }

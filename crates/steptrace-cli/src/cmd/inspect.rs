@@ -112,7 +112,7 @@ fn damage(a: &InspectArgs, trace: &JsonTrace) -> &'static str {
     let named = a.trace.extension().is_some_and(|e| e == "partial");
     let unfinished = named || trace.steptrace().ok().flatten().is_some_and(|s| s.header.is_some() && s.metadata.is_none());
     match (unfinished, trace.truncated) {
-        (true, _) => " (cut short: a .partial file steptrace never finished, left by a crash, a second Ctrl-C or a failed write; complete events only)",
+        (true, _) => " (cut short: a .partial file steptrace never finished, left by a crash, a second Ctrl-C, a failed write or a failed host allocation; complete events only)",
         (false, true) => " (cut short: complete events only)",
         (false, false) => "",
     }

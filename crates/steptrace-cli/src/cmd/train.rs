@@ -93,6 +93,21 @@ pub fn run(a: TrainArgs, signals: Option<std::io::Result<Signals>>) -> anyhow::R
         ProgressStyle::with_template("{bar:30} {pos}/{len} steps  {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
+    if selection.kind == backend::BackendKind::Cpu {
+        // A failed host allocation ends the process from inside the allocator: the same
+        // report and --json as a failed step's, said from there.
+        let (bar, json) = (bar.clone(), json.clone());
+        steptrace_burn::host_oom::on_failure(move |failure| {
+            bar.finish_and_clear();
+            steptrace_burn::failure::print(failure);
+            if let Some(json) = json.clone() {
+                if let Err(err) = json.write(&super::failure::FailedRun::of(failure), "the failure report") {
+                    console::warn(&format!("steptrace: error: {err:#}"));
+                }
+            }
+            console::warn(&format!("steptrace: error: {failure}"));
+        });
+    }
     let batch = cfg.batch_size as f64;
     let mut startup = StartupLine::start(&bar);
     let summary = steptrace_burn::train(&cfg, builder, &mut |record| {
@@ -221,6 +236,7 @@ fn refused(err: anyhow::Error, json: Option<JsonOut>) -> anyhow::Error {
 /// The `--json` file: checked before the run (created, then removed again:
 /// an unusable path fails before training, not after it), written after it
 /// under the same never-overwrite rule.
+#[derive(Clone)]
 struct JsonOut {
     path: PathBuf,
 }

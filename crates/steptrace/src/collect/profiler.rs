@@ -214,6 +214,13 @@ impl Profiler {
         self.core.schedule
     }
 
+    /// The file the cycle being recorded will be saved as (until then its events stream to
+    /// `NAME.partial` beside it), or `None` outside a cycle.
+    pub fn recording_to(&self) -> Option<PathBuf> {
+        let info = self.core.segment.as_ref()?.lock().ok()?;
+        Some(info.final_path.clone())
+    }
+
     /// A handle that asks this profiler for a capture from any thread (see
     /// [`capture`](crate::capture)); `None` unless the schedule is
     /// [on demand](Schedule::on_demand).

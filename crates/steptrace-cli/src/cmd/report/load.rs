@@ -276,7 +276,7 @@ fn latest_run(dir: &Path, seen: &mut Seen) -> anyhow::Result<Vec<(PathBuf, Optio
     }
     if partial_count == all.len() {
         eprintln!(
-            "{} holds only .partial files: traces cut short (a crash, a second Ctrl-C or a failed write inside a cycle); reading their complete \
+            "{} holds only .partial files: traces cut short (a crash, a second Ctrl-C, a failed write or a failed host allocation inside a cycle); reading their complete \
              events",
             dir.display()
         );

@@ -93,7 +93,7 @@ pub(crate) fn source_flags(s: &Source) -> Vec<String> {
     let mut flags = Vec::new();
     if s.unfinished || s.path.ends_with(".partial") {
         flags.push(
-            "cut short: a .partial file steptrace never finished (a crash, a second Ctrl-C or a failed write inside the cycle); complete \
+            "cut short: a .partial file steptrace never finished (a crash, a second Ctrl-C, a failed write or a failed host allocation inside the cycle); complete \
              events only"
                 .to_owned(),
         );
