@@ -143,16 +143,7 @@ fn a_batch_the_host_cannot_hold_is_refused_up_front_with_its_json() {
         let script = format!(
             "{limit}exec '{bin}' train --backend cpu {batch} --hidden 4096 --steps 3 --memory --out t-{name} --json {name}.json"
         );
-        // Under an address-space limit, few malloc arenas and threads: on a machine of many cores
-        // their reservations alone could pass it before the check runs.
-        let out = std::process::Command::new("bash")
-            .args(["-c", &script])
-            .current_dir(dir.path())
-            .env("NODEVICE_SELECT", "1")
-            .env("MALLOC_ARENA_MAX", "2")
-            .env("RAYON_NUM_THREADS", "2")
-            .output()
-            .unwrap();
+        let out = limited(&script, dir.path());
         let (stdout, stderr) = text(&out);
         assert_eq!(out.status.code(), Some(1), "{name}: {stdout}\n{stderr}");
         assert!(flat(&stderr).contains(says), "{name}: {stderr}");
@@ -179,14 +170,7 @@ fn a_host_allocation_failing_inside_the_step_ends_with_the_report_the_trace_and_
         "ulimit -v 4000000; exec '{bin}' train --backend cpu --dataset digits --batch 70000 --hidden 4096 --steps 3 \
          --schedule wait=0,warmup=0,active=3,repeat=1 --memory --out t --json run.json"
     );
-    let out = std::process::Command::new("bash")
-        .args(["-c", &script])
-        .current_dir(dir.path())
-        .env("NODEVICE_SELECT", "1")
-        .env("MALLOC_ARENA_MAX", "2")
-        .env("RAYON_NUM_THREADS", "2")
-        .output()
-        .unwrap();
+    let out = limited(&script, dir.path());
     let (stdout, stderr) = text(&out);
     let r: Value = serde_json::from_slice(&std::fs::read(dir.path().join("run.json")).unwrap()).unwrap();
     if r["outcome"] == "refused" {
@@ -221,4 +205,18 @@ fn a_host_allocation_failing_inside_the_step_ends_with_the_report_the_trace_and_
     let (report_out, report_err) = text(&report);
     assert!(report.status.success(), "{report_out}\n{report_err}");
     assert!(flat(&report_out).contains("cut short"), "{report_out}");
+}
+
+/// Runs `script` (which sets an address-space limit with `ulimit -v`) in bash, in `dir`, with
+/// few malloc arenas and threads: on a machine of many cores their reservations alone could
+/// pass the limit before the run's own check.
+fn limited(script: &str, dir: &std::path::Path) -> std::process::Output {
+    std::process::Command::new("bash")
+        .args(["-c", script])
+        .current_dir(dir)
+        .env("NODEVICE_SELECT", "1")
+        .env("MALLOC_ARENA_MAX", "2")
+        .env("RAYON_NUM_THREADS", "2")
+        .output()
+        .unwrap()
 }
