@@ -51,6 +51,8 @@ pub(crate) struct Watch {
     pub(crate) optimizer_state: Option<u64>,
     /// The final name of the cycle being recorded, if one is.
     pub(crate) recording: Option<PathBuf>,
+    /// Whether a step is under way (between its first call and the end of `Session::step`).
+    pub(crate) in_step: bool,
 }
 
 static WATCH: Mutex<Option<Watch>> = Mutex::new(None);
@@ -81,17 +83,17 @@ pub(crate) fn forget() {
 
 /// Called by a global allocator when the system allocator returned no memory for `bytes`.
 ///
-/// While a session on the CPU backend runs, and for an allocation of at least
+/// While a step of a session on the CPU backend runs, and for an allocation of at least
 /// [`MIN_REPORTED`], it reports the failure as a step's out-of-memory (the report, the kept
 /// cycle, the program's [`on_failure`]) and ends the process with [`EXIT_STATUS`]. Otherwise
-/// (no session, a small allocation, a second failure while reporting the first, or the
-/// session's notes being written at that moment) it returns, and the allocator fails as it
+/// (no step under way, a small allocation, a second failure while reporting the first, or
+/// the session's notes being written at that moment) it returns, and the allocator fails as it
 /// would have. Safe to call from any thread.
 pub fn allocation_failed(bytes: u64) {
     if bytes < MIN_REPORTED || REPORTED.swap(true, Ordering::SeqCst) {
         return;
     }
-    let Some(watch) = WATCH.try_lock().ok().and_then(|w| w.clone()) else {
+    let Some(watch) = WATCH.try_lock().ok().and_then(|w| w.clone()).filter(|w| w.in_step) else {
         REPORTED.store(false, Ordering::SeqCst);
         return;
     };
@@ -180,6 +182,7 @@ mod tests {
             batch_bytes: 1000 * 260,
             reached: Some("forward"),
             recording: Some(final_path.clone()),
+            in_step: true,
             ..Watch::default()
         };
         let f = failure(&watch, 16_400_000_000);

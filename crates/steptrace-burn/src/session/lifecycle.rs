@@ -273,6 +273,7 @@ impl Session {
         // The next step begins at the next call that belongs to it.
         self.step += 1;
         self.in_step = false;
+        self.note_host_step_end();
         Ok(record)
     }
 

@@ -66,7 +66,16 @@ impl Session {
             w.samples = w.samples.or(samples);
             w.reached = None;
             w.recording = recording;
+            w.in_step = true;
         });
+    }
+
+    /// On the CPU backend, notes that the step ended: an allocation failing before the next
+    /// one begins is not a step's.
+    pub(super) fn note_host_step_end(&self) {
+        if self.host_memory {
+            crate::host_oom::note(|w| w.in_step = false);
+        }
     }
 
     /// The session has ended: a failed host allocation after it is not a step's.
