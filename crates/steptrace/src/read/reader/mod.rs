@@ -150,12 +150,7 @@ impl Trace {
     /// A newer or unreadable steptrace format version, or a known field of
     /// the wrong type.
     pub fn steptrace(&self) -> Result<Option<Steptrace>, MetadataError> {
-        let header = self
-            .events
-            .iter()
-            .take(HEADER_EVENTS)
-            .find(|e| e.ph == "M" && e.name == meta::SEGMENT)
-            .and_then(|e| e.args.as_ref());
+        let header = self.events.iter().take(HEADER_EVENTS).find_map(<RawEvent as parse::Shape>::header_args);
         Steptrace::from_parts(self.metadata.get("metadata"), header)
     }
 }
@@ -167,7 +162,7 @@ impl JsonTrace {
     ///
     /// As for [`Trace::steptrace`].
     pub fn steptrace(&self) -> Result<Option<Steptrace>, MetadataError> {
-        let header = self.events.iter().take(HEADER_EVENTS).find(|e| is_segment_header(e)).and_then(|e| e.get("args"));
+        let header = self.events.iter().take(HEADER_EVENTS).find_map(<JsonEvent as parse::Shape>::header_args);
         Steptrace::from_parts(self.metadata.get("metadata"), header)
     }
 
@@ -351,18 +346,7 @@ pub(crate) fn read_events_and_head(
 /// # Ok::<(), steptrace::reader::ReadError>(())
 /// ```
 pub fn read_events(src: impl Read, size: u64, mut each: impl FnMut(TraceEvent)) -> Result<Trace, ReadError> {
-    let mut head = Vec::new();
-    let parsed = read_as::<RawEvent>(src, size, window::CHUNK, &mut |event| {
-        if head.len() < HEADER_EVENTS {
-            head.push(event.clone());
-        }
-        each(event);
-    })?;
-    // A partial file's header is among the first events: checked, not kept.
-    let mut trace = Trace { events: head, ..parsed.trace };
-    check_format(trace.steptrace())?;
-    trace.events = Vec::new();
-    Ok(trace)
+    stream::<RawEvent>(src, size, &mut each).map(|parsed| parsed.trace)
 }
 
 /// Reads a Chrome trace from `src` one event at a time, as [`read_events`]
@@ -391,18 +375,27 @@ pub fn read_json_events(
     size: u64,
     mut each: impl FnMut(JsonEvent),
 ) -> Result<(JsonTrace, Vec<String>), ReadError> {
+    stream::<JsonEvent>(src, size, &mut each).map(|parsed| (parsed.trace, parsed.keys))
+}
+
+/// [`read_events`] and [`read_json_events`]: each event of shape `S` to `each`, none kept;
+/// the format checked on the metadata and a partial file's header, which is among the
+/// first events.
+fn stream<S: parse::Shape>(
+    src: impl Read,
+    size: u64,
+    each: &mut dyn FnMut(S::Event),
+) -> Result<parse::Parsed<S::Event>, ReadError> {
     let mut head = Vec::new();
-    let parsed = read_as::<JsonEvent>(src, size, window::CHUNK, &mut |event| {
+    let parsed = read_as::<S>(src, size, window::CHUNK, &mut |event| {
         if head.len() < HEADER_EVENTS {
             head.push(event.clone());
         }
         each(event);
     })?;
-    // A partial file's header is among the first events: checked, not kept.
-    let mut trace = Trace { events: head, ..parsed.trace };
-    check_format(trace.steptrace())?;
-    trace.events = Vec::new();
-    Ok((trace, parsed.keys))
+    let header = head.iter().find_map(S::header_args);
+    check_format(Steptrace::from_parts(parsed.trace.metadata.get("metadata"), header))?;
+    Ok(parsed)
 }
 
 /// Reads a Chrome trace from `src` as [`read_trace`] does, keeping each

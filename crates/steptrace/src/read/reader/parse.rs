@@ -43,9 +43,11 @@ struct JsonError {
 /// [`RawEvent`]), or the event's whole JSON object.
 pub(super) trait Shape: DeserializeOwned {
     /// The event as kept.
-    type Event;
+    type Event: Clone;
     /// Turns the decoded value into the event kept.
     fn finish(self) -> Self::Event;
+    /// The args of a partial file's header event, if `event` is one.
+    fn header_args(event: &Self::Event) -> Option<&Value>;
 }
 
 impl Shape for RawEvent {
@@ -53,12 +55,18 @@ impl Shape for RawEvent {
     fn finish(self) -> TraceEvent {
         self.into_event()
     }
+    fn header_args(e: &TraceEvent) -> Option<&Value> {
+        (e.ph == "M" && e.name == crate::format::names::meta::SEGMENT).then_some(e.args.as_ref()).flatten()
+    }
 }
 
 impl Shape for JsonEvent {
     type Event = JsonEvent;
     fn finish(self) -> JsonEvent {
         self
+    }
+    fn header_args(e: &JsonEvent) -> Option<&Value> {
+        super::is_segment_header(e).then(|| e.get("args")).flatten()
     }
 }
 
