@@ -134,7 +134,10 @@ browser() {
     --disable-background-networking --disable-component-update --disable-sync --disable-extensions
     --disable-default-apps --mute-audio --user-data-dir="$profile"
     --host-resolver-rules="MAP * ~NOTFOUND" --proxy-server="http://127.0.0.1:9" --proxy-bypass-list="<-loopback>")
-  [[ $(id -u) -eq 0 ]] && flags+=(--no-sandbox)
+  # As root chromium runs unsandboxed, and then needs no zygote (the process that forks its
+  # renderers): without it, the zygote's "Failed to send GetTerminationStatus" hang, seen under
+  # load on 2 cores, cannot happen.
+  [[ $(id -u) -eq 0 ]] && flags+=(--no-sandbox --no-zygote)
   timeout --kill-after=5 "$TIMEOUT" "$CHROMIUM" "${flags[@]}" "$@"
 }
 # OUT ERR NAME ARGS...: `browser` with its output in OUT and ERR (the same file when equal), once
