@@ -146,7 +146,7 @@ fn check_memory(what: &str, bytes: u128, available: Option<u64>) -> Result<(), C
 /// address-space limit (`ulimit -v`) leaves.
 fn available_memory() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let available = parse_meminfo(&text)?;
+    let available = parse_meminfo(&text, "MemAvailable:")?;
     Some(address_space_left().map_or(available, |left| left.min(available)))
 }
 
@@ -159,8 +159,9 @@ fn address_space_left() -> Option<u64> {
     Some(limit.saturating_sub(kb.saturating_mul(1024)))
 }
 
-fn parse_meminfo(text: &str) -> Option<u64> {
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+/// A `/proc/meminfo` figure (`field` with its colon, `MemAvailable:`), bytes.
+pub(crate) fn parse_meminfo(text: &str, field: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with(field))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     kb.checked_mul(1024)
 }
@@ -172,8 +173,9 @@ mod tests {
     #[test]
     fn meminfo_is_read_in_bytes() {
         let text = "MemTotal:       16318480 kB\nMemFree:         1000 kB\nMemAvailable:    2048 kB\n";
-        assert_eq!(parse_meminfo(text), Some(2048 * 1024));
-        assert_eq!(parse_meminfo("MemTotal: 1 kB\n"), None);
+        assert_eq!(parse_meminfo(text, "MemAvailable:"), Some(2048 * 1024));
+        assert_eq!(parse_meminfo("MemTotal: 1 kB\n", "MemAvailable:"), None);
+        assert_eq!(parse_meminfo("MemTotal: 1 kB\n", "MemTotal:"), Some(1024));
     }
 
     #[test]

@@ -162,9 +162,7 @@ fn host_limit() -> Option<(u64, &'static str)> {
         return Some((limit, "the process's address-space limit (ulimit -v)"));
     }
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some((kb.checked_mul(1024)?, "the machine's memory (MemTotal)"))
+    Some((crate::limits::parse_meminfo(&text, "MemTotal:")?, "the machine's memory (MemTotal)"))
 }
 
 #[cfg(test)]
