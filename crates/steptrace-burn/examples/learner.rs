@@ -6,13 +6,16 @@
 //!
 //! ```sh
 //! cargo run -p steptrace-burn --example learner -- [TRACES_DIR] [ARTIFACTS_DIR]
+//!     [--backend cpu|wgpu|cuda|auto] [--memory] [--batch N] [--hidden N] [--epochs N] [--schedule S]
 //! cargo run -p steptrace-cli -- report traces
 //! ```
 //!
 //! `TRACES_DIR` defaults to `traces`; burn-train's checkpoints and metric
 //! logs go to `ARTIFACTS_DIR`, by default a temporary folder removed at the
-//! end. The lines that differ from a plain burn-train program are marked
-//! `steptrace:`.
+//! end. The backend is the CPU unless `--backend` says otherwise; `--memory`
+//! samples device memory by category; `--hidden N` gives the MLP one hidden
+//! layer N wide (it has two of 128 by default). The lines that differ from a plain
+//! burn-train program are marked `steptrace:`.
 
 use std::error::Error;
 use std::path::PathBuf;
@@ -33,7 +36,7 @@ use burn::train::{
     TrainStep,
 };
 use steptrace_burn::backend::BackendChoice;
-use steptrace_burn::{Console, Session};
+use steptrace_burn::Session;
 use steptrace_burn::learner::{self, LearnerProfiler, ProfiledRun};
 use steptrace_models::{classification_loss, Mlp, MlpConfig};
 
@@ -67,12 +70,30 @@ pub struct Settings {
     /// A last change to the profiler builder (tests give it a synthetic
     /// device collector; the example leaves it as it is).
     pub customise: fn(steptrace::ProfilerBuilder) -> steptrace::ProfilerBuilder,
+    /// The backend (the CPU by default).
+    pub backend: BackendChoice,
+    /// Device memory by category (the session's `memory`).
+    pub memory: bool,
+    /// The widths of the MLP's hidden layers (two of 128 by default).
+    pub hidden: Vec<usize>,
 }
 
 impl Settings {
     /// The example's defaults, writing into `traces` and `artifacts`.
     pub fn new(traces: PathBuf, artifacts: PathBuf) -> Self {
-        Self { traces, artifacts, schedule: SCHEDULE.into(), epochs: 2, batch_size: 64, workers: 2, devices: 1, customise: |b| b }
+        Self {
+            traces,
+            artifacts,
+            schedule: SCHEDULE.into(),
+            epochs: 2,
+            batch_size: 64,
+            workers: 2,
+            devices: 1,
+            customise: |b| b,
+            backend: BackendChoice::Cpu,
+            memory: false,
+            hidden: vec![128, 128],
+        }
     }
 }
 
@@ -166,25 +187,27 @@ pub fn run(settings: &Settings) -> Result<Outcome, Box<dyn Error>> {
     let (train_items, valid_items) = (items(&train), items(&valid));
     let train_len = train_items.len();
 
-    // steptrace: a session chooses the backend (the CPU here, burn-flex) and labels it,
+    // steptrace: a session chooses the backend (the CPU by default, burn-flex) and labels it,
     // installs the profiler and opens the device; the Learner wrapper drives its profiler.
-    let session = Session::builder()
-        .backend(BackendChoice::Cpu)
+    let mut session = Session::builder()
+        .backend(settings.backend)
         .schedule(settings.schedule.as_str())
         .out_dir(&settings.traces)
         .worker("learner-mlp")
-        .console(Console::Start)
         .manifest("model", "mlp")
         .manifest("dataset", info.name.clone())
         .manifest("data_source", info.source.clone())
         .manifest("data_licence", info.licence.clone())
         .manifest("synthetic", info.synthetic)
-        .manifest("batch_size", settings.batch_size)
+        .batch_size(settings.batch_size)
         .manifest("prefetch_workers", settings.workers)
         .manifest("seed", SEED)
         .manifest("devices", settings.devices)
-        .profiler(settings.customise)
-        .start()?;
+        .profiler(settings.customise);
+    if settings.memory {
+        session = session.memory(); // steptrace: memory by category
+    }
+    let session = session.start()?;
     let device = session.device();
     device.seed(SEED);
     let profiler = LearnerProfiler::from_session(session)?;
@@ -210,14 +233,14 @@ pub fn run(settings: &Settings) -> Result<Outcome, Box<dyn Error>> {
         let devices = vec![device.clone(); settings.devices];
         training = training.with_training_strategy(ExecutionStrategy::multi(devices, MultiDeviceOptim::OptimMainDevice).into());
     }
-    let model = Classifier { mlp: MlpConfig::new(features, info.num_classes).init(&device) };
+    let config = MlpConfig::new(features, info.num_classes).with_hidden(settings.hidden.clone());
+    let model = Classifier { mlp: config.init(&device) };
     let optimizer = profiler.optimizer(AdamConfig::new().build(), &model); // steptrace: was `AdamConfig::new().init()`
-    let trained = training.launch(Learner::new(model, optimizer, 1e-3));
-    if let Some(error) = trained.error {
-        return Err(format!("training failed: {error}").into());
-    }
+    // steptrace: was `training.launch(Learner::new(model, optimizer, 1e-3))`; a failed step
+    // comes back as an error, its cycle saved and an out-of-memory explained.
+    let (_trained, run) = profiler.launch(training, Learner::new(model, optimizer, 1e-3))?;
 
-    Ok(Outcome { run: profiler.finish()?, train_items: train_len })
+    Ok(Outcome { run, train_items: train_len })
 }
 
 /// A renderer that prints nothing: burn-train's plain one prints every item.
@@ -256,30 +279,62 @@ impl MetricsRenderer for Quiet {
     fn register_metric(&mut self, _definition: MetricDefinition) {}
 }
 
-fn main() -> ExitCode {
-    let mut args = std::env::args_os().skip(1);
-    let traces = args.next().map_or_else(|| PathBuf::from("traces"), PathBuf::from);
-    let (artifacts, _temporary) = match args.next() {
-        Some(dir) => (PathBuf::from(dir), None),
-        None => match tempfile::tempdir() {
-            Ok(dir) => (dir.path().to_owned(), Some(dir)),
-            Err(err) => {
-                eprintln!("error: no temporary folder for burn-train's artifacts: {err}");
-                return ExitCode::FAILURE;
-            }
-        },
+/// The command line: two folders, then flags.
+fn parse(args: Vec<String>) -> Result<(Settings, Option<tempfile::TempDir>), String> {
+    let (mut folders, mut flags) = (Vec::new(), Settings::new(PathBuf::new(), PathBuf::new()));
+    let mut args = args.into_iter();
+    while let Some(arg) = args.next() {
+        let mut value = |name: &str| args.next().ok_or_else(|| format!("{name} needs a value"));
+        match arg.as_str() {
+            "--backend" => flags.backend = value("--backend")?.parse().map_err(|e| format!("--backend: {e}"))?,
+            "--memory" => flags.memory = true,
+            "--batch" => flags.batch_size = value("--batch")?.parse().map_err(|e| format!("--batch: {e}"))?,
+            "--hidden" => flags.hidden = vec![value("--hidden")?.parse().map_err(|e| format!("--hidden: {e}"))?],
+            "--epochs" => flags.epochs = value("--epochs")?.parse().map_err(|e| format!("--epochs: {e}"))?,
+            "--schedule" => flags.schedule = value("--schedule")?,
+            flag if flag.starts_with("--") => return Err(format!("unknown flag {flag}")),
+            _ => folders.push(PathBuf::from(arg)),
+        }
+    }
+    if flags.batch_size == 0 || flags.hidden.contains(&0) || flags.epochs == 0 {
+        return Err("--batch, --hidden and --epochs must be at least 1".into());
+    }
+    if folders.len() > 2 {
+        return Err("at most two folders: TRACES_DIR and ARTIFACTS_DIR".into());
+    }
+    let mut folders = folders.into_iter();
+    flags.traces = folders.next().unwrap_or_else(|| PathBuf::from("traces"));
+    let temporary = match folders.next() {
+        Some(dir) => {
+            flags.artifacts = dir;
+            None
+        }
+        None => {
+            let dir = tempfile::tempdir().map_err(|e| format!("no temporary folder for burn-train's artifacts: {e}"))?;
+            flags.artifacts = dir.path().to_owned();
+            Some(dir)
+        }
     };
-    match run(&Settings::new(traces.clone(), artifacts)) {
+    Ok((flags, temporary))
+}
+
+fn main() -> ExitCode {
+    let (settings, _temporary) = match parse(std::env::args().skip(1).collect()) {
+        Ok(parsed) => parsed,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(&settings) {
         Ok(Outcome { run, train_items }) => {
             println!("{} optimizer updates ({train_items} training images), one ProfilerStep each", run.updates);
             println!("epoch boundaries (steps that also ran validation and checkpointing): {:?}", run.epoch_boundary_steps);
-            for trace in &run.saved {
-                println!("wrote {} (cycle {}, steps {:?})", trace.path.display(), trace.cycle, trace.steps);
-            }
-            println!("read them back with: cargo run -p steptrace-cli -- report {}", traces.display());
+            println!("read the traces back with: steptrace report {}", settings.traces.display());
             ExitCode::SUCCESS
         }
         Err(err) => {
+            // A failed step's report and the traces it saved are printed above.
             eprintln!("error: {err}");
             ExitCode::FAILURE
         }

@@ -57,7 +57,11 @@ fn print_out_of_memory(o: &OutOfMemory) {
     let request = o.requested_bytes.map_or_else(|| "not said by the error".to_owned(), size);
     t.add_row(["requested".to_owned(), request]);
     t.add_row(["reported at".to_owned(), o.surfaced_at.to_owned()]);
-    let reached = o.reached_phase.map_or_else(|| "none (forward had not returned)".to_owned(), |p| format!("through {p}"));
+    let reached = match o.reached_phase {
+        Some(p) => format!("through {p}"),
+        None if o.phases_observed => "none (forward had not returned)".to_owned(),
+        None => "not observed (the TrainStep marks no learner::forward, loss or backward)".to_owned(),
+    };
     t.add_row(["phases registered".to_owned(), reached]);
     match o.limits {
         Some(l) => {

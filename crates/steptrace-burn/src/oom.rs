@@ -215,6 +215,9 @@ pub struct OutOfMemory {
     /// The last phase whose operations had been registered when the failure surfaced
     /// (`None`: `forward` had not returned), and where it surfaced.
     pub reached_phase: Option<&'static str>,
+    /// Whether the step's phases are marked at all (`false`: a burn-train `TrainStep` without
+    /// `learner::forward`, `loss` or `backward`, so `reached_phase` says nothing).
+    pub phases_observed: bool,
     /// Where burn reported the failure (`the loss read`, `the step's sync`, ...).
     pub surfaced_at: &'static str,
     /// The device's capacity and largest allocation, where its runtime states them.
@@ -328,6 +331,7 @@ pub(crate) fn explain(f: &Facts<'_>) -> OutOfMemory {
         requested_bytes: f.requested,
         batch_size: f.batch_size,
         reached_phase: f.reached,
+        phases_observed: true,
         surfaced_at: f.surfaced_at,
         limits: f.limits,
         at_failure: f.at_failure,

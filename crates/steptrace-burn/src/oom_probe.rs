@@ -240,6 +240,7 @@ mod tests {
             requested_bytes: Some(400),
             batch_size: 64,
             reached_phase: None,
+            phases_observed: true,
             surfaced_at: "",
             limits: Some(MemoryLimits { capacity: Some(10_000), max_allocation: 1_000 }),
             at_failure: Some(MemorySnapshot { bytes_reserved: 5_000, ..MemorySnapshot::default() }),

@@ -19,6 +19,8 @@ use std::thread::{self, ThreadId};
 use burn::prelude::Device;
 use steptrace::{Profiler, RankProfilers, SavedTrace};
 
+use super::watch::{self, Watch};
+
 thread_local! {
     /// The profilers this thread drives, by driver id.
     static BOUND: RefCell<Vec<Bound>> = const { RefCell::new(Vec::new()) };
@@ -84,6 +86,8 @@ pub(crate) struct Driver {
     /// Whether kernels are tied to layers, so that the optimizer notes the parameters' places
     /// in the module tree.
     names_layers: AtomicBool,
+    /// Memory by category and a failed step's facts, for a run from a session.
+    watch: Mutex<Option<Watch>>,
 }
 
 impl Driver {
@@ -100,6 +104,7 @@ impl Driver {
             boundaries: Mutex::new(Vec::new()),
             ranks,
             names_layers: AtomicBool::new(false),
+            watch: Mutex::new(None),
         }
     }
 
@@ -223,11 +228,33 @@ impl Driver {
     /// Opens `ProfilerStep#0` unless it is open. False when the profiler is
     /// out of reach (another thread, or finished).
     pub(crate) fn start(&self) -> bool {
-        let reached = self.with(Profiler::start).is_some();
-        if reached {
-            self.started.store(true, Ordering::Release);
+        let recorded = self.with(|profiler| {
+            let first = profiler.step_num() == 0 && !self.is_started();
+            profiler.start();
+            first.then(|| profiler.action().records())
+        });
+        let Some(first) = recorded else { return false };
+        self.started.store(true, Ordering::Release);
+        if let Some(recorded) = first {
+            watch::reset_reached();
+            self.watch(|w| w.step_start(0, recorded));
         }
-        reached
+        true
+    }
+
+    /// Hands the run's memory bookkeeping to the driver.
+    pub(crate) fn set_watch(&self, watch: Watch) {
+        *self.watch.lock().unwrap_or_else(|e| e.into_inner()) = Some(watch);
+    }
+
+    /// Runs `f` on the memory bookkeeping, when the run has it.
+    pub(crate) fn watch<R>(&self, f: impl FnOnce(&mut Watch) -> R) -> Option<R> {
+        self.watch.lock().unwrap_or_else(|e| e.into_inner()).as_mut().map(f)
+    }
+
+    /// The step open now (`ProfilerStep#N`).
+    pub(crate) fn step_now(&self) -> u64 {
+        self.step.load(Ordering::Acquire)
     }
 
     /// Whether step 0 has been opened.
@@ -249,12 +276,16 @@ impl Driver {
                 describe(profiler);
             }
             profiler.step();
-            profiler.step_num()
+            (profiler.step_num(), profiler.action().records())
         });
         match stepped {
-            Some(step) => {
-                self.updates.fetch_add(1, Ordering::AcqRel);
+            Some((step, recorded)) => {
+                if self.updates.fetch_add(1, Ordering::AcqRel) == 0 {
+                    self.watch(Watch::first_update_ended);
+                }
                 self.step.store(step, Ordering::Release);
+                watch::reset_reached();
+                self.watch(|w| w.step_start(step, recorded));
             }
             None => {
                 self.missed.fetch_add(1, Ordering::AcqRel);

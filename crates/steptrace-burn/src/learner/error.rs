@@ -33,6 +33,11 @@ pub enum LearnerError {
     /// records nothing ([`no_profiler`](crate::SessionBuilder::no_profiler)).
     #[error("the session records nothing (built with no_profiler): there is no profiler to drive")]
     NoProfiler,
+    /// A step failed during [`launch`](super::LearnerProfiler::launch): what went wrong, the
+    /// traces saved (the cycle in progress cut short), and for lack of device memory what
+    /// the run held and asked for.
+    #[error("step {} failed: {}", .0.step, crate::oom::brief(&.0.error))]
+    StepFailed(Box<crate::StepFailure>),
 }
 
 impl From<steptrace::Error> for LearnerError {

@@ -11,6 +11,7 @@ use steptrace::{Profiler, ProfilerBuilder, SavedTrace};
 use super::batcher::ProfiledBatcher;
 use super::driver::Driver;
 use super::optimizer::{Plan, Profiled};
+use super::watch::{Watch, WatchSettings};
 use super::{LearnerError, EPOCH_BOUNDARY};
 use crate::backend::Selection;
 use crate::device::{DeviceActivityMode, DeviceSetup};
@@ -26,10 +27,10 @@ use crate::SyncPolicy;
 /// [`finish`](LearnerProfiler::finish) also returns what was written.
 #[derive(Debug)]
 pub struct LearnerProfiler {
-    driver: Arc<Driver>,
+    pub(super) driver: Arc<Driver>,
     /// The session it came from ([`from_session`](LearnerProfiler::from_session)): the
     /// backend, the device, what the console says.
-    session: Option<crate::Session>,
+    pub(super) session: Option<crate::Session>,
 }
 
 /// What a profiled run wrote, from [`LearnerProfiler::finish`].
@@ -97,7 +98,14 @@ impl LearnerProfiler {
                 m.startup_steps = None;
             }
         });
+        let settings = session.watch_settings();
+        if settings.memory {
+            profiler.update_manifest(|m| {
+                m.extra.insert("memory_description".into(), serde_json::json!(super::watch::METHOD));
+            });
+        }
         let mut handle = Self::from_profiler(profiler);
+        handle.driver.set_watch(Watch::new(session.device(), settings));
         handle.driver.set_names_layers(session.names_layers());
         handle.session = Some(session);
         Ok(handle)
@@ -195,6 +203,15 @@ impl LearnerProfiler {
         if self.driver.names_layers() {
             crate::attribute::note_parameters(model);
         }
+        if self.driver.watch(|w| w.model(model)).is_none() && !self.driver.is_ranked() {
+            // Without a session: the parameters, for a failed step's report.
+            if let Some(device) = model.devices().into_iter().next() {
+                let settings = WatchSettings { memory: false, batch_size: None, console_full: false };
+                let mut watch = Watch::new(device, settings);
+                watch.model(model);
+                self.driver.set_watch(watch);
+            }
+        }
         Profiled::new(optimizer, self.driver.clone(), Arc::new(Plan::of(model)))
     }
 
@@ -269,6 +286,9 @@ impl LearnerProfiler {
             }
             if let Some(session) = &self.session {
                 session.say_written(&saved, &errors);
+                if let Some(line) = self.driver.watch(|w| w.summary()).flatten() {
+                    session.say_line(&line);
+                }
             }
             if let Some(e) = first_error {
                 return Err(e.into());

@@ -107,6 +107,17 @@
 //!
 //! `examples/learner.rs` is the same on the digits dataset with an MLP.
 //!
+//! # Memory, and a failed step
+//!
+//! From a [`Session`](crate::Session) built with [`memory`](crate::SessionBuilder::memory),
+//! [`LearnerProfiler::from_session`] samples device memory at the start of each recorded
+//! step, by category: parameters (from the model given to [`LearnerProfiler::optimizer`]),
+//! optimizer state (the states its first update returned, read once) and the rest.
+//! [`LearnerProfiler::launch`], in place of `training.launch(learner)`, turns a step that
+//! fails (a panic in burn-train's loop, or the error its metric processor hands back) into
+//! [`LearnerError::StepFailed`]: the cycle in progress saved, and for lack of device memory
+//! the report a session gives.
+//!
 //! # What a step holds
 //!
 //! `ProfilerStep#N` runs from the end of update `N - 1` to the end of
@@ -214,13 +225,16 @@ mod driver;
 mod phases;
 mod error;
 mod handle;
+mod launch;
 mod optimizer;
+mod watch;
 
 pub use batcher::ProfiledBatcher;
 pub use error::LearnerError;
 pub use handle::{with_backend, with_device_activity, LearnerProfiler, ProfiledRun};
 pub use optimizer::Profiled;
 pub use phases::{backward, forward, loss};
+pub(crate) use watch::WatchSettings;
 
 /// The instant event that flags a step holding validation and
 /// checkpointing: see [epoch boundaries](self#epoch-boundaries). `steptrace

@@ -115,6 +115,16 @@ impl<O: Optimizer> Optimizer for Profiled<O> {
         }
         let device = moved.close.then(|| tensor.device());
         let out = self.inner.step(lr, tensor, grad, state);
+        if self.driver.updates() == 0 {
+            // The optimizer's state, for memory by category: the first update's states, read once.
+            if let Some(state) = &out.1 {
+                self.driver.watch(|w| {
+                    if w.wants_state() {
+                        w.add_state(super::watch::state_bytes(state));
+                    }
+                });
+            }
+        }
         #[cfg(feature = "attribution")]
         self.note_updated(id, moved.at, &out.0, moved.close);
         if let Some(device) = device {

@@ -23,18 +23,30 @@ use steptrace::format::names::{BACKWARD, FORWARD, LOSS};
 
 /// Runs `f` in a `forward` span.
 pub fn forward<T>(f: impl FnOnce() -> T) -> T {
-    let _span = steptrace::own_span!(FORWARD);
-    f()
+    let out = {
+        let _span = steptrace::own_span!(FORWARD);
+        f()
+    };
+    super::watch::reached(FORWARD);
+    out
 }
 
 /// Runs `f` in a `loss` span.
 pub fn loss<T>(f: impl FnOnce() -> T) -> T {
-    let _span = steptrace::own_span!(LOSS);
-    f()
+    let out = {
+        let _span = steptrace::own_span!(LOSS);
+        f()
+    };
+    super::watch::reached(LOSS);
+    out
 }
 
 /// Runs `f` in a `backward` span.
 pub fn backward<T>(f: impl FnOnce() -> T) -> T {
-    let _span = steptrace::own_span!(BACKWARD);
-    f()
+    let out = {
+        let _span = steptrace::own_span!(BACKWARD);
+        f()
+    };
+    super::watch::reached(BACKWARD);
+    out
 }

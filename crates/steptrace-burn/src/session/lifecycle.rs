@@ -361,6 +361,22 @@ impl Session {
         self.fixed_startup || self.planned_steps.is_some()
     }
 
+    /// What the burn-train wrapper takes over for memory and a failed step's report.
+    pub(crate) fn watch_settings(&self) -> crate::learner::WatchSettings {
+        crate::learner::WatchSettings {
+            memory: self.memory_wanted,
+            batch_size: self.batch_size.map(|n| n as u64),
+            console_full: self.console.full(),
+        }
+    }
+
+    /// Prints one line, when the console prints the run's lines.
+    pub(crate) fn say_line(&self, line: &str) {
+        if self.console.full() {
+            crate::console::say(line);
+        }
+    }
+
     /// Whether kernels are tied to layers (with names from the module tree).
     pub(crate) fn names_layers(&self) -> bool {
         self.attributed

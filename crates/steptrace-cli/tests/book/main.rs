@@ -11,9 +11,9 @@
 //! The test lives in the CLI crate because cargo gives its tests the path of the binary it
 //! has just built (`CARGO_BIN_EXE_steptrace`): the book is never run against a stale one.
 //! The four-step chapter's program is the `four_step` example of steptrace-burn, "Your model,
-//! your loop" runs its `own_model` example, and the
-//! multi-GPU chapter runs the tests' `fake_ranks_workload`; cargo builds both in `cargo test
-//! --workspace`, next to this binary (`target/debug/examples`, `target/debug`).
+//! your loop" runs its `own_model` example, the burn-train chapter its `learner` example, and
+//! the multi-GPU chapter runs the tests' `fake_ranks_workload`; cargo builds them all in `cargo
+//! test --workspace`, next to this binary (`target/debug/examples`, `target/debug`).
 
 mod cargo_lines;
 mod compare;
@@ -29,6 +29,7 @@ use std::time::Instant;
 const EXAMPLES: &[(&str, &str, &str, &str)] = &[
     ("four_step", "examples/four_step", "crates/steptrace-burn/examples/four_step.rs", "cargo build -p steptrace-burn --example four_step"),
     ("own_model", "examples/own_model", "crates/steptrace-burn/examples/own_model.rs", "cargo build -p steptrace-burn --example own_model"),
+    ("learner", "examples/learner", "crates/steptrace-burn/examples/learner.rs", "cargo build -p steptrace-burn --example learner"),
     (
         "fake_ranks_workload",
         "fake_ranks_workload",
