@@ -53,6 +53,8 @@ if [ "${NCU:-1}" = 1 ] && command -v ncu > /dev/null; then
   metrics=dram__bytes_read.sum,dram__bytes_write.sum
   metrics=$metrics,smsp__sass_thread_inst_executed_op_fadd_pred_on.sum,smsp__sass_thread_inst_executed_op_fmul_pred_on.sum
   metrics=$metrics,smsp__sass_thread_inst_executed_op_ffma_pred_on.sum,sm__inst_executed_pipe_tensor.sum
+  # L2 traffic from the SMs (32-byte sectors): what the kernel moved, wherever it was served from.
+  metrics=$metrics,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_tex_op_write.sum
   STEPTRACE_CUPTI=off st_run_capped ncu 300 ncu --target-processes all --launch-skip "${NCU_SKIP:-3000}" \
     --launch-count "${NCU_COUNT:-120}" --metrics "$metrics" --csv --page raw --print-units base --log-file ncu.csv \
     "$B" train --backend cuda --cache-dir "$CACHE" --model convnet --dataset fashion-mnist --batch "$BATCH" --steps 80 \
