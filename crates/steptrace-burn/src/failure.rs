@@ -23,6 +23,30 @@ fn bounded(b: &Bounded, unit: impl Fn(u64) -> String) -> String {
     format!("{} {} ({})", b.bound, unit(b.value), b.method_note)
 }
 
+/// The reason a failed step gives the cycle it cuts short, and the console.
+pub(crate) fn reason(step: u64, error: &str, out_of_memory: Option<&OutOfMemory>) -> String {
+    match out_of_memory {
+        Some(o) => format!(
+            "step {step} failed: out of device memory ({}{})",
+            o.shortage.meaning(),
+            o.requested_bytes.map(|b| format!(": a request for {b} B")).unwrap_or_default()
+        ),
+        None => format!("step {step} failed: {}", crate::oom::brief(error)),
+    }
+}
+
+/// Notes a failed step in the manifest of the cycle in progress (and its out-of-memory
+/// report), and cuts that cycle short with `reason`.
+pub(crate) fn mark(profiler: &mut steptrace::Profiler, reason: &str, out_of_memory: Option<&OutOfMemory>) {
+    profiler.update_manifest(|m| {
+        m.notes.push(reason.to_owned());
+        if let Some(o) = out_of_memory.and_then(|o| serde_json::to_value(o).ok()) {
+            m.extra.insert("out_of_memory".into(), o);
+        }
+    });
+    profiler.cut_short(reason.to_owned());
+}
+
 /// Prints what a failed step left: the saved traces, and the out-of-memory report (stdout).
 pub fn print(f: &StepFailure) {
     if let Some(o) = &f.out_of_memory {

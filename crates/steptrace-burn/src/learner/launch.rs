@@ -54,23 +54,10 @@ impl LearnerProfiler {
         let console_full = self.driver.watch(|w| w.settings.console_full).unwrap_or(false);
         let out_of_memory = crate::oom::classify(&text)
             .and_then(|(shortage, requested)| self.driver.watch(|w| explain(w, step, shortage, requested, surfaced_at)));
-        let reason = match &out_of_memory {
-            Some(o) => format!(
-                "step {step} failed: out of device memory ({}{})",
-                o.shortage.meaning(),
-                o.requested_bytes.map(|b| format!(": a request for {b} B")).unwrap_or_default()
-            ),
-            None => format!("step {step} failed: {}", crate::oom::brief(&text)),
-        };
+        let reason = crate::failure::reason(step, &text, out_of_memory.as_ref());
         let (mut traces, mut trace_errors) = (Vec::new(), Vec::new());
         if let Some(mut profiler) = self.driver.take() {
-            profiler.update_manifest(|m| {
-                m.notes.push(reason.clone());
-                if let Some(o) = out_of_memory.as_ref().and_then(|o| serde_json::to_value(o).ok()) {
-                    m.extra.insert("out_of_memory".into(), o);
-                }
-            });
-            profiler.cut_short(reason);
+            crate::failure::mark(&mut profiler, &reason, out_of_memory.as_ref());
             for outcome in profiler.finish_all() {
                 match outcome {
                     Ok(trace) => traces.push(trace),

@@ -476,22 +476,9 @@ impl Session {
         }
         let text = source.to_string();
         let out_of_memory = crate::oom::classify(&text).map(|(shortage, requested)| self.explain_oom(shortage, requested, &source));
-        let reason = match &out_of_memory {
-            Some(o) => format!(
-                "step {step} failed: out of device memory ({}{})",
-                o.shortage.meaning(),
-                o.requested_bytes.map(|b| format!(": a request for {b} B")).unwrap_or_default()
-            ),
-            None => format!("step {step} failed: {}", crate::oom::brief(&text)),
-        };
+        let reason = crate::failure::reason(step, &text, out_of_memory.as_ref());
         if let Some(profiler) = &mut self.profiler {
-            profiler.update_manifest(|m| {
-                m.notes.push(reason.clone());
-                if let Some(o) = out_of_memory.as_ref().and_then(|o| serde_json::to_value(o).ok()) {
-                    m.extra.insert("out_of_memory".into(), o);
-                }
-            });
-            profiler.cut_short(reason.clone());
+            crate::failure::mark(profiler, &reason, out_of_memory.as_ref());
         }
         self.end_host_watch();
         let (traces, trace_errors) = self.finish_profiler();
