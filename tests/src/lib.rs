@@ -65,19 +65,26 @@ impl Workload {
         let dispatch = Dispatch::new(tracing_subscriber::registry().with(layer));
         let stop = Arc::new(AtomicBool::new(false));
         let ready = Arc::new(std::sync::Barrier::new(self.loaders + 1));
+        // Loads finished, so that each step can wait for one: on a loaded machine a sleeping
+        // loader may otherwise not run at all during a short recorded window.
+        let loads = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let loaders: Vec<_> = (0..self.loaders)
             .map(|i| {
                 let (dispatch, stop, phase, ready) = (dispatch.clone(), stop.clone(), self.phase, ready.clone());
+                let loads = loads.clone();
                 thread::Builder::new()
                     .name(format!("loader-{i}"))
                     .spawn(move || {
                         tracing::dispatcher::with_default(&dispatch, || {
                             ready.wait();
                             while !stop.load(Ordering::Relaxed) {
-                                let _load = tracing::info_span!(target: "steptrace", "data.load", worker = i).entered();
-                                // Sleep rather than spin: on a loaded machine
-                                // the loaders still get scheduled.
-                                thread::sleep(phase * 2);
+                                {
+                                    let _load = tracing::info_span!(target: "steptrace", "data.load", worker = i).entered();
+                                    // Sleep rather than spin: on a loaded machine
+                                    // the loaders still get scheduled.
+                                    thread::sleep(phase * 2);
+                                }
+                                loads.fetch_add(1, Ordering::Release);
                             }
                         })
                     })
@@ -88,7 +95,13 @@ impl Workload {
         let result = tracing::dispatcher::with_default(&dispatch, || {
             profiler.start();
             for _ in 0..self.steps {
+                let before = loads.load(Ordering::Acquire);
                 one_step(self.phase);
+                // Each step holds at least one finished load (or a second's wait for one).
+                let deadline = std::time::Instant::now() + Duration::from_secs(1);
+                while self.loaders > 0 && loads.load(Ordering::Acquire) == before && std::time::Instant::now() < deadline {
+                    thread::sleep(Duration::from_micros(50));
+                }
                 profiler.step();
             }
             if self.explicit_finish {
