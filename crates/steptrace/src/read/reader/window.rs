@@ -7,7 +7,8 @@
 //! NUL bytes that runs to the end of the input (what some file systems
 //! leave after a crash) is counted, never buffered; NUL bytes followed by
 //! anything else are content, on which parsing stops at the first one (a
-//! NUL byte is never valid JSON), so that only one of them is buffered.
+//! NUL byte is never valid JSON): a run that a read ends inside is buffered
+//! as one NUL byte, followed by what came after it.
 
 use std::io::{self, Read};
 
@@ -57,8 +58,9 @@ pub(super) struct Window<'a> {
     held: u64,
     /// Once `done`: the NUL bytes the input ended with, not content.
     nul_tail: u64,
-    /// A run of NUL bytes that more bytes followed: its offset and
-    /// length. Its first byte ends the content (see the module docs).
+    /// The first run of NUL bytes that more bytes followed and that a read
+    /// ended inside: its offset and length. It is buffered as one NUL byte
+    /// (see the module docs), where parsing stops.
     nul_run: Option<(usize, u64)>,
     chunk: usize,
 }
@@ -151,8 +153,8 @@ impl<'a> Window<'a> {
     }
 
     /// Holds back the NUL bytes that end the bytes read from `from` on;
-    /// a held run that more bytes follow goes back as one NUL byte, where
-    /// the content ends.
+    /// a held run that more bytes follow goes back as one NUL byte, before
+    /// those bytes.
     fn hold_nuls(&mut self, from: usize) {
         let new = self.buf.get(from..).unwrap_or_default();
         let Some(last) = new.iter().rposition(|&b| b != 0) else {
@@ -160,17 +162,21 @@ impl<'a> Window<'a> {
             self.buf.truncate(from);
             return;
         };
+        let mut last = from + last;
         if self.held > 0 {
-            let lead = new.iter().position(|&b| b != 0).unwrap_or(0) as u64;
-            self.nul_run = Some((self.base + from, self.held + lead));
+            // The held run, collapsed to one NUL, then what followed it: the parser stops at
+            // that NUL and sees after it a byte, as it would with the whole run in one read
+            // (not the end of the input, which would make a value cut short of one broken).
+            let lead = new.iter().position(|&b| b != 0).unwrap_or(0);
+            if self.nul_run.is_none() {
+                self.nul_run = Some((self.base + from, self.held + lead as u64));
+            }
             self.held = 0;
-            self.buf.truncate(from);
-            self.buf.push(0);
-            self.done = true;
-            return;
+            self.buf.splice(from..from + lead, [0]);
+            last = last + 1 - lead;
         }
-        self.held = (new.len() - last - 1) as u64;
-        self.buf.truncate(from + last + 1);
+        self.held = (self.buf.len() - last - 1) as u64;
+        self.buf.truncate(last + 1);
     }
 
     /// Drops the bytes before `keep`, once checked as UTF-8.
@@ -233,15 +239,17 @@ mod tests {
     }
 
     #[test]
-    fn a_nul_tail_is_counted_not_kept_and_a_nul_run_ends_the_content() {
+    fn a_nul_tail_is_counted_not_kept_and_a_nul_run_is_one_nul_before_what_follows() {
         for chunk in [1, 2, 3, 7, 1024] {
             assert_eq!(content(b"[1]\0\0\0", chunk), (b"[1]".to_vec(), 3, None), "{chunk}");
             assert_eq!(content(b"\0\0\0\0", chunk), (Vec::new(), 4, None), "{chunk}");
             assert_eq!(content(b"[1]", chunk), (b"[1]".to_vec(), 0, None), "{chunk}");
         }
-        // A run held at the end of a read, then followed by more: one NUL.
-        assert_eq!(content(b"[\0\0x", 1), (b"[\0".to_vec(), 0, Some((1, 2))));
-        assert_eq!(content(b"[\0\0\0xy", 2), (b"[\0".to_vec(), 0, Some((1, 3))));
+        // A run held at the end of a read, then followed by more: one NUL, then the rest.
+        assert_eq!(content(b"[\0\0x", 1), (b"[\0x".to_vec(), 0, Some((1, 2))));
+        assert_eq!(content(b"[\0\0\0xy", 2), (b"[\0xy".to_vec(), 0, Some((1, 3))));
+        // Only the first run is noted; a later tail is still a tail.
+        assert_eq!(content(b"[\0\0x\0\0y\0", 1), (b"[\0x\0y".to_vec(), 1, Some((1, 2))));
         // A run inside one read stays as it is: parsing stops at its start.
         assert_eq!(content(b"[\0\0x", 1024), (b"[\0\0x".to_vec(), 0, None));
     }
