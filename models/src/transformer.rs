@@ -72,7 +72,7 @@ impl CharTransformerConfig {
             "CharTransformer needs non-zero vocab_size, max_seq_len and n_heads: {self}"
         );
         assert!(
-            self.d_model > 0 && self.d_model % self.n_heads == 0,
+            self.d_model > 0 && self.d_model.is_multiple_of(self.n_heads),
             "CharTransformer d_model ({}) must be a positive multiple of n_heads ({})",
             self.d_model,
             self.n_heads

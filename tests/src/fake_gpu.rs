@@ -83,7 +83,7 @@ impl DeviceCollector for FakeGpu {
             (args.device, args.stream, args.correlation, args.grid, args.block) =
                 (self.device, self.stream, correlation, Some([8, 1, 1]), Some([128, 1, 1]));
             window.kernels.push(KernelRecord { start_us: start, end_us: start + us(self.kernel), name: name.clone(), args });
-            if self.orphan_every == 0 || n % self.orphan_every != 0 {
+            if self.orphan_every == 0 || !n.is_multiple_of(self.orphan_every) {
                 let launch_start = start - us(self.launch_lead);
                 window.launches.push(LaunchRecord {
                     start_us: launch_start,
@@ -95,7 +95,7 @@ impl DeviceCollector for FakeGpu {
                     thread_name: Some("DSU-fake".into()),
                 });
             }
-            if self.copy_every > 0 && n % self.copy_every == 0 {
+            if self.copy_every > 0 && n.is_multiple_of(self.copy_every) {
                 let mut copy = MemcpyArgs::default();
                 (copy.device, copy.stream, copy.correlation, copy.bytes, copy.kind) =
                     (self.device, self.stream, correlation, 4096, "HtoD".into());

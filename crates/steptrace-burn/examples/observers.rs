@@ -31,6 +31,9 @@ use cubecl::logging::{LaunchObservation, LaunchObserver, TimingRequest};
 use cubecl::profile::{Duration, ProfileDuration, TimingMethod};
 use steptrace_models::{classification_loss, MlpConfig};
 
+/// A block as seen: its operations' kinds and first output ids, and the kernels it launched.
+type SeenBlock = (Vec<(String, Option<u64>)>, Vec<&'static str>);
+
 /// What the observers saw, in order.
 #[derive(Default)]
 struct Seen {
@@ -38,7 +41,7 @@ struct Seen {
     /// Each registered operation: its kind and its first output id.
     registered: Vec<(String, Option<u64>)>,
     /// Each block: its operations' kinds and first output ids, and the kernels it launched.
-    blocks: Vec<(Vec<(String, Option<u64>)>, Vec<&'static str>)>,
+    blocks: Vec<SeenBlock>,
     in_block: bool,
     /// Kernels launched outside any block.
     loose: Vec<&'static str>,

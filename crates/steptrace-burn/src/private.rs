@@ -17,19 +17,6 @@ pub fn tilde_str(text: &str) -> String {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn home_becomes_a_variable() {
-        let home = std::env::var("HOME").unwrap_or_default();
-        if home.is_empty() || home == "/" {
-            return;
-        }
-        assert_eq!(super::tilde_str(&format!("{home}/.cache/x")), "$HOME/.cache/x");
-        assert_eq!(super::tilde_str("/usr/local/cuda"), "/usr/local/cuda");
-    }
-}
-
 /// The module holding a parameter, as a span path: its path in the module tree without the
 /// parameter's own name, with ` > ` between modules (`blocks.1.inner.weight` is
 /// `blocks.1 > inner`), so that a report's tree sums a block's layers under the block; an
@@ -50,4 +37,17 @@ pub(crate) fn module_span_path(param_path: &str) -> String {
         }
     }
     parts.join(" > ")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn home_becomes_a_variable() {
+        let home = std::env::var("HOME").unwrap_or_default();
+        if home.is_empty() || home == "/" {
+            return;
+        }
+        assert_eq!(super::tilde_str(&format!("{home}/.cache/x")), "$HOME/.cache/x");
+        assert_eq!(super::tilde_str("/usr/local/cuda"), "/usr/local/cuda");
+    }
 }

@@ -156,7 +156,7 @@ impl Job<'_> {
     /// steps, and every `loss_every`.
     pub(crate) fn reads_loss(&self, step: u64) -> bool {
         let cfg = self.cfg;
-        step == 0 || step + 1 == cfg.steps || (cfg.loss_every > 0 && step % cfg.loss_every == 0)
+        step == 0 || step + 1 == cfg.steps || (cfg.loss_every > 0 && step.is_multiple_of(cfg.loss_every))
     }
 
 }

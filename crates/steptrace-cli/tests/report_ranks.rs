@@ -115,7 +115,9 @@ fn run_on(files: &[(&str, String)], args: &[&str]) -> (Option<i32>, String, Stri
 #[test]
 fn impossible_or_inconsistent_ranks_are_refused_naming_the_file() {
     let ok0 = || ("r0.json", rank_file(2, 0, 0, 0..6, 8.0, EPOCH));
-    let cases: Vec<(&str, Vec<(&str, String)>, &str)> = vec![
+    // Each case: what it is, its rank files (name, contents), the error it must give.
+    type Case<'a> = (&'a str, Vec<(&'a str, String)>, &'a str);
+    let cases: Vec<Case<'_>> = vec![
         ("a rank beyond the world size", vec![ok0(), ("r5.json", rank_file(2, 5, 0, 0..6, 8.0, EPOCH))], "r5.json: it says rank 5 of 2"),
         (
             "a world size of 0",

@@ -183,9 +183,11 @@ mod tests {
     #[test]
     fn a_kept_window_discards_what_ran_before_it_opened() {
         let name: Arc<str> = Arc::from("k");
-        let mut records = crate::parse::Records::default();
-        records.kernels = vec![kernel(1, 900, &name), kernel(2, 1_000, &name), kernel(3, 5_000, &name)];
-        records.launches = vec![launch(1, 890, 5), launch(2, 995, 5), launch(3, 4_990, 5)];
+        let mut records = crate::parse::Records {
+            kernels: vec![kernel(1, 900, &name), kernel(2, 1_000, &name), kernel(3, 5_000, &name)],
+            launches: vec![launch(1, 890, 5), launch(2, 995, 5), launch(3, 4_990, 5)],
+            ..Default::default()
+        };
         // Kernel 2's launch came before the window opened at 1,000 ns, its run after: the
         // run is kept and the launch is not (the window never saw it).
         assert_eq!(records.discard_before(1_000), 3);

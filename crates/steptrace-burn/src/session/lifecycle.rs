@@ -509,7 +509,7 @@ fn wait(device: &burn::prelude::Device, witness: Option<burn::prelude::Tensor<1>
     let _sync = steptrace::own_span!(steptrace::format::names::SYNC);
     if let Some(loss) = witness {
         let n = loss.dims()[0];
-        let first = if n > 1 { loss.slice([0..1]) } else { loss };
+        let first = if n > 1 { loss.narrow(0, 0, 1) } else { loss };
         first.try_into_data().map_err(|e| StepError::Read { reason: e.to_string() })?;
     }
     device.sync().map_err(|e| StepError::Sync { reason: e.to_string() })

@@ -507,13 +507,13 @@ impl Profiler {
         }
         let next = if finishing { None } else { self.core.next_window_in() };
         match device.lock() {
-            Ok(mut collector) => match {
+            Ok(mut collector) => {
                 collector.next_window_in(next);
-                collector.close(self.core.origin)
-            } {
-                Ok(window) => DeviceOutcome::Window(Box::new(window)),
-                Err(err) => DeviceOutcome::Failed(format!("the device tracer failed at the window's end: {err}")),
-            },
+                match collector.close(self.core.origin) {
+                    Ok(window) => DeviceOutcome::Window(Box::new(window)),
+                    Err(err) => DeviceOutcome::Failed(format!("the device tracer failed at the window's end: {err}")),
+                }
+            }
             Err(_) => DeviceOutcome::Failed("the device collector's lock was poisoned".to_owned()),
         }
     }

@@ -36,7 +36,7 @@ pub(super) fn luhn(digits: &[u8]) -> bool {
         }
         sum += v;
     }
-    sum % 10 == 0
+    sum.is_multiple_of(10)
 }
 
 /// Whether an issuer gives out numbers of this prefix and length: Visa,

@@ -65,7 +65,7 @@ pub(super) fn find(text: &str, hits: &mut Vec<Hit>) {
                 chars.push(c);
                 j += 1;
                 end = j;
-            } else if c == b' ' && chars.len() % 4 == 0 && j > i && is_part(at(bytes, j + 1)) {
+            } else if c == b' ' && chars.len().is_multiple_of(4) && j > i && is_part(at(bytes, j + 1)) {
                 j += 1;
             } else {
                 break;
