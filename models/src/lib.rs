@@ -12,7 +12,7 @@
 //! | [`ModelKind::Transformer`] | [`CharTransformer`] | `[batch, seq]` int tokens | `[batch, seq, vocab]` | [`lm_loss`] |
 //!
 //! Parameter counts are available through burn's
-//! [`Module::num_params`](burn::module::Module::num_params) on every model.
+//! [`burn::module::Module::num_params`] on every model.
 
 #![warn(missing_docs)]
 

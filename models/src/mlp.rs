@@ -28,7 +28,7 @@ pub struct MlpConfig {
     pub hidden: Vec<usize>,
     /// Dropout probability applied after every hidden activation during training.
     /// `0.0` disables dropout. Dropout is inactive on devices without autodiff and
-    /// in validation mode (e.g. after [`Module::valid`](burn::module::Module::valid)).
+    /// in validation mode (e.g. after [`burn::module::Module::valid`]).
     #[config(default = 0.0)]
     pub dropout: f64,
 }

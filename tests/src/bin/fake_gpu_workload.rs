@@ -1,7 +1,7 @@
 //! Writes traces with CUPTI-shaped device records from the fake GPU, for
 //! checks that need a real file without a GPU (the HTA check in CI).
 //!
-//! Usage: fake_gpu_workload OUT_DIR [STEPS]
+//! Usage: `fake_gpu_workload OUT_DIR [STEPS]`
 
 use std::path::Path;
 

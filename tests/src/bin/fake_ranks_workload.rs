@@ -2,7 +2,7 @@
 //! fake GPUs, a real all-reduce barrier), for checks that need per-rank
 //! files without several GPUs: HTA in CI, the book's multi-rank chapter.
 //!
-//! Usage: fake_ranks_workload OUT_DIR [WORLD] [STEPS] [SLOW_RANK EXTRA_MS]
+//! Usage: `fake_ranks_workload OUT_DIR [WORLD] [STEPS] [SLOW_RANK EXTRA_MS]`
 
 use std::path::Path;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! A fake workload under the global subscriber, for tests that need a
 //! separate process (e.g. killing it mid-window).
 //!
-//! Usage: fake_workload OUT_DIR SCHEDULE STEPS [HANG_AT_STEP]
+//! Usage: `fake_workload OUT_DIR SCHEDULE STEPS [HANG_AT_STEP]`
 //! With HANG_AT_STEP, it prints "hanging" once that step has begun and
 //! spins forever, for the caller to kill it.
 

@@ -10,7 +10,7 @@
 //! backend loads that record.
 //!
 //! Each run records the SHA-256 of the weights it started from (the bench fingerprint's
-//! `init_weights_sha256`); [`SharedStart::check`] refuses a comparison whose backends
+//! `init_weights_sha256`); [`same_weights`] refuses a comparison whose backends
 //! did not all start from the same weights (a record changed on disk between two runs).
 
 use std::path::{Path, PathBuf};
