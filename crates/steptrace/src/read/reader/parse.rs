@@ -398,13 +398,27 @@ impl Parser<'_> {
     /// Invalid UTF-8 before `offset`, or in the rest of the string that
     /// starts just before it: `serde_json` reports bad UTF-8 in a string at
     /// the start of the string.
-    fn invalid_utf8_before(&self, offset: usize) -> Option<ReadError> {
+    fn invalid_utf8_before(&mut self, offset: usize) -> Option<ReadError> {
         let in_string = offset > 0 && self.w.byte(offset - 1) == Some(b'"');
         // Up to and with the closing quote: a bad sequence just before it
-        // would otherwise look like one cut short.
+        // would otherwise look like one cut short. The string is read on to
+        // its quote (or the end), so that the verdict does not depend on
+        // where the window happened to end.
         let end = if in_string {
-            let rest = self.w.from(offset);
-            offset + rest.iter().position(|&b| b == b'"').map_or(rest.len(), |i| i + 1)
+            loop {
+                let rest = self.w.from(offset);
+                if let Some(i) = rest.iter().position(|&b| b == b'"') {
+                    break offset + i + 1;
+                }
+                if self.w.done() {
+                    break self.w.end();
+                }
+                match self.w.fill(offset, rest.len().max(1)) {
+                    Ok(()) => {}
+                    Err(err) if matches!(err.kind(), ReadErrorKind::InvalidUtf8) => return Some(err),
+                    Err(_) => break self.w.end(),
+                }
+            }
         } else {
             offset
         };
