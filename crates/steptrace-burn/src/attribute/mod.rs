@@ -60,6 +60,10 @@ pub(crate) const NO_STAMPS: &str = "not attributed: no span boundary was stamped
 /// attributed" with that reason, and lost launches are counted.
 const MAX_NOTES: usize = 1 << 20;
 
+/// The most operations (or span boundaries) whose buffer is kept for the next window, emptied:
+/// a few tens of MB of clones at most stay allocated between windows.
+const KEPT_CAPACITY: usize = 1 << 16;
+
 /// The block number of the launches made once the window's notes were full.
 const FULL: u64 = u64::MAX;
 
@@ -93,8 +97,10 @@ impl Label {
     }
 }
 
-/// What the observers and the stamp layer note while a window records: the least that can be
-/// kept on the launch path (clones, ids, counters); reading it waits for [`close`].
+/// What the observers note while a window records, on the device thread: the least that can be
+/// kept on the launch path (clones, counters); reading it waits for [`close`]. The span
+/// boundaries and the parameters, noted on the threads that call the model, have locks of their
+/// own ([`Recorder`]), so that neither side waits on the other while a block is noted.
 #[derive(Default)]
 struct Notes {
     /// The operations of the blocks that ran, cloned on the device thread.
@@ -103,22 +109,24 @@ struct Notes {
     block_starts: Vec<usize>,
     launches: Vec<LaunchNote>,
     in_block: Option<u64>,
-    /// Span boundaries as stamped: the counter's next id, the thread, the span entered (or
-    /// `None` for an exit).
-    boundaries: Vec<(TensorId, ThreadId, Label, bool)>,
     /// Launches not noted: the notes were full.
     dropped_launches: u64,
     /// Tensors made from host data (`Init` operations), in the order they were registered: the
     /// tensor and its bytes. Each is one host-to-device copy.
     uploads: Vec<(TensorId, u64, Box<str>)>,
-    /// The model's parameters by id: their modules' paths, as noted while the window was open
-    /// (and before it, the last noted).
-    params: HashMap<u64, Arc<str>>,
 }
+
+/// A span boundary as stamped: the counter's next id, the thread, the span, entered or left.
+type Stamp = (TensorId, ThreadId, Label, bool);
 
 /// The process's recorder: the observers are process-wide, so is what they write into.
 struct Recorder {
     notes: Mutex<Notes>,
+    /// The span boundaries stamped while the window records.
+    boundaries: Mutex<Vec<Stamp>>,
+    /// The model's parameters by id: their modules' paths, as noted while the window was open
+    /// (and before it, the last noted).
+    window_params: Mutex<HashMap<u64, Arc<str>>>,
     /// The parameters last noted ([`note_parameters`]).
     params: Mutex<modules::ParamPaths>,
     recording: AtomicBool,
@@ -128,13 +136,20 @@ struct Recorder {
 
 static RECORDER: LazyLock<Recorder> = LazyLock::new(|| Recorder {
     notes: Mutex::new(Notes::default()),
+    boundaries: Mutex::new(Vec::new()),
+    window_params: Mutex::new(HashMap::new()),
     params: Mutex::new(Vec::new()),
     recording: AtomicBool::new(false),
     stamp: OnceLock::new(),
 });
 
 fn notes() -> MutexGuard<'static, Notes> {
-    RECORDER.notes.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    lock(&RECORDER.notes)
+}
+
+/// A lock of the recorder's, whatever a panic left in it (each holds plain notes).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 pub(crate) fn recording() -> bool {
@@ -151,14 +166,14 @@ pub(crate) fn tensor_id<const D: usize>(tensor: burn::prelude::Tensor<D>) -> Opt
 /// name (frozen ones, which no update remakes) keep their ids.
 pub(crate) fn set_parameter_paths(paths: modules::ParamPaths) {
     if recording() {
-        let mut n = notes();
+        let mut window = lock(&RECORDER.window_params);
         for (id, path) in &paths {
-            if n.params.len() < MAX_NOTES {
-                n.params.insert(*id, Arc::clone(path));
+            if window.len() < MAX_NOTES {
+                window.insert(*id, Arc::clone(path));
             }
         }
     }
-    let mut current = RECORDER.params.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut current = lock(&RECORDER.params);
     let renewed: std::collections::HashSet<&Arc<str>> = paths.iter().map(|(_, p)| p).collect();
     current.retain(|(_, p)| !renewed.contains(p));
     current.extend(paths.iter().cloned());
@@ -178,9 +193,9 @@ fn boundary(label: Label, enter: bool) {
     }
     if let Some(client) = RECORDER.stamp.get() {
         let b = (client.create_empty_handle(), std::thread::current().id(), label, enter);
-        let mut n = notes();
-        if n.boundaries.len() < MAX_NOTES {
-            n.boundaries.push(b);
+        let mut boundaries = lock(&RECORDER.boundaries);
+        if boundaries.len() < MAX_NOTES {
+            boundaries.push(b);
         }
     }
 }
@@ -301,12 +316,12 @@ pub(crate) fn open(device: &Device, timing: TimingRequest) -> Result<Recording, 
         n.ops.clear();
         n.block_starts.clear();
         n.launches.clear();
-        n.boundaries.clear();
         n.uploads.clear();
-        n.params = RECORDER.params.lock().unwrap_or_else(std::sync::PoisonError::into_inner).iter().cloned().collect();
         n.in_block = None;
         n.dropped_launches = 0;
     }
+    lock(&RECORDER.boundaries).clear();
+    *lock(&RECORDER.window_params) = lock(&RECORDER.params).iter().cloned().collect();
     let observer = Arc::new(Observer { timing });
     Ok(Recording { _launch: LaunchObservation::new(observer.clone()), _fusion: FusionObservation::new(observer) })
 }
@@ -325,18 +340,18 @@ pub(crate) struct Recorded {
 pub(crate) fn close(recording: Recording) -> Recorded {
     // Dropping it uninstalls the observers and stops recording.
     drop(recording);
-    let (ops, block_starts, launches, stamped, dropped_launches, uploads, params) = {
+    let (mut ops, mut block_starts, launches, dropped_launches, uploads) = {
         let mut n = notes();
         (
             std::mem::take(&mut n.ops),
             std::mem::take(&mut n.block_starts),
             std::mem::take(&mut n.launches),
-            std::mem::take(&mut n.boundaries),
             n.dropped_launches,
             std::mem::take(&mut n.uploads),
-            std::mem::take(&mut n.params),
         )
     };
+    let mut stamped = std::mem::take(&mut *lock(&RECORDER.boundaries));
+    let params = std::mem::take(&mut *lock(&RECORDER.window_params));
     let notes: Vec<OpNote> = ops.iter().map(OpNote::of).collect();
     let blocks: Vec<&[OpNote]> = block_starts
         .iter()
@@ -353,13 +368,13 @@ pub(crate) fn close(recording: Recording) -> Recorded {
     let named = modules::name_by_module(&map, &notes, &params);
     map.name_by_module(named);
     let inference = Inference::new(&map, notes.iter());
-    let stamped = !map.is_empty();
+    let any_stamped = !map.is_empty();
     let by_block: Vec<KernelAttribution> = blocks
         .iter()
         .enumerate()
         .map(|(i, ops)| {
             let mut a = spans::attribute_block(&map, &inference, i as u64, ops);
-            if !stamped && a.attribution == attribution::OUTSIDE_SPANS {
+            if !any_stamped && a.attribution == attribution::OUTSIDE_SPANS {
                 a.attribution = NO_STAMPS.to_owned();
             }
             a
@@ -382,6 +397,25 @@ pub(crate) fn close(recording: Recording) -> Recorded {
         .into_iter()
         .map(|(id, bytes, shape)| (bytes, spans::attribute_upload(&map, ops::id_number(&id), &shape)))
         .collect();
+    // The buffers go back, emptied, with their capacity (up to a bound): the next window
+    // notes into memory already mapped instead of growing new buffers on the device thread.
+    drop(blocks);
+    ops.clear();
+    block_starts.clear();
+    stamped.clear();
+    if ops.capacity() <= KEPT_CAPACITY {
+        let mut n = lock(&RECORDER.notes);
+        if n.ops.capacity() < ops.capacity() {
+            n.ops = ops;
+            n.block_starts = block_starts;
+        }
+    }
+    if stamped.capacity() <= KEPT_CAPACITY {
+        let mut kept = lock(&RECORDER.boundaries);
+        if kept.capacity() < stamped.capacity() {
+            *kept = stamped;
+        }
+    }
     Recorded { launches, dropped_launches, uploads }
 }
 

@@ -16,7 +16,7 @@
 //! it was told of.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::prelude::Tensor;
@@ -47,18 +47,35 @@ fn kind_id(kind: &DispatchTensorKind) -> Option<u64> {
 
 use crate::private::module_span_path as as_span_path;
 
+/// The paths the last visit gave, in visiting order: each module path as the visit spells it,
+/// and its span path. A model's tree is the same at every step, so the next visit finds each
+/// path here and makes no string.
+static LAST_PATHS: Mutex<Vec<(String, Arc<str>)>> = Mutex::new(Vec::new());
+
 /// Every float parameter of `model`: its fusion id and its module's path.
 pub(crate) fn parameter_paths<M: Module>(model: &M) -> ParamPaths {
     struct Visit {
-        path: Vec<String>,
+        /// The module path so far (`blocks.1.linear`), and where each entered module's name starts.
+        path: String,
+        starts: Vec<usize>,
         found: ParamPaths,
+        last: Vec<(String, Arc<str>)>,
+        paths: Vec<(String, Arc<str>)>,
     }
     impl ModuleVisitor for Visit {
         fn enter_module(&mut self, name: &str, _container_type: &str) {
-            self.path.push(name.to_owned());
+            self.starts.push(self.path.len());
+            if !name.is_empty() {
+                if !self.path.is_empty() {
+                    self.path.push('.');
+                }
+                self.path.push_str(name);
+            }
         }
         fn exit_module(&mut self, _name: &str, _container_type: &str) {
-            self.path.pop();
+            if let Some(start) = self.starts.pop() {
+                self.path.truncate(start);
+            }
         }
         fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
             // A lazy parameter not made yet is not made here (it would be, on this device).
@@ -66,12 +83,18 @@ pub(crate) fn parameter_paths<M: Module>(model: &M) -> ParamPaths {
                 return;
             }
             let Some(id) = fusion_id(param.val()) else { return };
-            let path = self.path.iter().filter(|p| !p.is_empty()).cloned().collect::<Vec<_>>().join(".");
-            self.found.push((id, Arc::from(as_span_path(&path))));
+            let entry = match self.last.get_mut(self.paths.len()) {
+                Some((path, span_path)) if *path == self.path => (std::mem::take(path), Arc::clone(span_path)),
+                _ => (self.path.clone(), Arc::from(as_span_path(&self.path))),
+            };
+            self.found.push((id, Arc::clone(&entry.1)));
+            self.paths.push(entry);
         }
     }
-    let mut visit = Visit { path: Vec::new(), found: Vec::new() };
+    let last = std::mem::take(&mut *LAST_PATHS.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+    let mut visit = Visit { path: String::new(), starts: Vec::new(), found: Vec::new(), last, paths: Vec::new() };
     model.visit(&mut visit);
+    *LAST_PATHS.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = visit.paths;
     visit.found
 }
 

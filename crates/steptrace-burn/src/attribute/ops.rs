@@ -3,12 +3,13 @@
 //!
 //! Read from burn-ir's `OperationIr` on the thread that runs a fused block, so it must be
 //! cheap: the variant name is read from the first characters of the operation's `Debug` form
-//! (the formatter is stopped there), and a tensor id from its `Display` form
-//! (`TensorId(42)`), burn-ir keeping the number private.
+//! (the formatter is stopped there), and a tensor id from its derived `Hash`
+//! ([`id_number`]), burn-ir keeping the number private.
 
 use std::fmt::{self, Write};
+use std::hash::{Hash, Hasher};
 
-use burn_ir::{OperationIr, TensorIr};
+use burn_ir::{OperationIr, TensorId, TensorIr};
 
 use super::cost::OpCost;
 
@@ -220,13 +221,26 @@ pub(crate) fn shape_of(t: &TensorIr) -> String {
     format!("{:?}", t.shape.as_slice())
 }
 
-/// The number in a tensor id's `Display` form, `TensorId(42)`.
+/// The number of a tensor's id.
 pub(crate) fn tensor_id(t: &TensorIr) -> Option<u64> {
     id_number(&t.id)
 }
 
-/// The number of a tensor id.
-pub(crate) fn id_number(id: &impl fmt::Display) -> Option<u64> {
+/// The number of a tensor id. burn-ir keeps it private; its derived `Hash` writes exactly that
+/// number, so a hasher that keeps what it is given reads it without formatting (this runs for
+/// every tensor of every noted operation). Its `Display` form, `TensorId(42)`, is the fallback
+/// should the hash ever write something else.
+pub(crate) fn id_number(id: &TensorId) -> Option<u64> {
+    let mut kept = KeptNumber::default();
+    id.hash(&mut kept);
+    match kept {
+        KeptNumber { number: Some(n), other: false } => Some(n),
+        _ => displayed_number(id),
+    }
+}
+
+/// The number in an id's `Display` form, `TensorId(42)`.
+fn displayed_number(id: &impl fmt::Display) -> Option<u64> {
     let mut prefix = Prefix::<40>(String::new());
     let _ = write!(prefix, "{id}");
     prefix
@@ -235,6 +249,27 @@ pub(crate) fn id_number(id: &impl fmt::Display) -> Option<u64> {
         .trim_end_matches(')')
         .parse()
         .ok()
+}
+
+/// A hasher that keeps the one `u64` written to it (and says if anything else was).
+#[derive(Default)]
+struct KeptNumber {
+    number: Option<u64>,
+    other: bool,
+}
+
+impl Hasher for KeptNumber {
+    fn finish(&self) -> u64 {
+        self.number.unwrap_or_default()
+    }
+
+    fn write(&mut self, _: &[u8]) {
+        self.other = true;
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.other |= self.number.replace(n).is_some();
+    }
 }
 
 #[cfg(test)]
@@ -298,14 +333,19 @@ mod tests {
     }
 
     #[test]
-    fn ids_are_read_from_display() {
+    fn ids_are_read_from_the_hash_as_from_display() {
+        for n in [0, 1, 42, 1 << 40, u64::MAX] {
+            let id = TensorId::new(n);
+            assert_eq!(id_number(&id), Some(n));
+            assert_eq!(displayed_number(&id), Some(n));
+        }
         struct Shown(&'static str);
         impl fmt::Display for Shown {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str(self.0)
             }
         }
-        assert_eq!(id_number(&Shown("TensorId(42)")), Some(42));
-        assert_eq!(id_number(&Shown("something else")), None);
+        assert_eq!(displayed_number(&Shown("TensorId(42)")), Some(42));
+        assert_eq!(displayed_number(&Shown("something else")), None);
     }
 }
