@@ -37,7 +37,7 @@
 # 8. With POLICY=1: the default CUPTI policy (kept on between windows up to 32 steps apart) against
 #    host spans only, for the MLP and the ConvNet.
 #
-# MODELS (default "mlp convnet"), BASELINE (default 1: the no-profiler processes too),
+# MODELS (default "mlp convnet"), RUNS (steptrace's processes a condition, default 3), BASELINE (default 1: the no-profiler processes too),
 # TORCH_ACTIVITIES (default "cpu+cuda cpu") and ON_DEMAND (default 1) choose the parts, so that
 # the work can be split over runs of under 10 minutes. BUDGET (default 560), WORK. The cubecl
 # cache is $CACHE (default /tmp/st-cubecl-cache, outside $W), so that a later run on the same
@@ -113,7 +113,7 @@ fi
 
 for model in $MODELS; do
   data=digits; [ "$model" = convnet ] && data=fashion-mnist
-  st_run_capped "bench-$model" 240 "$B" bench --profile interleaved --backend cuda --runs 3 --cache-dir "$CACHE" \
+  st_run_capped "bench-$model" 240 "$B" bench --profile interleaved --backend cuda --runs "${RUNS:-3}" --cache-dir "$CACHE" \
     --trace-dir "traces/bench-$model" --json "bench-$model.json" --model "$model" --dataset "$data" --batch 256 \
     $([ "${BASELINE:-1}" = 1 ] && echo --baseline) --schedule wait=7,warmup=1,active=2
   for acts in ${TORCH_ACTIVITIES:-cpu+cuda cpu}; do
