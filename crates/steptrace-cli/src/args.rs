@@ -135,7 +135,7 @@ pub struct InspectArgs {
 pub enum Detail {
     /// steptrace's own spans only (and device activity through CUPTI on CUDA).
     Steps,
-    /// Also each kernel tied to the burn ops and the layer it ran for (on wgpu, kernels timed by timestamp queries): +2.6 to +3.8 points of step time while recording on the H200.
+    /// Also each kernel tied to the burn ops and the layer it ran for (on wgpu, kernels timed by timestamp queries): about +4 points of step time over the default while recording (MLP and ConvNet on the H200).
     Ops,
     /// Also burn's and cubecl's internal spans (669,488 bytes of trace per recorded step for the MLP on the H200); not ops: each level asks one question.
     Internals,

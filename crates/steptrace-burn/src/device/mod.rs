@@ -22,8 +22,8 @@ pub enum DeviceActivityMode {
     Auto,
     /// As `Auto`, and each kernel tied to the burn ops and span it ran for; on wgpu (and on
     /// CUDA without a usable CUPTI) kernels timed by cubecl's timestamp queries. It costs the
-    /// launch path: +2.6 to +3.8 points of step time while recording (the ConvNet and the MLP
-    /// at batch 256 on the H200, docs/benchmarks.md).
+    /// launch path: about +2.6 points of step time over host spans alone while recording, about
+    /// 4 over `Auto` (the MLP and the ConvNet at batch 256 on the H200, docs/benchmarks.md).
     Attributed,
     /// Never.
     Off,
