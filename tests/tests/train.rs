@@ -284,6 +284,10 @@ fn prefetch_threads_read_batches_in_their_own_spans() {
     let mut cfg = RunConfig::new();
     cfg.backend = BackendSetting::Requested(BackendChoice::Cpu);
     cfg.prefetch = 2;
+    // Reads slower than a CPU step, one batch queued a worker: the steps wait for batches read
+    // while they run, so a loaded machine cannot have read the window's batches before it.
+    cfg.prefetch_depth = 1;
+    cfg.loader_delay_ms = 10;
     cfg.steps = 8;
     let (summary, traces) = run_cfg(&cfg, "wait=1,warmup=1,active=3,repeat=1", dir.path());
     let trace = &traces[0];
