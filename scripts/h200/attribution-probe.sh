@@ -11,6 +11,10 @@
 #   .devbin/steptrace-probe.xz, and undo the patch: git checkout crates/steptrace-burn
 #   scripts/h200/run attribution-probe                # on the device machine
 #
+# With the release CLI beside it (its `shipped-...` conditions), carry both binaries in one
+# archive, which shares LLVM's bytes and stays under the device machine's 64 MiB:
+#   tar cf - steptrace steptrace-probe | xz -T1 --lzma2=preset=6,dict=400MiB > .devbin/bins.tar.xz
+#
 # Then the ablation: `bench --profile interleaved` on the MLP (and the ConvNet) with the default
 # `--detail steps`, with `--detail ops`, and with `--detail ops` while the probe binary's
 # ATTRIBUTION_PROBE_OFF turns single hooks off (clone: a block's start noted without its
