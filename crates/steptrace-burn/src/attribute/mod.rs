@@ -399,7 +399,6 @@ pub(crate) fn close(recording: Recording) -> Recorded {
         .collect();
     // The buffers go back, emptied, with their capacity (up to a bound): the next window
     // notes into memory already mapped instead of growing new buffers on the device thread.
-    drop(blocks);
     ops.clear();
     block_starts.clear();
     stamped.clear();

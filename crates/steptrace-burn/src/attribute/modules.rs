@@ -91,10 +91,10 @@ pub(crate) fn parameter_paths<M: Module>(model: &M) -> ParamPaths {
             self.paths.push(entry);
         }
     }
-    let last = std::mem::take(&mut *LAST_PATHS.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+    let last = std::mem::take(&mut *super::lock(&LAST_PATHS));
     let mut visit = Visit { path: String::new(), starts: Vec::new(), found: Vec::new(), last, paths: Vec::new() };
     model.visit(&mut visit);
-    *LAST_PATHS.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = visit.paths;
+    *super::lock(&LAST_PATHS) = visit.paths;
     visit.found
 }
 
