@@ -58,6 +58,7 @@ mod error;
 pub mod format;
 pub mod read;
 pub mod settings;
+pub mod terminal;
 
 pub use collect::{capture, gate, ranks, schedule, sink};
 pub use collect::{layer, layer_span, Action, Profiler, ProfilerBuilder, ProfilerLayer, RankLayer, RankProfilers, Schedule, ScheduleError};

@@ -282,6 +282,22 @@ pub fn why_no_trace() -> Option<String> {
     (spans() == Spans::Unwritten).then(|| format!("{SPANS}=unwritten writes none of the stepping thread's spans (an experiment)"))
 }
 
+/// `path` as steptrace prints and records it: a leading home directory written `$HOME` (which
+/// names no user).
+pub fn home_relative(path: &std::path::Path) -> String {
+    home_relative_str(&path.display().to_string())
+}
+
+/// `text` with a leading home directory written `$HOME`, as [`home_relative`].
+pub fn home_relative_str(text: &str) -> String {
+    match std::env::var("HOME") {
+        Ok(home) if !home.is_empty() && home != "/" && text.starts_with(&home) => {
+            format!("$HOME{}", &text[home.len()..])
+        }
+        _ => text.to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
