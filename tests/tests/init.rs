@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use steptrace::reader::read_trace_file;
 use steptrace::Profiler;
 use steptrace_burn::backend::{self, BackendChoice, CacheConfig};
-use steptrace_burn::init::InitError;
-use steptrace_burn::{BackendSetting, ConfigError, Error, RunConfig, RunSummary};
+use steptrace_workload::init::InitError;
+use steptrace_workload::{BackendSetting, ConfigError, Error, RunConfig, Trained as RunSummary};
 use steptrace_models::ModelKind;
 
 /// burn's backends keep one process-wide seed each: runs take turns.
@@ -46,7 +46,7 @@ fn run(cfg: &RunConfig, out: &Path) -> Result<RunSummary, Error> {
     let _turn = RUNS.lock().unwrap_or_else(|e| e.into_inner());
     let schedule = "wait=0,warmup=0,active=1,repeat=1".parse().unwrap();
     let (layer, profiler) = Profiler::builder(schedule).out_dir(out).worker("init").build().unwrap();
-    steptrace_tests::with_layer(layer, || steptrace_burn::run(cfg, &state, Some(profiler), &mut |_| {}))
+    steptrace_tests::with_layer(layer, || steptrace_workload::run(cfg, &state, Some(profiler), &mut |_| {}))
 }
 
 fn losses(s: &RunSummary) -> Vec<Option<u64>> {
@@ -115,7 +115,7 @@ fn a_record_of_another_model_or_shape_is_refused_before_training() {
         let state = backend::configure_cubecl_cache(&cache());
         let _turn = RUNS.lock().unwrap_or_else(|e| e.into_inner());
         let mut steps = 0;
-        let err = steptrace_burn::run(&cfg, &state, None, &mut |_| steps += 1).unwrap_err();
+        let err = steptrace_workload::run(&cfg, &state, None, &mut |_| steps += 1).unwrap_err();
         assert_eq!(steps, 0, "a step ran before the refusal");
         assert!(matches!(err, Error::Init(InitError::Mismatch { .. })), "{err}");
         let text = err.to_string();
@@ -148,7 +148,7 @@ fn a_record_of_another_model_or_shape_is_refused_before_training() {
     t.seq_len = 16;
     let state = backend::configure_cubecl_cache(&cache());
     let _turn = RUNS.lock().unwrap_or_else(|e| e.into_inner());
-    let err = steptrace_burn::run(&t, &state, None, &mut |_| {}).unwrap_err().to_string();
+    let err = steptrace_workload::run(&t, &state, None, &mut |_| {}).unwrap_err().to_string();
     assert!(err.contains("max_seq_len: record 32, run 16"), "{err}");
 }
 
@@ -164,7 +164,7 @@ fn saving_onto_an_existing_file_is_refused_and_the_file_is_untouched() {
     assert_eq!(err, ConfigError::SaveInitExists { path: existing.clone() });
     assert!(err.to_string().contains(&existing.display().to_string()), "{err}");
     let state = backend::configure_cubecl_cache(&cache());
-    assert!(steptrace_burn::run(&cfg, &state, None, &mut |_| {}).is_err());
+    assert!(steptrace_workload::run(&cfg, &state, None, &mut |_| {}).is_err());
     assert_eq!(std::fs::read(&existing).unwrap(), b"someone's file");
     // An --init that is not there is refused as clearly.
     cfg.save_init = None;

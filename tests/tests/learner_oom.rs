@@ -8,7 +8,7 @@
 use steptrace::reader::read_trace_file;
 use steptrace_burn::backend::BackendChoice;
 use steptrace_burn::learner::LearnerError;
-use steptrace_burn::oom::Shortage;
+use steptrace_burn::failure::oom::Shortage;
 
 #[path = "../../crates/steptrace-burn/examples/learner.rs"]
 #[allow(dead_code)]
@@ -36,7 +36,7 @@ fn a_learner_step_out_of_device_memory_is_a_typed_error_with_its_report() {
         Ok(LearnerError::StepFailed(failure)) => failure,
         other => panic!("expected LearnerError::StepFailed, got {other:?}"),
     };
-    let o = failure.out_of_memory.as_ref().unwrap_or_else(|| panic!("an out-of-memory report: {}", failure.error));
+    let o = failure.out_of_memory.as_ref().unwrap_or_else(|| panic!("an out-of-memory report: {}", failure.cause));
     assert_eq!(o.shortage, Shortage::TooLargeForOneAllocation, "{o:?}");
     // The hidden layer's output: batch x width f32, in one allocation.
     assert_eq!(o.requested_bytes, Some((BATCH * WIDTH * 4) as u64), "{o:?}");

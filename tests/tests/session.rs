@@ -1,6 +1,6 @@
 //! A program's own model and loop, profiled through `steptrace_burn::Session` on the CPU
 //! backend: what the trace holds, a failure the program reports, and a signal. Each session
-//! runs under a scoped subscriber (`installed_profiler`), so that several share this binary.
+//! runs under a scoped subscriber (`Profiling::Installed`), so that several share this binary.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -14,7 +14,7 @@ use steptrace::reader::{read_trace_file, Trace};
 use steptrace::{Profiler, SavedTrace};
 use steptrace_burn::backend::BackendChoice;
 use steptrace_burn::signals::Signals;
-use steptrace_burn::{Console, Error, Session, SessionBuilder};
+use steptrace_burn::{Console, Error, Profiling, Session, SessionBuilder, SignalHandling, StepError};
 
 /// burn's backends keep one process-wide seed each, and attribution one recorder: sessions
 /// take turns.
@@ -51,7 +51,11 @@ fn builder(out: &Path, schedule: &str) -> (SessionBuilder, tracing::Dispatch) {
         use tracing_subscriber::prelude::*;
         tracing::Dispatch::new(tracing_subscriber::registry().with(layer))
     };
-    let b = Session::builder().backend(BackendChoice::Cpu).console(Console::Off).signals(false).installed_profiler(profiler);
+    let b = Session::builder()
+        .backend(BackendChoice::Cpu)
+        .console(Console::Off)
+        .signals(SignalHandling::Off)
+        .profiling(Profiling::Installed(profiler));
     (b, dispatch)
 }
 
@@ -137,7 +141,7 @@ fn a_failure_of_the_programs_saves_the_cycle_and_ends_the_session() {
         let err = session.fail_step("the batch file is corrupt");
         let Error::StepFailed(failure) = err else { panic!("{err}") };
         assert_eq!(failure.step, 3);
-        assert_eq!(failure.error, "the batch file is corrupt");
+        assert_eq!(failure.cause, StepError::Program { message: "the batch file is corrupt".into() });
         assert!(failure.out_of_memory.is_none());
         assert_eq!(failure.traces.len(), 1, "{failure:?}");
         assert!(failure.traces[0].partial);
@@ -145,9 +149,9 @@ fn a_failure_of_the_programs_saves_the_cycle_and_ends_the_session() {
         let manifest = &trace.metadata["metadata"]["manifest"];
         assert!(manifest["notes"].to_string().contains("step 3 failed: the batch file is corrupt"), "{manifest}");
         // Nothing goes on after a failure.
-        assert!(matches!(session.load(|| 1), Err(Error::Ended { .. })));
-        assert!(matches!(session.step(), Err(Error::Ended { .. })));
-        assert!(matches!(session.finish(), Err(Error::Ended { .. })));
+        assert!(matches!(session.load(|| 1), Err(Error::Ended(_))));
+        assert!(matches!(session.step(), Err(Error::Ended(_))));
+        assert!(matches!(session.finish(), Err(Error::Ended(_))));
     });
 }
 
@@ -165,7 +169,7 @@ fn a_panic_in_a_phase_is_a_step_failure_not_a_crash() {
         let err = session.forward(|| x.matmul(wrong)).expect_err("a shape error");
         let Error::StepFailed(failure) = err else { panic!("{err}") };
         assert_eq!(failure.step, 0);
-        assert!(failure.error.contains("panicked"), "{}", failure.error);
+        assert!(matches!(&failure.cause, StepError::Panicked { .. }), "{}", failure.cause);
         assert!(failure.traces.iter().all(|t| t.partial), "{failure:?}");
     });
 }
@@ -176,7 +180,7 @@ fn a_signal_ends_the_run_after_its_step_with_the_cycle_saved() {
     let dir = tempfile::tempdir().unwrap();
     let (b, dispatch) = builder(dir.path(), "wait=0,warmup=1,active=5,repeat=1");
     let flag = Arc::new(AtomicUsize::new(0));
-    let b = b.signal_flags(Signals::from_flag(flag.clone()));
+    let b = b.signals(SignalHandling::Given(Signals::from_flag(flag.clone())));
     let err = tracing::dispatcher::with_default(&dispatch, || {
         let mut session = b.start().expect("session");
         train(&mut session, 20, Some((&flag, 3))).expect_err("interrupted")

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use steptrace::reader::{read_trace_file, validate, Trace};
 use steptrace::Profiler;
 use steptrace_burn::backend::{self, BackendChoice, BackendKind, CacheConfig};
-use steptrace_burn::{BackendSetting, RunConfig, RunSummary};
+use steptrace_workload::{BackendSetting, RunConfig, Trained as RunSummary};
 use steptrace_models::ModelKind;
 use steptrace_tests::expected_files;
 
@@ -228,7 +228,7 @@ fn run_with(cfg: &RunConfig, schedule: &str, out: &Path) -> (RunSummary, Vec<Tra
     let _turn = cpu_turn(cfg.backend.requested());
     let (layer, profiler) = Profiler::builder(schedule.parse().unwrap()).out_dir(out).worker("e2e").build().unwrap();
     let summary = steptrace_tests::with_layer(layer, || {
-        steptrace_burn::run(cfg, &state, Some(profiler), &mut |_| {})
+        steptrace_workload::run(cfg, &state, Some(profiler), &mut |_| {})
     })
     .unwrap();
     let traces = summary.traces.iter().map(|t| read_trace_file(&t.path).unwrap()).collect();

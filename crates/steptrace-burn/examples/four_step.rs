@@ -1,9 +1,9 @@
 //! The book's four-step example ("The four-step example as a burn program"): a small model of
 //! its own learns synthetic points for four steps under the schedule
 //! `wait=1,warmup=1,active=2,repeat=1`, so step 0 waits, step 1 warms up and steps 2 and 3 are
-//! recorded in one trace file. It is built from steptrace-burn's pieces (backend choice,
-//! loader, transfer, training step, sync) rather than a `Session`, and needs nothing of
-//! steptrace's bundled models or datasets.
+//! recorded in one trace file. It chooses the backend itself (so that it can refuse a run
+//! that is not on a GPU), reads its data through steptrace's `Loader`, and runs each step's
+//! phases through a `Session`; it needs nothing of steptrace's bundled models or datasets.
 //!
 //! ```sh
 //! cargo run -p steptrace-burn --example four_step -- [--backend auto|cuda|wgpu|cpu] [--gpu] [--out DIR]
@@ -23,11 +23,9 @@ use burn::nn::loss::CrossEntropyLossConfig;
 use burn::nn::{Linear, LinearConfig, Relu};
 use burn::optim::AdamConfig;
 use burn::prelude::*;
-use steptrace::{Profiler, Schedule};
-use steptrace_burn::backend::{self, BackendChoice, CacheConfig};
-use steptrace_burn::data::{BatchSource, HostBatch, SourceInfo};
-use steptrace_burn::step::{train_step, transfer, DeviceInput, DeviceTarget};
-use steptrace_burn::{Loader, SyncPolicy};
+use steptrace_burn::backend::{self, BackendChoice};
+use steptrace_burn::data::{BatchSource, HostBatch, Loader, SourceError, SourceInfo};
+use steptrace_burn::Session;
 
 const SCHEDULE: &str = "wait=1,warmup=1,active=2,repeat=1";
 const STEPS: u64 = 4;
@@ -63,7 +61,7 @@ impl Net {
 struct Points;
 
 impl BatchSource for Points {
-    fn batch(&self, index: u64) -> steptrace_burn::Result<HostBatch> {
+    fn batch(&self, index: u64) -> Result<HostBatch, SourceError> {
         let x: Vec<f32> = (0..BATCH * FEATURES).map(|i| (((i as u64 + 1) * (index + 7) * 2_654_435_761) % 1000) as f32 / 1000.0).collect();
         let y: Vec<i64> = x.chunks(FEATURES).map(|row| (0..CLASSES).max_by(|&a, &b| row[a].total_cmp(&row[b])).unwrap_or(0) as i64).collect();
         Ok(HostBatch { index, input: TensorData::new(x, [BATCH, FEATURES]), target: TensorData::new(y, [BATCH]), samples: BATCH })
@@ -132,57 +130,41 @@ fn run() -> Result<ExitCode, AnyError> {
         println!("NOTE: not a GPU: this trace describes {} and is labelled so.", selection.kind);
     }
     // cubecl reads its cache settings when the first device client is created: before the model.
-    backend::configure_cubecl_cache(&CacheConfig::default());
-
-    // 2. The profiler, under the four-step schedule. Its files get new names
-    //    (worker, cycle, time): an existing trace is never replaced.
-    let schedule: Schedule = SCHEDULE.parse()?;
-    let profiler = Profiler::builder(schedule)
+    // The session installs the profiler and opens the device; its manifest says the backend
+    // (and any fallback's reason) in every trace.
+    let mut session = Session::builder()
+        .backend(selection)
+        .schedule(SCHEDULE)
         .out_dir(&args.out)
         .worker("four-step")
-        .manifest("backend", selection.label())
-        .manifest("backend_kind", selection.kind.as_str())
-        .manifest("requested_backend", args.backend.as_str())
-        .manifest("fallback_reason", selection.fallback_reason.clone())
-        .manifest("device", selection.device.clone())
+        .steps(STEPS)
+        .batch_size(BATCH)
         .manifest("model", "two-layer net")
         .manifest("dataset", "synthetic points")
-        .manifest("batch_size", BATCH)
-        .try_install()?;
+        .start()?;
+    let mut loader = Loader::new(Arc::new(Points), 1, 2, Duration::ZERO)?;
 
-    // 3. The data iterator, created before the profiling window opens: its loader thread
-    //    starts here, outside every step. (Created after the profiler is installed, so the
-    //    loader thread reports its `data.load` spans to it.)
-    let loader = Loader::new(Arc::new(Points), 1, 2, Duration::ZERO)?;
-
-    // 4. The steps, on the selected backend's device: burn 0.22's tensors carry no backend
-    //    type, so one loop runs on CUDA, wgpu or the CPU.
-    let device = selection.device()?.autodiff();
+    let device = session.device();
     device.seed(SEED);
     let mut model = Net::new(&device);
     let mut optim = AdamConfig::new().init();
     let loss_fn = CrossEntropyLossConfig::new().init(&device);
-    let mut profiler = profiler;
-    let mut loader = loader;
-    profiler.start(); // ProfilerStep#0 opens here: everything above is outside the steps
+    session.watch(&model);
     for _ in 0..STEPS {
-        let batch = loader.next_batch()?; // `data.load` on the loader thread
-        let on_device = transfer(batch, &device)?; // `transfer.h2d`
-        let (DeviceInput::Flat(x), DeviceTarget::Classes(y)) = (on_device.input, on_device.target) else {
-            return Err("the points are flat features with one class each".into());
-        };
-        // `train.step` > `forward`, `loss`, `backward`, `optimizer`, on any model.
-        let (next, _loss) = train_step(model, &mut optim, 1e-3, SyncPolicy::Step, &device, |m| m.forward(x), |logits| {
-            loss_fn.forward(logits, y)
+        // `ProfilerStep#N` opens at the step's first call: everything above is outside the steps.
+        let batch = session.next_batch(&mut loader)?; // `data.load` on the loader thread
+        let (x, y) = session.copy(batch, |b| {
+            // `transfer.h2d`
+            (Tensor::<2>::from_data(b.input, &device), Tensor::<1, Int>::from_data(b.target, &device))
         })?;
-        model = next;
-        // The step's device work is finished before the step is closed, so that the
-        // step's length is its true time, not its launch time.
-        steptrace_burn::sync::sync(&device)?;
-        profiler.step();
+        let logits = session.forward(|| model.forward(x))?;
+        let loss = session.loss(|| loss_fn.forward(logits, y))?;
+        let grads = session.backward(|| loss.backward())?;
+        model = session.optimize(&mut optim, 1e-3, model, grads)?;
+        session.step()?; // a sync, then the step ends
     }
-    let saved = profiler.finish()?;
-    for trace in &saved {
+    let run = session.finish()?;
+    for trace in &run.traces {
         println!("wrote {} (cycle {}, steps {:?})", trace.path.display(), trace.cycle, trace.steps);
     }
     Ok(ExitCode::SUCCESS)

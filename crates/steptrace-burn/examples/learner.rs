@@ -36,7 +36,7 @@ use burn::train::{
     TrainStep,
 };
 use steptrace_burn::backend::BackendChoice;
-use steptrace_burn::Session;
+use steptrace_burn::{Console, Session, SignalHandling};
 use steptrace_burn::learner::{self, LearnerProfiler, ProfiledRun};
 use steptrace_models::{classification_loss, Mlp, MlpConfig};
 
@@ -194,6 +194,8 @@ pub fn run(settings: &Settings) -> Result<Outcome, Box<dyn Error>> {
         .schedule(settings.schedule.as_str())
         .out_dir(&settings.traces)
         .worker("learner-mlp")
+        .console(Console::Full)
+        .signals(SignalHandling::Install)
         .manifest("model", "mlp")
         .manifest("dataset", info.name.clone())
         .manifest("data_source", info.source.clone())
@@ -203,7 +205,7 @@ pub fn run(settings: &Settings) -> Result<Outcome, Box<dyn Error>> {
         .manifest("prefetch_workers", settings.workers)
         .manifest("seed", SEED)
         .manifest("devices", settings.devices)
-        .profiler(settings.customise);
+        .configure(settings.customise);
     if settings.memory {
         session = session.memory(); // steptrace: memory by category
     }

@@ -20,12 +20,12 @@ use burn::nn::{Linear, LinearConfig, Relu};
 use burn::optim::AdamConfig;
 use burn::prelude::*;
 use steptrace_burn::backend::BackendChoice;
-use steptrace_burn::{Error, Session};
+use steptrace_burn::{Console, Error, Session, SignalHandling};
 
 /// On the CPU backend a step whose allocation fails ends with the out-of-memory report, the
 /// cycle kept, rather than Rust's abort.
 #[global_allocator]
-static ALLOCATOR: steptrace_burn::host_oom::Allocator = steptrace_burn::host_oom::Allocator; // steptrace
+static ALLOCATOR: steptrace_burn::failure::host_oom::Allocator = steptrace_burn::failure::host_oom::Allocator; // steptrace
 
 // ANCHOR: model
 /// A linear layer with a skip connection: `x + relu(out(relu(inner(x))))`.
@@ -175,6 +175,8 @@ fn train(a: &Args) -> Result<(), Error> {
         .schedule(a.schedule.as_str()) // steptrace
         .out_dir(&a.out) // steptrace
         .worker("own-model") // steptrace: the name in the files' names
+        .console(Console::Full) // steptrace: say what `steptrace train` says
+        .signals(SignalHandling::Install) // steptrace: Ctrl-C ends the run after the step, its cycle saved
         .steps(a.steps) // steptrace
         .manifest("model", "residual MLP, block 1 planted wide") // steptrace
         .options(a) // steptrace: --ops, --memory, --check (below)

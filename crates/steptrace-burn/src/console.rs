@@ -1,178 +1,219 @@
-//! Console lines that fit a 100-column terminal: what a [`Session`](crate::Session) says, and
-//! the `steptrace` command's own lines.
+//! What a session says on the console when asked to ([`Console`]): the lines `steptrace train`
+//! prints, for any program, and the pieces a program that prints its own lines can reuse.
 
-use comfy_table::{presets::UTF8_FULL_CONDENSED, ContentArrangement, Table};
+use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
-/// The widest line steptrace prints.
-pub const WIDTH: usize = 100;
+use steptrace::format::{ColdStart, Figure};
+use steptrace::SavedTrace;
 
-/// Continuation lines start with this many spaces.
-const INDENT: usize = 4;
+use crate::backend::{self, CacheState, Selection, StartupProgress};
+use steptrace::terminal::{say, warn, WIDTH};
 
-/// `text` broken at spaces into lines of at most [`WIDTH`] characters; every line after
-/// the first is indented. A single word longer than a line (a long path) is kept whole.
-/// Text that fits is returned as it is (inner runs of spaces kept).
-pub fn wrap(text: &str) -> Vec<String> {
-    if text.chars().count() <= WIDTH {
-        return vec![text.to_owned()];
+/// What a [`Session`](crate::Session) prints.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Console {
+    /// Nothing.
+    Off,
+    /// The lines before the first step only: the backend (and a fallback's reason), the
+    /// cubecl cache, the sync policy, device activity. For a program that prints the rest
+    /// itself (`steptrace train` does).
+    Start,
+    /// Those lines; while step 0 runs, on a terminal, a live line of the cold start
+    /// (kernels compiled, autotune keys decided); when it ends, the cold start itemised;
+    /// at the end, each file written, and a failure's report.
+    #[default]
+    Full,
+}
+
+impl Console {
+    pub(crate) fn start(self) -> bool {
+        self != Console::Off
     }
-    wrap_under(text, 0, false)
+
+    pub(crate) fn full(self) -> bool {
+        self == Console::Full
+    }
 }
 
-/// A table in steptrace's style whose cells wrap so that it fits [`WIDTH`].
-pub fn table() -> Table {
-    let mut table = Table::new();
-    table
-        .load_style(UTF8_FULL_CONDENSED)
-        .set_content_arrangement(ContentArrangement::Dynamic)
-        .set_width(WIDTH as u16);
-    table
+/// `text` with the fallback reason, which the console's first line printed in full, replaced
+/// by a pointer to it: the reason can be hundreds of characters long and is said once on the
+/// console (every trace and report still carries it whole).
+pub fn said_above(text: &str, reason: Option<&str>) -> String {
+    match reason {
+        Some(reason) if !reason.is_empty() => text.replace(reason, "the reason on the first line"),
+        _ => text.to_owned(),
+    }
 }
 
-/// Characters that start a line of a table (comfy-table's UTF-8 style).
-const TABLE_CHARS: &[char] = &['┌', '│', '╞', '├', '└', '╭', '╰', '┆', '═', '─', '┄'];
+/// The backend lines: its label and, for a fallback, that the run is not on CUDA.
+pub(crate) fn backend_lines(selection: &Selection) {
+    say(&format!("backend: {}", selection.label()));
+    if selection.is_fallback() {
+        say(&format!(
+            "NOTE: this run is NOT on CUDA: its timings describe {} and must not be read as a GPU analysis.",
+            selection.kind
+        ));
+    }
+}
 
-/// A whole block of output made to fit [`WIDTH`]: table lines are kept (tables wrap their
-/// own cells), a command after `run:` is continued with ` \` so that it still pastes into
-/// a shell, and every other longer line is wrapped at spaces under its own indentation.
-pub fn fit(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 64);
-    for line in text.split_inclusive('\n') {
-        let (body, end) = match line.strip_suffix('\n') {
-            Some(body) => (body, "\n"),
-            None => (line, ""),
-        };
-        let trimmed = body.trim_start();
-        if body.chars().count() <= WIDTH || trimmed.starts_with(TABLE_CHARS) {
-            out.push_str(line);
-            continue;
+/// The cubecl cache line.
+pub(crate) fn cache_line(selection: &Selection, cache: &CacheState) {
+    if selection.kind.uses_cubecl() {
+        say(&format!(
+            "cubecl cache: {} ({} files before this run; whether it is cold, partly warm or warm for this run is told after step 0, from what cubecl compiles and tunes); autotune level {} ({})",
+            crate::private::tilde(&cache.dir),
+            cache.files_before,
+            cache.autotune_level,
+            cache.autotune_level_source,
+        ));
+    } else {
+        say(&format!("cubecl cache: {}", backend::BackendKind::NOT_CUBECL));
+    }
+}
+
+/// The cold start, itemised, once step 0 has ended.
+pub(crate) fn cold_start_lines(cold: Option<&Figure<ColdStart>>) {
+    match cold {
+        Some(Figure::Known(cold)) => {
+            for line in cold.lines() {
+                say(&format!("cold start: {line}"));
+            }
         }
-        let indent = body.len() - trimmed.len();
-        let lines = wrap_under(trimmed, indent, trimmed.starts_with("run:"));
-        out.push_str(&lines.join("\n"));
-        out.push_str(end);
+        Some(Figure::Absent(why)) => say(&format!("cold start: {why}")),
+        None => {}
     }
-    out
 }
 
-/// `text` after `prefix` (kept as it is, inner spaces included), wrapped within [`WIDTH`]
-/// with its continuation lines under the text's start; ends with a newline.
-pub fn hang(prefix: &str, text: &str) -> String {
-    let width = prefix.chars().count();
-    let mut lines = wrap_under(text, width, false);
-    lines[0] = format!("{prefix}{}", lines[0].trim_start());
-    // Continuation lines go under the text, not [`INDENT`] further in.
-    for line in lines.iter_mut().skip(1) {
-        *line = format!("{}{}", " ".repeat(width), line.trim_start());
+/// One line per file written, then each file's label warnings and the errors, as a session
+/// and `steptrace train` say them.
+pub fn written_lines(traces: &[SavedTrace], errors: &[String]) {
+    for trace in traces {
+        say(&format!(
+            "wrote {} (cycle {}, steps {}{})",
+            trace.path.display(),
+            trace.cycle,
+            steps_text(&trace.steps),
+            if trace.partial { ", PARTIAL" } else { "" }
+        ));
     }
-    lines.join("\n") + "\n"
-}
-
-/// `text` (without its indentation) wrapped at spaces within [`WIDTH`] after `indent`
-/// spaces, continuation lines [`INDENT`] further in; with `shell`, each line but the last
-/// ends in ` \`.
-fn wrap_under(text: &str, indent: usize, shell: bool) -> Vec<String> {
-    let room = WIDTH.saturating_sub(indent + if shell { 2 } else { 0 }).max(20);
-    let mut lines: Vec<String> = Vec::new();
-    let mut line = String::new();
-    let mut len = 0;
-    for word in text.split(' ').filter(|w| !w.is_empty()) {
-        let n = word.chars().count();
-        let first = lines.is_empty();
-        let limit = if first { room } else { room.saturating_sub(INDENT) };
-        if len == 0 {
-            line.push_str(word);
-            len = n;
-        } else if len + 1 + n <= limit {
-            line.push(' ');
-            line.push_str(word);
-            len += 1 + n;
-        } else {
-            lines.push(std::mem::replace(&mut line, word.to_owned()));
-            len = n;
+    for trace in traces {
+        for warning in &trace.label_warnings {
+            warn(&format!("steptrace: warning: {}: {warning}", trace.path.display()));
         }
     }
-    lines.push(line);
-    let last = lines.len() - 1;
-    lines
-        .into_iter()
-        .enumerate()
-        .map(|(i, l)| {
-            let pad = " ".repeat(if i == 0 { indent } else { indent + INDENT });
-            let cont = if shell && i < last { " \\" } else { "" };
-            format!("{pad}{l}{cont}")
-        })
-        .collect()
-}
-
-/// Prints `text` on stdout, wrapped by [`wrap`].
-pub fn say(text: &str) {
-    for line in wrap(text) {
-        out(&line);
+    for err in errors {
+        say(&format!("trace error: {err}"));
     }
 }
 
-/// Prints `text` and a newline on stdout; a closed stdout (`steptrace train | head -1`)
-/// drops the line instead of ending the run, so that the run still writes its files.
-pub fn out(text: &dyn std::fmt::Display) {
-    use std::io::Write as _;
-    let _ = writeln!(std::io::stdout().lock(), "{text}");
+/// A list of steps for the console: short lists in full (`[12, 13, 14]`),
+/// long runs of consecutive steps as a range with their count.
+pub fn steps_text(steps: &[u64]) -> String {
+    const SHOWN: usize = 8;
+    let consecutive = steps.windows(2).all(|w| w[0].checked_add(1) == Some(w[1]));
+    match steps {
+        [] => "[]".to_owned(),
+        _ if steps.len() <= SHOWN => format!("{steps:?}"),
+        [first, .., last] if consecutive => format!("{first}..={last} ({} steps)", steps.len()),
+        [first, second, .., last] => format!("[{first}, {second}, …, {last}] ({} steps)", steps.len()),
+        _ => format!("{steps:?}"),
+    }
 }
 
-/// Prints `text` on stderr, wrapped by [`wrap`].
-pub fn warn(text: &str) {
-    for line in wrap(text) {
-        eprintln!("{line}");
+/// `step 0 (cold start) 12.3 s: 31 kernels compiled (5 from cache); autotune: 3 keys
+/// decided (2 from cache), tuning matmul-...`: the live line while step 0 runs.
+pub fn startup_message(p: &StartupProgress) -> String {
+    let mut line = format!("step 0 (cold start) {:.1} s: {} kernels compiled", p.elapsed_s, p.compiled);
+    if p.compile_cache_hits > 0 {
+        line.push_str(&format!(" ({} from cache)", p.compile_cache_hits));
+    }
+    line.push_str(&format!("; autotune: {} keys decided", p.tuned + p.tune_cache_hits));
+    if p.tune_cache_hits > 0 {
+        line.push_str(&format!(" ({} from cache)", p.tune_cache_hits));
+    }
+    if let Some(key) = &p.tuning {
+        let key: String = key.chars().take(40).collect();
+        line.push_str(&format!(", tuning {key}"));
+    }
+    line
+}
+
+/// While step 0 runs, a line on the terminal (stderr) that says what the cold start is doing,
+/// redrawn four times a second from a thread of its own; nothing when stderr is not a
+/// terminal.
+pub(crate) struct LiveLine {
+    done: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl LiveLine {
+    pub(crate) fn start() -> LiveLine {
+        let done = Arc::new(AtomicBool::new(false));
+        let thread = std::io::stderr()
+            .is_terminal()
+            .then(|| {
+                let done = Arc::clone(&done);
+                std::thread::Builder::new()
+                    .name("steptrace-startup-line".into())
+                    .spawn(move || {
+                        let mut drawn = false;
+                        while !done.load(Ordering::Relaxed) {
+                            if let Some(progress) = backend::startup_progress() {
+                                let text: String = startup_message(&progress).chars().take(WIDTH - 1).collect();
+                                let _ = write!(std::io::stderr(), "\r{text}\x1b[K");
+                                drawn = true;
+                            }
+                            std::thread::park_timeout(Duration::from_millis(250));
+                        }
+                        if drawn {
+                            let _ = write!(std::io::stderr(), "\r\x1b[K");
+                        }
+                    })
+                    .ok()
+            })
+            .flatten();
+        LiveLine { done, thread }
+    }
+
+    /// Stops the line and clears it.
+    pub(crate) fn stop(&mut self) {
+        self.done.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            thread.thread().unpark();
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for LiveLine {
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{wrap, WIDTH};
+    use super::{said_above, steps_text};
 
     #[test]
-    fn long_text_breaks_at_spaces_and_keeps_every_word() {
-        let text = "backend: cpu (FALLBACK: CUDA unavailable: libcuda.so not found (NVIDIA driver not installed or not on the loader path); wgpu unavailable: no Vulkan adapter found) on a CPU";
-        let lines = wrap(text);
-        assert!(lines.len() >= 2, "{lines:?}");
-        assert!(lines.iter().all(|l| l.chars().count() <= WIDTH), "{lines:?}");
-        assert!(lines[1].starts_with("    ") && !lines[1].starts_with("     "), "{lines:?}");
-        let words: Vec<&str> = lines.iter().flat_map(|l| l.split_whitespace()).collect();
-        assert_eq!(words, text.split_whitespace().collect::<Vec<_>>());
+    fn the_fallback_reason_is_said_once() {
+        let reason = "CUDA unavailable: libcuda.so not found; no GPU adapter for wgpu (CPU adapter only)";
+        let label = format!("wgpu (FALLBACK: {reason}) on llvmpipe");
+        assert_eq!(said_above(&label, Some(reason)), "wgpu (FALLBACK: the reason on the first line) on llvmpipe");
+        assert_eq!(said_above(&label, None), label);
+        assert_eq!(said_above("cuda on H200", Some("")), "cuda on H200");
     }
 
     #[test]
-    fn short_text_and_long_words_stay_whole() {
-        assert_eq!(wrap("sync: step"), ["sync: step"]);
-        let path = "x".repeat(120);
-        assert_eq!(wrap(&format!("wrote {path} (cycle 0)")), ["wrote".to_owned(), format!("    {path}"), "    (cycle 0)".to_owned()]);
-    }
-
-}
-
-#[cfg(test)]
-mod block_tests {
-    use super::{fit, table, WIDTH};
-
-    #[test]
-    fn a_block_fits_with_its_indentation_tables_and_commands_kept_usable() {
-        let long = "word ".repeat(40);
-        let command = format!("   run:      steptrace bench --model mlp --batch 256 {}--json out.json", "--steps 300 ".repeat(8));
-        let mut t = table();
-        t.set_header(["span", "why"]).add_row(["a", long.trim()]);
-        let text = format!("plain {long}\n  evidence: {long}\n{command}\n{t}\nshort\n");
-        let out = fit(&text);
-        assert!(out.lines().all(|l| l.chars().count() <= WIDTH), "{out}");
-        assert!(out.ends_with("short\n"), "{out}");
-        // Every word is kept, in order (tables aside).
-        let words = |s: &str| s.split_whitespace().filter(|w| *w != "\\").map(str::to_owned).collect::<Vec<_>>();
-        assert_eq!(words(&fit(&format!("plain {long}\n{command}\n"))), words(&format!("plain {long}\n{command}\n")));
-        // Indented text stays under its indentation.
-        let evidence: Vec<&str> = out.lines().skip_while(|l| !l.starts_with("  evidence:")).take(2).collect();
-        assert!(evidence[1].starts_with("      ") && !evidence[1].starts_with("       "), "{evidence:?}");
-        // The command's lines end in a shell continuation, but the last.
-        let run: Vec<&str> = out.lines().skip_while(|l| !l.trim_start().starts_with("run:")).take_while(|l| !l.starts_with('┌')).collect();
-        assert!(run.len() >= 2 && run[..run.len() - 1].iter().all(|l| l.ends_with(" \\")), "{run:?}");
-        assert!(!run[run.len() - 1].ends_with('\\'), "{run:?}");
+    fn long_step_lists_are_shortened_with_their_count() {
+        assert_eq!(steps_text(&[12, 13, 14]), "[12, 13, 14]");
+        assert_eq!(steps_text(&(1..=5364).collect::<Vec<_>>()), "1..=5364 (5364 steps)");
+        let gaps: Vec<u64> = (0..20).map(|i| i * 2).collect();
+        assert_eq!(steps_text(&gaps), "[0, 2, …, 38] (20 steps)");
+        assert_eq!(steps_text(&[]), "[]");
     }
 }

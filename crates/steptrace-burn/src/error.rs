@@ -1,39 +1,33 @@
-//! The burn crate's error type.
+//! The crate's errors: what can go wrong in a profiled loop of your own.
 
-/// Errors from a steptrace training or inference run.
+use crate::failure::StepFailure;
+
+/// Errors from a [`Session`](crate::Session) and the loop it profiles.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// The requested backend is not available here.
     #[error(transparent)]
     Backend(#[from] crate::backend::BackendError),
-    /// A dataset could not be loaded.
-    #[error(transparent)]
-    Data(#[from] steptrace_datasets::DatasetError),
     /// The profiler or its sink failed.
     #[error(transparent)]
     Profiler(#[from] steptrace::Error),
-    /// The run's configuration is inconsistent.
-    #[error("invalid run configuration: {0}")]
-    Config(String),
-    /// The run's settings fail [`RunConfig::validate`](crate::RunConfig::validate).
-    #[error("invalid run configuration: {0}")]
-    InvalidConfig(#[from] crate::config::ConfigError),
-    /// The initial state could not be saved, read, or fit to the run.
-    #[error(transparent)]
-    Init(#[from] crate::init::InitError),
-    /// A loader thread stopped unexpectedly.
-    #[error("data loader: {0}")]
-    Loader(String),
-    /// A step failed.
-    #[error("step {step} failed: {source}")]
-    Execution {
-        /// The step that failed.
-        step: u64,
-        /// What went wrong.
+    /// The schedule given to [`SessionBuilder::schedule`](crate::SessionBuilder::schedule) is
+    /// not one.
+    #[error("schedule {text:?}: {source}")]
+    Schedule {
+        /// The text as given.
+        text: String,
+        /// Why it is not a schedule.
         #[source]
-        source: crate::step::StepError,
+        source: steptrace::ScheduleError,
     },
+    /// The Ctrl-C handlers could not be installed ([`SignalHandling::Install`](crate::SignalHandling::Install)).
+    #[error("cannot install the Ctrl-C handler: {0}")]
+    Signals(#[source] std::io::Error),
+    /// The [`Loader`](crate::data::Loader) could not read a batch.
+    #[error(transparent)]
+    Loader(#[from] crate::data::LoaderError),
     /// A step failed inside the training loop: the cycle in progress was saved as cut short,
     /// and, where the device ran out of memory, what it held and asked for is explained.
     #[error("{0}")]
@@ -49,11 +43,8 @@ pub enum Error {
         summary: Box<crate::RunSummary>,
     },
     /// The session takes no more steps: it failed, was interrupted, or finished.
-    #[error("the session has ended: {why}")]
-    Ended {
-        /// Why.
-        why: String,
-    },
+    #[error("the session has ended: {0}")]
+    Ended(Ended),
 }
 
 impl Error {
@@ -67,25 +58,30 @@ impl Error {
     }
 }
 
-/// A step that failed inside the loop, and what was saved ([`Error::StepFailed`]).
-#[derive(Debug, thiserror::Error)]
-#[error("step {step} failed: {error}")]
-pub struct StepFailure {
-    /// The step that failed.
-    pub step: u64,
-    /// What went wrong (without the step number).
-    pub error: String,
-    /// The traces the profiler saved when the run stopped (the cycle in progress is cut
-    /// short, with this failure as its reason).
-    pub traces: Vec<steptrace::SavedTrace>,
-    /// Cycles kept as the `NAME.partial` files the profiler streamed them to, where the
-    /// process ends before it can finalise them (a failed host allocation:
-    /// [`host_oom`](crate::host_oom)); `report` and `inspect` read them.
-    pub kept: Vec<std::path::PathBuf>,
-    /// Traces the profiler could not save, and why.
-    pub trace_errors: Vec<String>,
-    /// Where the step ran out of device memory: the explanation.
-    pub out_of_memory: Option<crate::oom::OutOfMemory>,
+/// Why a session takes no more steps ([`Error::Ended`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Ended {
+    /// A step failed.
+    #[error("step {step} failed")]
+    Failed {
+        /// The step.
+        step: u64,
+    },
+    /// A signal stopped the run after a step.
+    #[error("interrupted ({}) after step {step}", crate::signals::signal_name(*signal))]
+    Interrupted {
+        /// The signal's number.
+        signal: usize,
+        /// The last step that ran.
+        step: u64,
+    },
+    /// [`Session::finish`](crate::Session::finish) was called.
+    #[error("the session finished")]
+    Finished,
+    /// A model is loaded before the first step, not during one.
+    #[error("a model is loaded before the first step, not during one")]
+    ModelLoadInStep,
 }
 
 /// A `Result` with this crate's [`Error`].

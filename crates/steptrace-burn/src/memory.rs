@@ -32,11 +32,12 @@
 
 use std::time::Instant;
 
-use burn::module::{Module, ModuleVisitor, Param};
+use burn::module::{Module, Param};
 use burn::prelude::{Device, Tensor};
 use steptrace::format::names::{counters, BACKWARD, COUNTER_TARGET, FORWARD, LOSS};
 
 use crate::backend::{self, MemorySnapshot};
+use crate::modules::{walk, ParamVisitor};
 
 /// How the categories are obtained, for the manifest.
 pub(crate) const METHOD: &str = "parameters: elements x element size of every float parameter; optimizer state: \
@@ -62,34 +63,25 @@ pub(crate) struct Parameters {
     pub(crate) largest: Option<(String, u64, Vec<usize>)>,
 }
 
+/// Each float parameter adds its bytes, and the largest is kept.
+impl ParamVisitor for Parameters {
+    fn float<const D: usize>(&mut self, path: &str, param: &Param<Tensor<D>>) {
+        let value = param.val();
+        let shape = value.shape().to_vec();
+        let elements = shape.iter().fold(1u64, |n, &d| n.saturating_mul(d as u64));
+        let bytes = elements.saturating_mul(value.dtype().size() as u64);
+        self.bytes = self.bytes.saturating_add(bytes);
+        if self.largest.as_ref().is_none_or(|(_, b, _)| bytes > *b) {
+            self.largest = Some((path.to_owned(), bytes, shape));
+        }
+    }
+}
+
 /// The float parameters of `model` ([`Parameters`]).
 pub(crate) fn parameters<M: Module>(model: &M) -> Parameters {
-    struct Visit {
-        path: Vec<String>,
-        found: Parameters,
-    }
-    impl ModuleVisitor for Visit {
-        fn enter_module(&mut self, name: &str, _container_type: &str) {
-            self.path.push(name.to_owned());
-        }
-        fn exit_module(&mut self, _name: &str, _container_type: &str) {
-            self.path.pop();
-        }
-        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-            let value = param.val();
-            let shape = value.shape().to_vec();
-            let elements = shape.iter().fold(1u64, |n, &d| n.saturating_mul(d as u64));
-            let bytes = elements.saturating_mul(value.dtype().size() as u64);
-            self.found.bytes = self.found.bytes.saturating_add(bytes);
-            if self.found.largest.as_ref().is_none_or(|(_, b, _)| bytes > *b) {
-                let path = self.path.iter().filter(|p| !p.is_empty()).cloned().collect::<Vec<_>>().join(".");
-                self.found.largest = Some((path, bytes, shape));
-            }
-        }
-    }
-    let mut visit = Visit { path: Vec::new(), found: Parameters::default() };
-    model.visit(&mut visit);
-    visit.found
+    let mut found = Parameters::default();
+    walk(model, &mut found);
+    found
 }
 
 /// Bytes of every tensor of the optimizer's record (elements times element size), or why they

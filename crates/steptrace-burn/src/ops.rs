@@ -19,7 +19,7 @@ pub const LAUNCHES: &[&str] = &["launch_inner"];
 /// burn's table for the report.
 ///
 /// ```
-/// let ops = steptrace_burn::report_ops();
+/// let ops = steptrace_burn::ops::report_ops();
 /// assert!(ops.launches.iter().any(|n| n == "launch_inner"));
 /// ```
 #[must_use]

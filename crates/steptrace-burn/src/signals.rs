@@ -21,7 +21,7 @@ use signal_hook::flag;
 #[derive(Clone, Debug)]
 pub struct Signals {
     /// The number of the first signal, 0 until then: the flag the training
-    /// loop watches (`RunConfig::stop`).
+    /// loop watches.
     pub stop: Arc<AtomicUsize>,
     announced: Arc<AtomicBool>,
     /// The handlers [`install`] registered, until [`uninstall`](Signals::uninstall).
@@ -66,7 +66,7 @@ impl Signals {
         let signal = self.received();
         if signal != 0 && !self.announced.swap(true, Ordering::SeqCst) {
             eprintln!();
-            crate::console::warn(&format!(
+            steptrace::terminal::warn(&format!(
                 "steptrace: {} ({}): finishing the current step and saving the cycle in progress (press Ctrl-C again to quit at once; the cycle is then left as a .partial file)",
                 what(signal),
                 signal_name(signal)

@@ -1,7 +1,14 @@
 //! What a run reports: startup apart from steady state, and the unit stated.
 
+use std::fmt;
+use std::str::FromStr;
+
 use serde::{Deserialize, Serialize};
 use steptrace::SavedTrace;
+
+use crate::backend::BackendKind;
+use crate::sync::{SyncPolicy, UnknownSetting};
+
 
 /// One step as the loop saw it.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -19,6 +26,37 @@ pub struct StepRecord {
 
 pub use steptrace::analysis::Stats;
 
+/// Training, or inference requests against a loaded model.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Forward, loss, backward and optimizer each step.
+    #[default]
+    Train,
+    /// `model.load` once, then one `infer.request` per step (eval mode).
+    Infer,
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Mode::Train => "train",
+            Mode::Infer => "infer",
+        })
+    }
+}
+
+impl FromStr for Mode {
+    type Err = UnknownSetting;
+    fn from_str(s: &str) -> Result<Self, UnknownSetting> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "train" => Ok(Mode::Train),
+            "infer" | "inference" => Ok(Mode::Infer),
+            other => Err(UnknownSetting { what: "mode", name: other.to_owned(), valid: "train, infer" }),
+        }
+    }
+}
+
 /// A step flagged as possibly leaving the steady state.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Anomaly {
@@ -33,8 +71,8 @@ pub struct Anomaly {
 pub struct RunSummary {
     /// The backend label, with any fallback and its reason.
     pub backend: String,
-    /// `cuda`, `wgpu` or `cpu`.
-    pub backend_kind: String,
+    /// The backend that ran.
+    pub backend_kind: BackendKind,
     /// The device (adapter) name.
     pub device: String,
     /// Trainable parameters.
@@ -43,10 +81,10 @@ pub struct RunSummary {
     pub input_shape: Vec<usize>,
     /// Whether the backend is a fallback from the one requested.
     pub fallback: bool,
-    /// Sync policy and what it means for the numbers.
-    pub sync: String,
+    /// The sync policy ([`SyncPolicy::meaning`] says what it means for the numbers).
+    pub sync: SyncPolicy,
     /// Train or infer.
-    pub mode: String,
+    pub mode: Mode,
     /// Time from the start of the run to the start of step 0 (data, model,
     /// loader set-up), ms.
     pub setup_ms: f64,
@@ -90,14 +128,6 @@ pub struct RunSummary {
     /// Why the run ended before its last step (a signal), if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interrupted: Option<String>,
-    /// The record that holds the run's starting state (`--init`, else `--save-init`): its
-    /// file's and its weights' SHA-256; `None` for a start drawn from the seed alone.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub init_hashes: Option<crate::init::Hashes>,
-    /// What the run noticed but went on with (NaN or infinite weights in its `--init`
-    /// record), for the console.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub warnings: Vec<String>,
 }
 
 impl RunSummary {

@@ -5,7 +5,8 @@ use anyhow::{bail, Context};
 use steptrace::analysis::Change;
 use steptrace_burn::backend::{AutotuneLevel, BackendChoice, CacheConfig};
 use steptrace_burn::device::DeviceActivityMode;
-use steptrace_burn::{BackendSetting, Mode, RunConfig, SyncPolicy};
+use steptrace_burn::{Mode, SyncPolicy};
+use steptrace_workload::{BackendSetting, RunConfig};
 use steptrace_models::ModelKind;
 
 use crate::args::{
@@ -118,7 +119,7 @@ pub fn workload_flags(w: &WorkloadArgs, with_paths: bool) -> Vec<String> {
         }
         // The reproducing command starts from the record (the one this run read, or the
         // one it saved), named by its file name only: its directory is private.
-        (Some(path), _) | (None, Some(path)) => push("--init", steptrace_burn::init::file_name(path)),
+        (Some(path), _) | (None, Some(path)) => push("--init", steptrace_workload::init::file_name(path)),
         (None, None) => {}
     }
     push("--sync", value_name(&w.sync));
@@ -171,7 +172,7 @@ pub fn autotune_level(a: AutotuneLevelArg) -> AutotuneLevel {
 /// The starting state a workload's runs share, for bench fingerprints: `record
 /// NAME` when they start from (or save) a record; `None` for the seed's draw.
 pub fn init_label(w: &WorkloadArgs) -> Option<String> {
-    w.init.as_ref().or(w.save_init.as_ref()).map(|path| steptrace_burn::init::label(Some(path), w.seed))
+    w.init.as_ref().or(w.save_init.as_ref()).map(|path| steptrace_workload::init::label(Some(path), w.seed))
 }
 
 /// The `steptrace train` command that repeats this run's workload (paths

@@ -13,9 +13,9 @@ use std::process::ExitCode;
 use clap::Parser;
 
 /// The system's allocator, which reports a CPU-backend step's failed allocation as an
-/// out-of-memory before failing ([`steptrace_burn::host_oom`]).
+/// out-of-memory before failing ([`steptrace_burn::failure::host_oom`]).
 #[global_allocator]
-static ALLOCATOR: steptrace_burn::host_oom::Allocator = steptrace_burn::host_oom::Allocator;
+static ALLOCATOR: steptrace_burn::failure::host_oom::Allocator = steptrace_burn::failure::host_oom::Allocator;
 
 fn main() -> ExitCode {
     // A run writes its traces and results whatever becomes of its console; a reader's

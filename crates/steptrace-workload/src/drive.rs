@@ -112,7 +112,7 @@ impl<'a> Job<'a> {
                 }
             }
         }
-        self.session.step()
+        Ok(self.session.step()?)
     }
 
     /// After an out-of-memory, with `--memory`, what a sample needs is measured now, once the

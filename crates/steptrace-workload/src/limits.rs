@@ -140,9 +140,9 @@ fn check_memory(what: &str, bytes: u128, available: Option<u64>) -> Result<(), C
     }
 }
 
-/// What the process may still allocate on the host ([`steptrace_burn::host_oom::available`]).
+/// What the process may still allocate on the host ([`steptrace_burn::failure::host_oom::available`]).
 fn available_memory() -> Option<u64> {
-    steptrace_burn::host_oom::available()
+    steptrace_burn::failure::host_oom::available()
 }
 
 #[cfg(test)]

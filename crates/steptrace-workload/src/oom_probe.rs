@@ -19,7 +19,7 @@ use burn::optim::AdamConfig;
 use burn::prelude::{Device, TensorData};
 
 use steptrace_burn::data::{BatchSource, HostBatch};
-use steptrace_burn::oom::{Bounded, Probe, ProbePoint, Shortage};
+use steptrace_burn::failure::oom::{Bounded, Probe, ProbePoint, Shortage};
 
 use crate::step::{self, StepModel};
 
@@ -37,7 +37,7 @@ pub(crate) fn measure_in_time<M: StepModel + 'static>(
     source: Arc<dyn BatchSource>,
     device: Device,
     learning_rate: f64,
-    report: &steptrace_burn::oom::OutOfMemory,
+    report: &steptrace_burn::failure::oom::OutOfMemory,
     stop: Option<Arc<AtomicUsize>>,
 ) -> Option<Probe> {
     let (tx, rx) = mpsc::channel();
@@ -143,7 +143,7 @@ pub(crate) fn measure<M: StepModel>(
     source: &dyn BatchSource,
     device: &Device,
     learning_rate: f64,
-    report: &steptrace_burn::oom::OutOfMemory,
+    report: &steptrace_burn::failure::oom::OutOfMemory,
 ) -> Option<Probe> {
     let one_allocation = report.fitting_batch.known().filter(|b| b.method_note.contains("largest allocation")).map(|b| b.value);
     let mut tried = Vec::new();
@@ -167,7 +167,7 @@ pub(crate) fn measure<M: StepModel>(
             Ok(points) => return Some(conclude(points, report, tried)),
             // A larger pair would fail as well, and take longer to.
             Err(why) => {
-                tried.push(format!("batches {} and {}: {}", batches[0], batches[1], steptrace_burn::oom::brief(&why)));
+                tried.push(format!("batches {} and {}: {}", batches[0], batches[1], steptrace_burn::failure::oom::brief(&why)));
                 break;
             }
         }
@@ -178,7 +178,7 @@ pub(crate) fn measure<M: StepModel>(
 /// The bytes per sample from two points, and the batch that fits the memory the pools could
 /// have: the device's capacity, or less where the failure showed less (the pools held
 /// `reserved` when a request of `requested` could not be added).
-pub(crate) fn conclude(points: [ProbePoint; 2], report: &steptrace_burn::oom::OutOfMemory, failed: Vec<String>) -> Probe {
+pub(crate) fn conclude(points: [ProbePoint; 2], report: &steptrace_burn::failure::oom::OutOfMemory, failed: Vec<String>) -> Probe {
     let [low, high] = points;
     let mut probe = Probe { points: points.to_vec(), problems: failed, ..Probe::default() };
     let grew = high.reserved.saturating_sub(low.reserved);
@@ -231,7 +231,7 @@ fn report_unknown(probe: &mut Probe, why: &str) {
 mod tests {
     use super::*;
     use steptrace_burn::backend::{MemoryLimits, MemorySnapshot};
-    use steptrace_burn::oom::{Estimate, OutOfMemory};
+    use steptrace_burn::failure::oom::{Estimate, OutOfMemory};
 
     fn report(shortage: Shortage) -> OutOfMemory {
         OutOfMemory {

@@ -18,13 +18,14 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use burn::module::{Module, ModuleVisitor, Param};
+use burn::module::{Module, Param};
 use burn::prelude::Tensor;
 use burn_dispatch::{BackendTensor, DispatchTensorKind};
 use steptrace::format::names::FORWARD;
 
 use super::ops::{id_number, OpNote};
 use super::spans::SpanMap;
+use crate::modules::{span_path as as_span_path, walk, ParamVisitor};
 
 /// The parameters' ids and their modules' paths, as last noted.
 pub(crate) type ParamPaths = Vec<(u64, Arc<str>)>;
@@ -45,7 +46,6 @@ fn kind_id(kind: &DispatchTensorKind) -> Option<u64> {
 }
 
 
-use crate::private::module_span_path as as_span_path;
 
 /// The paths the last visit gave, in visiting order: each module path as the visit spells it,
 /// and its span path. A model's tree is the same at every step, so the next visit finds each
@@ -55,45 +55,28 @@ static LAST_PATHS: Mutex<Vec<(String, Arc<str>)>> = Mutex::new(Vec::new());
 /// Every float parameter of `model`: its fusion id and its module's path.
 pub(crate) fn parameter_paths<M: Module>(model: &M) -> ParamPaths {
     struct Visit {
-        /// The module path so far (`blocks.1.linear`), and where each entered module's name starts.
-        path: String,
-        starts: Vec<usize>,
         found: ParamPaths,
         last: Vec<(String, Arc<str>)>,
         paths: Vec<(String, Arc<str>)>,
     }
-    impl ModuleVisitor for Visit {
-        fn enter_module(&mut self, name: &str, _container_type: &str) {
-            self.starts.push(self.path.len());
-            if !name.is_empty() {
-                if !self.path.is_empty() {
-                    self.path.push('.');
-                }
-                self.path.push_str(name);
-            }
-        }
-        fn exit_module(&mut self, _name: &str, _container_type: &str) {
-            if let Some(start) = self.starts.pop() {
-                self.path.truncate(start);
-            }
-        }
-        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+    impl ParamVisitor for Visit {
+        fn float<const D: usize>(&mut self, path: &str, param: &Param<Tensor<D>>) {
             // A lazy parameter not made yet is not made here (it would be, on this device).
             if !param.is_initialized() {
                 return;
             }
             let Some(id) = fusion_id(param.val()) else { return };
             let entry = match self.last.get_mut(self.paths.len()) {
-                Some((path, span_path)) if *path == self.path => (std::mem::take(path), Arc::clone(span_path)),
-                _ => (self.path.clone(), Arc::from(as_span_path(&self.path))),
+                Some((last, span_path)) if last.as_str() == path => (std::mem::take(last), Arc::clone(span_path)),
+                _ => (path.to_owned(), Arc::from(as_span_path(path))),
             };
             self.found.push((id, Arc::clone(&entry.1)));
             self.paths.push(entry);
         }
     }
     let last = std::mem::take(&mut *super::lock(&LAST_PATHS));
-    let mut visit = Visit { path: String::new(), starts: Vec::new(), found: Vec::new(), last, paths: Vec::new() };
-    model.visit(&mut visit);
+    let mut visit = Visit { found: Vec::new(), last, paths: Vec::new() };
+    walk(model, &mut visit);
     *super::lock(&LAST_PATHS) = visit.paths;
     visit.found
 }

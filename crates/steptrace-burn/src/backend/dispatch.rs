@@ -75,7 +75,7 @@ mod tests {
         let sum = a + b;
         // Something alive on the device while memory is read.
         let live = sum.clone().mul_scalar(2.0);
-        crate::sync::sync(&device).expect("device sync");
+        device.sync().expect("device sync");
         let mem = memory_in_use(&device);
         // After a sync, cubecl asked directly (the step-end sample's way) answers what burn's
         // fusion-draining query answers.
@@ -114,6 +114,7 @@ mod tests {
     /// On lavapipe (or any adapter) the same job runs through cubecl's wgpu runtime.
     #[test]
     fn add_on_wgpu() {
+        let _turn = crate::backend::DEVICE_TESTS.lock().unwrap_or_else(|e| e.into_inner());
         let s = match select(BackendChoice::Wgpu) {
             Ok(s) => s,
             Err(e) => {
@@ -137,7 +138,7 @@ mod tests {
         let before = crate::backend::memory_usage_after_sync(&device).expect("observed").bytes_in_use;
         let pending = asker.ask().expect("the question is queued");
         let big = Tensor::<1>::from_data(TensorData::from(vec![1.0f32; 1 << 20].as_slice()), &device);
-        crate::sync::sync(&device).expect("device sync");
+        device.sync().expect("device sync");
         let after = crate::backend::memory_usage_after_sync(&device).expect("observed").bytes_in_use;
         let asked = pending.wait().expect("answered").bytes_in_use;
         assert_eq!(asked, before, "the answer holds what the device held when it was asked");

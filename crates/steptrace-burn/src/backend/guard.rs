@@ -78,7 +78,7 @@ where
 ///
 /// Use only for calls that must run on the caller's thread (cubecl clients are bound to the
 /// calling thread's stream).
-pub(crate) fn catch_silently<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+pub fn catch_silently<T>(f: impl FnOnce() -> T) -> Result<T, String> {
     install_hook();
     let was = SILENCED.with(|s| s.replace(true));
     let result = panic::catch_unwind(AssertUnwindSafe(f));

@@ -48,7 +48,13 @@ use std::fmt;
 use std::str::FromStr;
 
 pub use adapter::WgpuTarget;
-pub(crate) use guard::{catch_silently, panic_message};
+pub use guard::catch_silently;
+pub(crate) use guard::panic_message;
+
+/// Held by this crate's tests that allocate on the shared wgpu device and read its memory
+/// figures: one test's tensors must not appear in another's before/after comparison.
+#[cfg(test)]
+pub(crate) static DEVICE_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
 pub(crate) use startup::timed_client;
 pub use cache::{configure_cubecl_cache, count_cache_files, AutotuneLevel, CacheConfig, CacheState};
 pub use memory::{

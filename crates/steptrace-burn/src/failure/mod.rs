@@ -1,12 +1,107 @@
-//! The console lines of a step that failed: what was saved, and, when the device ran out of
-//! memory, what it held and asked for and the batch that would have fit.
+//! A step that failed: the reason its cycle is cut short with, the out-of-memory report
+//! ([`oom`]), a failed host allocation on the CPU backend ([`host_oom`]), and the console
+//! lines of what was saved ([`StepFailure::print`]).
 
-use crate::console::{self, say};
-use crate::error::StepFailure;
-use crate::oom::{Bounded, Estimate, OutOfMemory};
+pub mod host_oom;
+pub mod oom;
+
+use std::path::PathBuf;
+
+use steptrace::terminal::{self as console, say};
+
+use oom::{Bounded, Estimate, OutOfMemory};
+
+/// Why a step failed: the cause a [`StepFailure`] carries.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StepError {
+    /// Waiting for the device failed.
+    #[error("device sync failed: {reason}")]
+    Sync {
+        /// The backend's explanation.
+        reason: String,
+    },
+    /// Reading a value back from the device failed (the device reported an earlier error).
+    #[error("reading the loss back from the device failed: {reason}")]
+    Read {
+        /// The backend's explanation.
+        reason: String,
+    },
+    /// The step's batch could not be read ([`Session::next_batch`](crate::Session::next_batch)).
+    #[error("reading the step's batch failed: {reason}")]
+    Data {
+        /// The loader's explanation.
+        reason: String,
+    },
+    /// The step panicked (burn and cubecl panic on some device errors): the panic's message.
+    #[error("the step panicked: {message}")]
+    Panicked {
+        /// The panic's message.
+        message: String,
+    },
+    /// A host allocation failed on the CPU backend, whose tensors live in the process's memory
+    /// ([`host_oom`](crate::failure::host_oom)).
+    #[error(
+        "out of host memory allocating {bytes} bytes (the CPU backend's tensors live in the process's memory; the \
+         system allocator returned none)"
+    )]
+    HostAllocation {
+        /// The request that failed.
+        bytes: u64,
+    },
+    /// burn-train's training loop ended with an error ([`learner`](crate::learner)).
+    #[error("{message}")]
+    TrainingLoop {
+        /// burn-train's error, as it words it.
+        message: String,
+    },
+    /// The program said the step failed ([`Session::fail_step`](crate::Session::fail_step)).
+    #[error("{message}")]
+    Program {
+        /// The program's message.
+        message: String,
+    },
+}
+
+impl StepError {
+    /// Whether the step ran out of memory, and how: from the cause's kind where it says so
+    /// (a failed host allocation), else from the backend's words ([`oom::classify`](oom::classify),
+    /// the one place they are matched).
+    pub fn out_of_memory(&self) -> Option<(oom::Shortage, Option<u64>)> {
+        match self {
+            StepError::HostAllocation { bytes } => Some((oom::Shortage::DeviceFull, Some(*bytes))),
+            StepError::Sync { reason } | StepError::Read { reason } => oom::classify(reason),
+            StepError::Data { .. } => None,
+            StepError::Panicked { message } | StepError::TrainingLoop { message } | StepError::Program { message } => {
+                oom::classify(message)
+            }
+        }
+    }
+}
+
+/// A step that failed inside the loop, and what was saved ([`Error::StepFailed`]).
+#[derive(Debug, thiserror::Error)]
+#[error("step {step} failed: {cause}")]
+pub struct StepFailure {
+    /// The step that failed.
+    pub step: u64,
+    /// What went wrong.
+    pub cause: StepError,
+    /// The traces the profiler saved when the run stopped (the cycle in progress is cut
+    /// short, with this failure as its reason).
+    pub traces: Vec<steptrace::SavedTrace>,
+    /// Cycles kept as the `NAME.partial` files the profiler streamed them to, where the
+    /// process ends before it can finalise them (a failed host allocation:
+    /// [`host_oom`](crate::failure::host_oom)); `report` and `inspect` read them.
+    pub kept: Vec<PathBuf>,
+    /// Traces the profiler could not save, and why.
+    pub trace_errors: Vec<steptrace::Error>,
+    /// Where the step ran out of device memory: the explanation.
+    pub out_of_memory: Option<oom::OutOfMemory>,
+}
 
 /// Bytes as decimal megabytes or gigabytes, with the exact count.
-pub fn size(bytes: u64) -> String {
+pub(crate) fn size(bytes: u64) -> String {
     let b = bytes as f64;
     if b >= 1e9 {
         format!("{:.2} GB ({bytes} B)", b / 1e9)
@@ -24,14 +119,14 @@ fn bounded(b: &Bounded, unit: impl Fn(u64) -> String) -> String {
 }
 
 /// The reason a failed step gives the cycle it cuts short, and the console.
-pub(crate) fn reason(step: u64, error: &str, out_of_memory: Option<&OutOfMemory>) -> String {
+pub(crate) fn reason(step: u64, cause: &StepError, out_of_memory: Option<&OutOfMemory>) -> String {
     match out_of_memory {
         Some(o) => format!(
             "step {step} failed: out of device memory ({}{})",
             o.shortage.meaning(),
             o.requested_bytes.map(|b| format!(": a request for {b} B")).unwrap_or_default()
         ),
-        None => format!("step {step} failed: {}", crate::oom::brief(error)),
+        None => format!("step {step} failed: {}", oom::brief(&cause.to_string())),
     }
 }
 
@@ -47,8 +142,15 @@ pub(crate) fn mark(profiler: &mut steptrace::Profiler, reason: &str, out_of_memo
     profiler.cut_short(reason.to_owned());
 }
 
-/// Prints what a failed step left: the saved traces, and the out-of-memory report (stdout).
-pub fn print(f: &StepFailure) {
+impl StepFailure {
+    /// Prints what the failed step left on stdout, as `steptrace train` does: the saved
+    /// traces, and the out-of-memory report.
+    pub fn print(&self) {
+        print(self);
+    }
+}
+
+fn print(f: &StepFailure) {
     if let Some(o) = &f.out_of_memory {
         print_out_of_memory(o);
     }
@@ -155,12 +257,25 @@ fn signed(bytes: i64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::size;
+    use super::oom::Shortage;
+    use super::{size, StepError};
 
     #[test]
     fn sizes_are_decimal_with_the_exact_count() {
         assert_eq!(size(68_719_476_736), "68.72 GB (68719476736 B)");
         assert_eq!(size(2_500), "2.5 KB (2500 B)");
         assert_eq!(size(12), "12 B");
+    }
+
+    /// The cause's kind decides first; the backend's words only where the kind cannot say.
+    #[test]
+    fn a_cause_says_whether_it_ran_out_of_memory() {
+        assert_eq!(StepError::HostAllocation { bytes: 4096 }.out_of_memory(), Some((Shortage::DeviceFull, Some(4096))));
+        let cuda = StepError::Read { reason: "out of device memory allocating 1073741824 bytes".into() };
+        assert_eq!(cuda.out_of_memory(), Some((Shortage::DeviceFull, Some(1 << 30))));
+        let wgpu = StepError::Panicked { message: "can't allocate buffer of size: 68719476736".into() };
+        assert_eq!(wgpu.out_of_memory(), Some((Shortage::TooLargeForOneAllocation, Some(1 << 36))));
+        assert_eq!(StepError::Sync { reason: "an illegal memory access was encountered".into() }.out_of_memory(), None);
+        assert_eq!(StepError::Program { message: "loss is NaN".into() }.out_of_memory(), None);
     }
 }

@@ -30,13 +30,13 @@ pub enum LearnerError {
     )]
     WrongThread,
     /// The session given to [`LearnerProfiler::from_session`](super::LearnerProfiler::from_session)
-    /// records nothing ([`no_profiler`](crate::SessionBuilder::no_profiler)).
-    #[error("the session records nothing (built with no_profiler): there is no profiler to drive")]
+    /// records nothing ([`Profiling::Off`](crate::Profiling::Off)).
+    #[error("the session records nothing (built with Profiling::Off): there is no profiler to drive")]
     NoProfiler,
     /// A step failed during [`launch`](super::LearnerProfiler::launch): what went wrong, the
     /// traces saved (the cycle in progress cut short), and for lack of device memory what
     /// the run held and asked for.
-    #[error("step {} failed: {}", .0.step, crate::oom::brief(&.0.error))]
+    #[error("step {} failed: {}", .0.step, crate::failure::oom::brief(&.0.cause.to_string()))]
     StepFailed(Box<crate::StepFailure>),
 }
 

@@ -82,7 +82,7 @@ impl LearnerProfiler {
     /// # Errors
     ///
     /// [`LearnerError::NoProfiler`] for a session built with
-    /// [`no_profiler`](crate::SessionBuilder::no_profiler).
+    /// [`Profiling::Off`](crate::Profiling::Off).
     pub fn from_session(mut session: crate::Session) -> Result<Self, LearnerError> {
         let profiler = session.take_profiler().ok_or(LearnerError::NoProfiler)?;
         // burn-train runs the loop and never looks at the session's Ctrl-C flag: Ctrl-C keeps

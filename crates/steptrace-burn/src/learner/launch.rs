@@ -7,8 +7,8 @@ use steptrace::format::names::OPTIMIZER;
 use super::handle::ProfiledRun;
 use super::watch::{self, Watch};
 use super::{LearnerError, LearnerProfiler};
-use crate::error::StepFailure;
-use crate::oom::{Facts, OutOfMemory, Sample, Shortage};
+use crate::failure::{StepError, StepFailure};
+use crate::failure::oom::{Facts, OutOfMemory, Sample, Shortage};
 
 impl LearnerProfiler {
     /// Runs `training.launch(learner)`, then [`finish`](Self::finish)es: the result of
@@ -34,7 +34,10 @@ impl LearnerProfiler {
     ) -> Result<(LearningResult<M>, ProfiledRun), LearnerError> {
         let result = match crate::backend::catch_silently(|| training.launch(learner)) {
             Ok(result) => result,
-            Err(panic) => return Err(self.fail(panic, "burn-train's training loop (the step, the optimizer or the loader panicked)")),
+            Err(message) => {
+                let cause = StepError::Panicked { message };
+                return Err(self.fail(cause, "burn-train's training loop (the step, the optimizer or the loader panicked)"));
+            }
         };
         if let Some(error) = result.error.clone() {
             let surfaced_at = match &*error {
@@ -42,32 +45,33 @@ impl LearnerProfiler {
                 TrainingError::Workers(_) => "a worker of burn-train's multi-device strategy",
                 _ => "burn-train's training loop",
             };
-            return Err(self.fail(error.to_string(), surfaced_at));
+            return Err(self.fail(StepError::TrainingLoop { message: error.to_string() }, surfaced_at));
         }
         let run = self.finish()?;
         Ok((result, run))
     }
 
     /// Ends the run after a failure: the report, the cycle in progress saved cut short.
-    fn fail(self, text: String, surfaced_at: &'static str) -> LearnerError {
+    fn fail(self, cause: StepError, surfaced_at: &'static str) -> LearnerError {
         let step = self.driver.step_now();
         let console_full = self.driver.watch(|w| w.settings.console_full).unwrap_or(false);
-        let out_of_memory = crate::oom::classify(&text)
+        let out_of_memory = cause
+            .out_of_memory()
             .and_then(|(shortage, requested)| self.driver.watch(|w| explain(w, step, shortage, requested, surfaced_at)));
-        let reason = crate::failure::reason(step, &text, out_of_memory.as_ref());
+        let reason = crate::failure::reason(step, &cause, out_of_memory.as_ref());
         let (mut traces, mut trace_errors) = (Vec::new(), Vec::new());
         if let Some(mut profiler) = self.driver.take() {
             crate::failure::mark(&mut profiler, &reason, out_of_memory.as_ref());
             for outcome in profiler.finish_all() {
                 match outcome {
                     Ok(trace) => traces.push(trace),
-                    Err(e) => trace_errors.push(e.to_string()),
+                    Err(e) => trace_errors.push(e),
                 }
             }
         }
-        let failure = StepFailure { step, error: text, traces, kept: Vec::new(), trace_errors, out_of_memory };
+        let failure = StepFailure { step, cause, traces, kept: Vec::new(), trace_errors, out_of_memory };
         if console_full {
-            crate::failure::print(&failure);
+            failure.print();
         }
         LearnerError::StepFailed(Box::new(failure))
     }
@@ -90,7 +94,7 @@ fn explain(w: &Watch, step: u64, shortage: Shortage, requested: Option<u64>, sur
     });
     let (reached, phases_observed) = watch::phases_reached();
     let pools = crate::backend::pool_largest_allocations(&w.device);
-    let mut report = crate::oom::explain(&Facts {
+    let mut report = crate::failure::oom::explain(&Facts {
         step,
         shortage,
         requested,

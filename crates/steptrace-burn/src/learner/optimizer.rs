@@ -16,7 +16,7 @@ use std::cell::RefCell;
 use std::fmt;
 use std::sync::Arc;
 
-use burn::module::{Module, ModuleVisitor, Param};
+use burn::module::{Module, Param};
 use burn::optim::{LearningRate, Optimizer};
 use burn::prelude::{Device, Tensor};
 use steptrace::format::names::OPTIMIZER;
@@ -24,6 +24,7 @@ use steptrace::Profiler;
 use steptrace::collect::direct::OwnSpan;
 
 use super::driver::Driver;
+use crate::modules::{span_path, walk, ParamVisitor};
 use crate::backend::backend_runtime_name;
 
 /// A per-tensor optimizer that runs `O`'s updates in an `optimizer` span,
@@ -224,25 +225,17 @@ impl Plan {
     /// Reads `model`'s parameters without initialising lazy ones.
     pub(crate) fn of<M: Module>(model: &M) -> Plan {
         struct Shapes {
-            path: Vec<String>,
             shapes: Vec<Vec<usize>>,
             paths: Vec<std::sync::Arc<str>>,
         }
-        impl ModuleVisitor for Shapes {
-            fn enter_module(&mut self, name: &str, _container_type: &str) {
-                self.path.push(name.to_owned());
-            }
-            fn exit_module(&mut self, _name: &str, _container_type: &str) {
-                self.path.pop();
-            }
-            fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        impl ParamVisitor for Shapes {
+            fn float<const D: usize>(&mut self, path: &str, param: &Param<Tensor<D>>) {
                 self.shapes.push(param.lazy_shape().to_vec());
-                let path = self.path.iter().filter(|p| !p.is_empty()).cloned().collect::<Vec<_>>().join(".");
-                self.paths.push(std::sync::Arc::from(crate::private::module_span_path(&path)));
+                self.paths.push(std::sync::Arc::from(span_path(path)));
             }
         }
-        let mut shapes = Shapes { path: Vec::new(), shapes: Vec::new(), paths: Vec::new() };
-        model.visit(&mut shapes);
+        let mut shapes = Shapes { shapes: Vec::new(), paths: Vec::new() };
+        walk(model, &mut shapes);
         Plan { shapes: shapes.shapes, paths: shapes.paths, parameters: model.num_params() as u64 }
     }
 

@@ -258,6 +258,7 @@ mod tests {
     /// finite, with its method; and nothing of a CPU passes for a GPU's.
     #[test]
     fn tiny_measurements_are_positive_and_say_how() {
+        let _turn = crate::backend::DEVICE_TESTS.lock().unwrap_or_else(|e| e.into_inner());
         let mut choices = vec![BackendChoice::Cpu];
         if select(BackendChoice::Wgpu).is_ok() {
             choices.push(BackendChoice::Wgpu);

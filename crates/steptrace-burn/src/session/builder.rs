@@ -5,64 +5,117 @@ use std::path::PathBuf;
 use burn::prelude::Device;
 use steptrace::{Profiler, ProfilerBuilder, Schedule};
 
-use super::console::Console;
 use super::Session;
 use crate::backend::{BackendChoice, CacheConfig, CacheState, Selection};
-use crate::config::SyncPolicy;
+use crate::console::Console;
 use crate::device::DeviceActivityMode;
 use crate::error::{Error, Result};
 use crate::signals::Signals;
+use crate::sync::SyncPolicy;
 
 /// The schedule a session starts with when none is given: step 0 waits (the cold start is
 /// never recorded), one step warms the collector up, three are recorded, once.
 pub const DEFAULT_SCHEDULE: &str = "wait=1,warmup=1,active=3,repeat=1";
 
-/// Which backend a session runs on.
+/// Which backend a session runs on ([`SessionBuilder::backend`]): a [`BackendChoice`], a
+/// [`Selection`] already made, or the program's own [`Device`], each turned into this by
+/// `From`.
 #[derive(Debug, Clone)]
-pub(crate) enum Wanted {
-    /// Chosen now by [`select`](crate::backend::select), with the labelled fallback.
+#[non_exhaustive]
+pub enum BackendRequest {
+    /// Chosen when the session starts by [`select`](crate::backend::select), with the
+    /// labelled fallback.
     Choice(BackendChoice),
-    /// Already selected.
+    /// Already selected by [`select`](crate::backend::select).
     Selected(Selection),
-    /// The program's own device, labelled as such.
+    /// The program's own device (a CUDA, wgpu or CPU device it built itself, plain or
+    /// autodiff), labelled in every trace as the program's choice rather than steptrace's.
     Device(Device),
 }
 
-/// Whether the session installs its Ctrl-C handlers.
-#[derive(Debug, Clone)]
-pub(crate) enum SignalSetting {
+impl From<BackendChoice> for BackendRequest {
+    fn from(choice: BackendChoice) -> Self {
+        BackendRequest::Choice(choice)
+    }
+}
+
+impl From<Selection> for BackendRequest {
+    fn from(selection: Selection) -> Self {
+        BackendRequest::Selected(selection)
+    }
+}
+
+impl From<Device> for BackendRequest {
+    fn from(device: Device) -> Self {
+        BackendRequest::Device(device)
+    }
+}
+
+/// What a session does with Ctrl-C, SIGTERM and SIGHUP ([`SessionBuilder::signals`]).
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub enum SignalHandling {
+    /// Nothing: the program's own handlers, or the default (the process ends). The default
+    /// of a library.
+    #[default]
+    Off,
+    /// The session installs handlers: the first signal ends the run after the current step,
+    /// whose [`step`](Session::step) returns [`Error::Interrupted`] with the cycle in progress
+    /// saved; a second one exits at once. They are taken away when the session ends.
     Install,
+    /// Handlers installed earlier with [`signals::install`](crate::signals::install), so that
+    /// a signal that came before the session started is kept (`steptrace train` does this).
     Given(Signals),
+}
+
+/// Whether a session records, and through which profiler ([`SessionBuilder::profiling`]).
+#[derive(Debug, Default)]
+#[non_exhaustive]
+pub enum Profiling {
+    /// The session builds the profiler and installs it as the global `tracing` subscriber
+    /// (the default).
+    #[default]
+    Install,
+    /// A profiler whose layer the program installed itself, in a subscriber of its own (with
+    /// another layer beside steptrace's, or scoped to a thread with
+    /// `tracing::dispatcher::with_default`): the session installs nothing, and uses it. Add
+    /// [`StampLayer`](crate::StampLayer) to that subscriber for kernel attribution. The
+    /// builder's output folder, worker name, device activity and profiler settings are the
+    /// given profiler's then.
+    Installed(Profiler),
+    /// Records nothing: no profiler is installed and no trace is written, while the backend,
+    /// the phase helpers, the step times and the failure reports work as usual (what a
+    /// baseline against the profiled run needs).
     Off,
 }
 
 /// A schedule given as text (`"wait=1,warmup=1,active=3"`, `"on-demand"`) or as a
 /// [`Schedule`]: what [`SessionBuilder::schedule`] takes.
 pub trait IntoSchedule {
-    /// The schedule, or why the text is not one.
-    fn into_schedule(self) -> std::result::Result<Schedule, String>;
+    /// The schedule, or [`Error::Schedule`] with the core's reason when the text is not one.
+    fn into_schedule(self) -> Result<Schedule>;
 }
 
 impl IntoSchedule for Schedule {
-    fn into_schedule(self) -> std::result::Result<Schedule, String> {
+    fn into_schedule(self) -> Result<Schedule> {
         Ok(self)
     }
 }
 
 impl IntoSchedule for &str {
-    fn into_schedule(self) -> std::result::Result<Schedule, String> {
-        self.parse::<Schedule>().map_err(|e| format!("schedule {self:?}: {e}"))
+    fn into_schedule(self) -> Result<Schedule> {
+        self.parse::<Schedule>().map_err(|source| Error::Schedule { text: self.to_owned(), source })
     }
 }
 
 impl IntoSchedule for String {
-    fn into_schedule(self) -> std::result::Result<Schedule, String> {
+    fn into_schedule(self) -> Result<Schedule> {
         self.as_str().into_schedule()
     }
 }
 
 impl IntoSchedule for &String {
-    fn into_schedule(self) -> std::result::Result<Schedule, String> {
+    fn into_schedule(self) -> Result<Schedule> {
         self.as_str().into_schedule()
     }
 }
@@ -75,11 +128,11 @@ type Configure = Box<dyn FnOnce(ProfilerBuilder) -> ProfilerBuilder>;
 /// of any loop on the best backend here, with device activity where CUPTI runs.
 #[must_use = "a builder does nothing until `start` is called"]
 pub struct SessionBuilder {
-    pub(crate) schedule: std::result::Result<Schedule, String>,
-    pub(crate) backend: Wanted,
+    pub(crate) schedule: Result<Schedule>,
+    pub(crate) backend: BackendRequest,
     pub(crate) cache: CacheConfig,
     pub(crate) cache_state: Option<CacheState>,
-    pub(crate) installed: Option<Profiler>,
+    pub(crate) profiling: Profiling,
     pub(crate) out_dir: PathBuf,
     pub(crate) worker: Option<String>,
     pub(crate) device_activity: DeviceActivityMode,
@@ -87,11 +140,10 @@ pub struct SessionBuilder {
     pub(crate) memory_phases: bool,
     pub(crate) sync: SyncPolicy,
     pub(crate) console: Console,
-    pub(crate) signals: SignalSetting,
+    pub(crate) signals: SignalHandling,
     pub(crate) steps: Option<u64>,
     pub(crate) startup_steps: Option<u64>,
     pub(crate) batch_size: Option<usize>,
-    pub(crate) profile: bool,
     pub(crate) configure: Vec<Configure>,
     pub(crate) manifest: Vec<(String, serde_json::Value)>,
     pub(crate) command: Option<String>,
@@ -116,22 +168,21 @@ impl Default for SessionBuilder {
     fn default() -> Self {
         SessionBuilder {
             schedule: DEFAULT_SCHEDULE.into_schedule(),
-            backend: Wanted::Choice(BackendChoice::Auto),
+            backend: BackendRequest::Choice(BackendChoice::Auto),
             cache: CacheConfig::default(),
             cache_state: None,
-            installed: None,
+            profiling: Profiling::Install,
             out_dir: PathBuf::from("traces"),
             worker: None,
             device_activity: DeviceActivityMode::Auto,
             memory: false,
             memory_phases: false,
             sync: SyncPolicy::Step,
-            console: Console::Full,
-            signals: SignalSetting::Install,
+            console: Console::Off,
+            signals: SignalHandling::Off,
             steps: None,
             startup_steps: None,
             batch_size: None,
-            profile: true,
             configure: Vec::new(),
             manifest: Vec::new(),
             command: None,
@@ -150,24 +201,13 @@ impl SessionBuilder {
         self
     }
 
-    /// The backend to choose: `auto` (the default: CUDA, else wgpu, else the CPU, every
-    /// fallback labelled with its reason), or one pinned (an error when it cannot run here).
-    pub fn backend(mut self, choice: BackendChoice) -> Self {
-        self.backend = Wanted::Choice(choice);
-        self
-    }
-
-    /// A backend already chosen by [`select`](crate::backend::select).
-    pub fn selection(mut self, selection: Selection) -> Self {
-        self.backend = Wanted::Selected(selection);
-        self
-    }
-
-    /// The program's own device (a CUDA, wgpu or CPU device it built itself), labelled in
-    /// every trace as the program's choice rather than steptrace's. Give the plain device or
-    /// its autodiff form; [`Session::device`] gives the autodiff form back.
-    pub fn device(mut self, device: Device) -> Self {
-        self.backend = Wanted::Device(device);
+    /// The backend: a [`BackendChoice`] (`auto` by default: CUDA, else wgpu, else the CPU,
+    /// every fallback labelled with its reason; a pinned one is an error when it cannot run
+    /// here), a [`Selection`] already made by [`select`](crate::backend::select), or the
+    /// program's own [`Device`] (plain or autodiff; [`Session::device`] gives the autodiff
+    /// form back), labelled in every trace as the program's choice.
+    pub fn backend(mut self, backend: impl Into<BackendRequest>) -> Self {
+        self.backend = backend.into();
         self
     }
 
@@ -240,44 +280,27 @@ impl SessionBuilder {
         self
     }
 
-    /// A profiler whose layer the program installed itself, in a subscriber of its own (with
-    /// another layer beside steptrace's, or scoped to a thread with
-    /// `tracing::dispatcher::with_default`): the session installs nothing, and uses it. Add
-    /// [`StampLayer`](crate::StampLayer) to that subscriber for kernel attribution. The
-    /// builder's output folder, worker name, device activity and profiler settings are the
-    /// given profiler's then.
-    pub fn installed_profiler(mut self, profiler: Profiler) -> Self {
-        self.installed = Some(profiler);
-        self.profile = true;
+    /// Whether the session records, and through which profiler: [`Profiling::Install`] (the
+    /// default), [`Profiling::Installed`] (a profiler the program installed itself) or
+    /// [`Profiling::Off`].
+    pub fn profiling(mut self, profiling: Profiling) -> Self {
+        self.profiling = profiling;
         self
     }
 
-    /// Says nothing on the console (the default says what `steptrace train` says: the
-    /// backend and any fallback's reason, the cold start, the files written).
-    pub fn quiet(mut self) -> Self {
-        self.console = Console::Off;
-        self
-    }
-
-    /// What the session says on the console ([`Console::Full`] by default).
+    /// What the session says on the console: nothing by default ([`Console::Off`]), the
+    /// lines before the first step ([`Console::Start`]), or what `steptrace train` says
+    /// ([`Console::Full`]).
     pub fn console(mut self, console: Console) -> Self {
         self.console = console;
         self
     }
 
-    /// Whether the session installs Ctrl-C (and SIGTERM, SIGHUP) handlers: the first signal
-    /// ends the run after the current step, whose [`step`](Session::step) returns
-    /// [`Error::Interrupted`] with the cycle in progress saved; a second one exits at once.
-    /// On by default.
-    pub fn signals(mut self, install: bool) -> Self {
-        self.signals = if install { SignalSetting::Install } else { SignalSetting::Off };
-        self
-    }
-
-    /// Handlers installed earlier (by [`signals::install`](crate::signals::install)), so that
-    /// a signal that came before the session started is kept.
-    pub fn signal_flags(mut self, signals: Signals) -> Self {
-        self.signals = SignalSetting::Given(signals);
+    /// What the session does with Ctrl-C, SIGTERM and SIGHUP: nothing by default
+    /// ([`SignalHandling::Off`]); with [`SignalHandling::Install`] the first signal ends the
+    /// run after the current step, its cycle saved.
+    pub fn signals(mut self, signals: SignalHandling) -> Self {
+        self.signals = signals;
         self
     }
 
@@ -313,15 +336,6 @@ impl SessionBuilder {
         self
     }
 
-    /// Records nothing: no profiler is installed and no trace is written, while the backend,
-    /// the phase helpers, the step times and the failure reports work as usual (what a
-    /// baseline against the profiled run needs).
-    pub fn no_profiler(mut self) -> Self {
-        self.profile = false;
-        self.installed = None;
-        self
-    }
-
     /// A field of the run manifest that every trace carries (`model`, `dataset`,
     /// `batch_size`, or one of your own). Keep secrets and personal paths out of it.
     pub fn manifest(mut self, key: impl Into<String>, value: impl Into<serde_json::Value>) -> Self {
@@ -336,9 +350,9 @@ impl SessionBuilder {
         self
     }
 
-    /// Any other setting of the core profiler's builder: `.profiler(|b| b.targets(["my_crate=debug"]))`,
-    /// `.profiler(|b| b.max_file_bytes(1 << 30))`, `.profiler(|b| b.file_name("{worker}.{cycle}.json"))`.
-    pub fn profiler(mut self, change: impl FnOnce(ProfilerBuilder) -> ProfilerBuilder + 'static) -> Self {
+    /// Any other setting of the core profiler's builder: `.configure(|b| b.targets(["my_crate=debug"]))`,
+    /// `.configure(|b| b.max_file_bytes(1 << 30))`, `.configure(|b| b.file_name("{worker}.{cycle}.json"))`.
+    pub fn configure(mut self, change: impl FnOnce(ProfilerBuilder) -> ProfilerBuilder + 'static) -> Self {
         self.configure.push(Box::new(change));
         self
     }
@@ -355,20 +369,62 @@ impl SessionBuilder {
     /// installed (a process has one: build the profiler's layer yourself with
     /// [`ProfilerBuilder::build`] and use the pieces instead).
     pub fn start(self) -> Result<Session> {
-        if let Err(why) = &self.schedule {
-            return Err(Error::Config(why.clone()));
-        }
         Session::start(self)
     }
 }
 
 /// The stop flag a session watches, from its signal setting.
-pub(crate) fn install_signals(setting: &SignalSetting) -> Result<Option<Signals>> {
+pub(crate) fn install_signals(setting: &SignalHandling) -> Result<Option<Signals>> {
     match setting {
-        SignalSetting::Off => Ok(None),
-        SignalSetting::Given(signals) => Ok(Some(signals.clone())),
-        SignalSetting::Install => crate::signals::install()
-            .map(Some)
-            .map_err(|e| Error::Config(format!("cannot install the Ctrl-C handler: {e}"))),
+        SignalHandling::Off => Ok(None),
+        SignalHandling::Given(signals) => Ok(Some(signals.clone())),
+        SignalHandling::Install => crate::signals::install().map(Some).map_err(Error::Signals),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use steptrace::ScheduleError;
+
+    use super::*;
+
+    /// A schedule that does not parse fails `start` before anything else, with the core's
+    /// own reason kept as a type.
+    #[test]
+    fn a_bad_schedule_is_the_cores_error_and_starts_nothing() {
+        let err = Session::builder().schedule("wait=1,active=0").start().expect_err("active=0 records nothing");
+        let Error::Schedule { text, source } = err else { panic!("{err}") };
+        assert_eq!(text, "wait=1,active=0");
+        assert_eq!(source, ScheduleError::ZeroActive);
+        let err = Session::builder().schedule("often").start().expect_err("not key=value");
+        assert!(matches!(err, Error::Schedule { source: ScheduleError::NotKeyValue { .. }, .. }), "{err}");
+        assert_eq!(err.exit_code(), 1);
+    }
+
+    /// A library session keeps quiet and leaves the signals alone unless asked.
+    #[test]
+    fn the_console_and_the_signal_handlers_are_opt_in() {
+        let b = SessionBuilder::default();
+        assert_eq!(b.console, Console::Off);
+        assert!(matches!(b.signals, SignalHandling::Off));
+        assert!(matches!(b.profiling, Profiling::Install));
+        let b = b.console(Console::Full).signals(SignalHandling::Install).profiling(Profiling::Off);
+        assert_eq!(b.console, Console::Full);
+        assert!(matches!(b.signals, SignalHandling::Install));
+        assert!(matches!(b.profiling, Profiling::Off));
+    }
+
+    /// One setter takes a choice, a selection or a device.
+    #[cfg(feature = "cpu")]
+    #[test]
+    fn one_backend_setter_takes_each_kind_of_request() {
+        use crate::backend::BackendChoice;
+        let b = SessionBuilder::default().backend(BackendChoice::Cpu);
+        assert!(matches!(b.backend, BackendRequest::Choice(BackendChoice::Cpu)));
+        let b = b.backend(Device::flex());
+        assert!(matches!(b.backend, BackendRequest::Device(_)));
+        let selection = crate::backend::select(BackendChoice::Cpu).expect("the CPU backend is built in");
+        let b = b.backend(selection.clone());
+        assert!(matches!(&b.backend, BackendRequest::Selected(s) if *s == selection));
     }
 }

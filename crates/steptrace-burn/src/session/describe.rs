@@ -8,11 +8,11 @@ use steptrace::format::names::counters;
 use steptrace::format::{ColdStart, Figure, StartupInfo};
 use steptrace::SavedTrace;
 
-use super::console as lines;
+use crate::console as lines;
 use super::lifecycle::ms_between;
 use super::Session;
 use crate::backend::{self, BackendKind};
-use crate::summary::{startup_steps, RunSummary, Stats};
+use crate::summary::{startup_steps, Mode, RunSummary, Stats};
 
 /// What the manifest says of the run's cache state until step 0 has ended.
 pub(crate) const CACHE_STATE_PENDING: &str = "not known until step 0 ends";
@@ -67,7 +67,7 @@ impl Session {
             autotune: applies(true.into()),
             autotune_level: applies(level),
             cubecl_cache: applies(serde_json::to_value(&cache).unwrap_or_default()),
-            burn_version: crate::run::BURN_VERSION,
+            burn_version: crate::BURN_VERSION,
             kernel_compiler: (selection.kind == BackendKind::Cuda).then(backend::cuda_kernel_compiler).flatten(),
         };
         let precision = format!("{:?}", burn::tensor::DType::from(self.device.settings().float_dtype)).to_lowercase();
@@ -81,14 +81,14 @@ impl Session {
             m.precision.get_or_insert(precision);
             m.sync_policy = Some(self.sync.to_string());
             m.sync_meaning = Some(self.sync.meaning().to_owned());
-            m.startup_steps = Some(self.startup_steps);
-            if self.planned_steps.is_some() {
-                m.steps = self.planned_steps;
+            m.startup_steps = Some(self.clock.startup_steps);
+            if self.clock.planned_steps.is_some() {
+                m.steps = self.clock.planned_steps;
             }
-            if let Some(batch) = self.batch_size {
+            if let Some(batch) = self.clock.batch_size {
                 m.batch_size = Some(batch as u64);
             }
-            if self.memory_wanted {
+            if self.memory.wanted {
                 m.extra.insert("memory_description".into(), serde_json::json!(crate::memory::METHOD));
             }
             // A struct of plain fields always serialises to an object.
@@ -98,19 +98,19 @@ impl Session {
 
     /// The startup figures, now that step 0 has ended at `end`.
     pub(super) fn end_startup(&mut self, end: Instant) {
-        if let Some(live) = &mut self.live {
+        if let Some(live) = &mut self.output.live {
             live.stop();
         }
-        let setup_end = self.setup_end.unwrap_or(self.started);
-        let cold = self.startup.take().map(|c| c.finish((self.started, setup_end), (self.step_start, end)));
-        self.cold_start = cold.clone();
-        if self.console.full() {
+        let setup_end = self.clock.setup_end.unwrap_or(self.clock.started);
+        let cold = self.clock.startup.take().map(|c| c.finish((self.clock.started, setup_end), (self.clock.step_start, end)));
+        self.clock.cold_start = cold.clone();
+        if self.output.console.full() {
             lines::cold_start_lines(cold.as_ref());
         }
         let Some(profiler) = &self.profiler else { return };
         let label = self.cache_label();
-        let setup_ms = ms_between(self.started, setup_end);
-        let first_step_ms = ms_between(self.step_start, end);
+        let setup_ms = ms_between(self.clock.started, setup_end);
+        let first_step_ms = ms_between(self.clock.step_start, end);
         profiler.update_manifest(|m| {
             let mut startup = StartupInfo::default();
             startup.setup_ms = Some(setup_ms);
@@ -130,7 +130,7 @@ impl Session {
         if !self.selection.kind.uses_cubecl() {
             return BackendKind::NOT_CUBECL.to_owned();
         }
-        match &self.cold_start {
+        match &self.clock.cold_start {
             Some(Figure::Known(ColdStart { cache, .. })) => cache.label.clone(),
             Some(Figure::Absent(why)) => why.clone(),
             None => CACHE_STATE_PENDING.to_owned(),
@@ -139,26 +139,26 @@ impl Session {
 
     /// The run's result so far.
     pub(super) fn summary(&mut self, traces: Vec<SavedTrace>, trace_errors: Vec<String>) -> RunSummary {
-        let records = std::mem::take(&mut self.records);
+        let records = std::mem::take(&mut self.clock.records);
         let ran = records.len() as u64;
         let startup = self.startup_of(ran);
         let steady: Vec<f64> = records.iter().skip(startup as usize).map(|r| r.ms).collect();
         let steady_ms = Stats::of(&steady);
         let losses: Vec<f64> = records.iter().filter_map(|r| r.loss).collect();
-        let batch = self.batch_size.or(records.first().map(|r| r.samples)).unwrap_or(0);
+        let batch = self.clock.batch_size.or(records.first().map(|r| r.samples)).unwrap_or(0);
         let cache_state = self.cache_label();
-        let setup_ms = ms_between(self.started, self.setup_end.unwrap_or(self.started));
+        let setup_ms = ms_between(self.clock.started, self.clock.setup_end.unwrap_or(self.clock.started));
         RunSummary {
             backend: self.selection.label(),
-            backend_kind: self.selection.kind.to_string(),
+            backend_kind: self.selection.kind,
             device: self.selection.device.clone(),
-            parameters: self.parameters.as_ref().map_or(0, |(_, n)| *n),
-            input_shape: self.first_shape.clone().unwrap_or_default(),
+            parameters: self.memory.parameters.as_ref().map_or(0, |(_, n)| *n),
+            input_shape: self.clock.first_shape.clone().unwrap_or_default(),
             fallback: self.selection.is_fallback(),
-            sync: format!("{}: {}", self.sync, self.sync.meaning()),
-            mode: if self.inferred { "infer" } else { "train" }.into(),
+            sync: self.sync,
+            mode: if self.clock.inferred { Mode::Infer } else { Mode::Train },
             setup_ms,
-            model_load_ms: self.model_load_ms,
+            model_load_ms: self.clock.model_load_ms,
             first_step_ms: records.first().map_or(0.0, |r| r.ms),
             startup_steps: startup,
             steady_samples_per_s: steady_ms.as_ref().filter(|_| batch > 0).map(|s| batch as f64 / (s.median / 1000.0)),
@@ -168,7 +168,7 @@ impl Session {
             last_loss: losses.last().copied(),
             steps: records,
             held_out: None,
-            anomalies: std::mem::take(&mut self.anomalies),
+            anomalies: std::mem::take(&mut self.clock.anomalies),
             traces,
             trace_errors,
             cache: if self.selection.kind.uses_cubecl() {
@@ -176,25 +176,23 @@ impl Session {
             } else {
                 BackendKind::NOT_CUBECL.to_owned()
             },
-            memory: self.memory_wanted.then(|| self.memory_summary()),
-            interrupted: self.interrupted.clone(),
-            cold_start: self.cold_start.clone(),
-            init_hashes: None,
-            warnings: Vec::new(),
+            memory: self.memory.wanted.then(|| self.memory_summary()),
+            interrupted: self.failure.interrupted.clone(),
+            cold_start: self.clock.cold_start.clone(),
         }
     }
 
     /// What the summary says of device memory.
     pub(super) fn memory_summary(&self) -> String {
-        match (&self.memory_note, self.memory.as_ref().is_some_and(|m| m.last.is_some())) {
+        match (&self.memory.note, self.memory.sampler.as_ref().is_some_and(|m| m.last.is_some())) {
             (Some(note), _) => note.clone(),
             (None, true) => format!(
                 "observed in recorded steps: counter tracks `{}` and `{}`{}",
                 counters::DEVICE_MEMORY,
                 counters::MEMORY_CATEGORIES,
-                self.memory.as_ref().and_then(|m| m.query_times()).map_or(String::new(), |t| format!("; {t}"))
+                self.memory.sampler.as_ref().and_then(|m| m.query_times()).map_or(String::new(), |t| format!("; {t}"))
             ),
-            (None, false) if self.memory.is_none() => {
+            (None, false) if self.memory.sampler.is_none() => {
                 "not observed: the model's parameters were not given (Session::watch)".to_owned()
             }
             (None, false) => "not observed: no recorded step was sampled (memory is sampled in recorded steps only)".to_owned(),
@@ -204,9 +202,9 @@ impl Session {
     /// Startup steps for a run in which `ran` steps ran: the fifth of the run when it was
     /// declared so (by its length), else what was declared, at most `ran`.
     pub(super) fn startup_of(&self, ran: u64) -> u64 {
-        match (self.fixed_startup, self.planned_steps) {
+        match (self.clock.fixed_startup, self.clock.planned_steps) {
             (false, Some(planned)) => startup_steps(planned.min(ran).max(1)),
-            _ => self.startup_steps.min(ran.max(1)),
+            _ => self.clock.startup_steps.min(ran.max(1)),
         }
     }
 }

@@ -1,8 +1,8 @@
-//! What a session knew when a step ran out of device memory: [`crate::oom::explain`]'s facts.
+//! What a session knew when a step ran out of device memory: [`crate::failure::oom::explain`]'s facts.
 
 use super::Session;
-use crate::oom::{Facts, OutOfMemory, Sample, Shortage};
-use crate::step::StepError;
+use crate::failure::oom::{Facts, OutOfMemory, Sample, Shortage};
+use crate::failure::StepError;
 
 impl Session {
     /// What the run held and asked for when the current step ran out of device memory.
@@ -12,8 +12,8 @@ impl Session {
             StepError::Sync { .. } => "a device sync (burn's fusion runs the queued operations there)",
             _ => "the step's host code",
         };
-        let parameters = self.parameters.as_ref().map(|(p, _)| p.clone()).unwrap_or_default();
-        let memory = self.memory.as_ref();
+        let parameters = self.memory.parameters.as_ref().map(|(p, _)| p.clone()).unwrap_or_default();
+        let memory = self.memory.sampler.as_ref();
         let highest = memory.and_then(|m| {
             let (snapshot, after, at_step) = m.highest?;
             // A step's start holds the state the optimizer's updates made, from step 1 on.
@@ -28,23 +28,23 @@ impl Session {
             })
         });
         let pools = crate::backend::pool_largest_allocations(&self.device);
-        let batch_size = self.samples.or(self.batch_size).unwrap_or(0) as u64;
-        let mut report = crate::oom::explain(&Facts {
-            step: self.step,
+        let batch_size = self.clock.samples.or(self.clock.batch_size).unwrap_or(0) as u64;
+        let mut report = crate::failure::oom::explain(&Facts {
+            step: self.clock.step,
             shortage,
             requested,
             batch_size,
-            batch_bytes: self.batch_bytes,
-            reached: self.reached,
+            batch_bytes: self.memory.batch_bytes,
+            reached: self.failure.reached,
             surfaced_at,
             parameters: &parameters,
-            optimizer_state: self.optimizer_state,
+            optimizer_state: self.memory.optimizer_state,
             limits: crate::backend::memory_limits(&self.device),
             at_failure: crate::backend::memory_usage(&self.device),
             pools: &pools,
             highest,
         });
-        if self.parameters.is_none() {
+        if self.memory.parameters.is_none() {
             report.not_observed.push("the model's parameters: the session was not given the model (Session::watch)".to_owned());
         }
         report
@@ -53,15 +53,15 @@ impl Session {
 
 impl Session {
     /// On the CPU backend, notes the step that begins for a failed host allocation's report
-    /// ([`crate::host_oom`]): its number, the batch's samples declared, nothing reached yet,
+    /// ([`crate::failure::host_oom`]): its number, the batch's samples declared, nothing reached yet,
     /// and the file the cycle in progress streams to.
     pub(super) fn note_host_step(&self) {
-        if !self.host_memory {
+        if !self.failure.host_memory {
             return;
         }
-        let (step, samples) = (self.step, self.batch_size.map(|n| n as u64));
+        let (step, samples) = (self.clock.step, self.clock.batch_size.map(|n| n as u64));
         let recording = self.profiler.as_ref().and_then(|p| p.recording_to());
-        crate::host_oom::note(|w| {
+        crate::failure::host_oom::note(|w| {
             w.step = step;
             w.samples = w.samples.or(samples);
             w.reached = None;
@@ -73,16 +73,16 @@ impl Session {
     /// On the CPU backend, notes that the step ended: an allocation failing before the next
     /// one begins is not a step's.
     pub(super) fn note_host_step_end(&self) {
-        if self.host_memory {
-            crate::host_oom::note(|w| w.in_step = false);
+        if self.failure.host_memory {
+            crate::failure::host_oom::note(|w| w.in_step = false);
         }
     }
 
     /// The session has ended: a failed host allocation after it is not a step's.
     pub(super) fn end_host_watch(&mut self) {
-        if self.host_memory {
-            crate::host_oom::forget();
-            self.host_memory = false;
+        if self.failure.host_memory {
+            crate::failure::host_oom::forget();
+            self.failure.host_memory = false;
         }
     }
 }

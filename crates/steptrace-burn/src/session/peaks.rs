@@ -5,7 +5,7 @@ use steptrace::format::peaks::{Peaks, PEAKS};
 use steptrace::Profiler;
 
 use crate::backend::Selection;
-use crate::console::{say, warn};
+use steptrace::terminal::{say, warn};
 use crate::peaks::{PeaksCache, PeaksError, PeaksKey};
 
 /// The cached peaks of the selection's device, with the console line that says where they

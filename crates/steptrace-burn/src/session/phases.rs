@@ -13,10 +13,10 @@ use steptrace::own_span;
 use super::upload::Upload;
 use super::Session;
 use crate::backend::catch_silently;
-use crate::config::SyncPolicy;
 use crate::error::Result;
 use crate::memory::MemorySampler;
-use crate::step::StepError;
+use crate::failure::StepError;
+use crate::sync::SyncPolicy;
 
 /// The span of an autodiff phase.
 fn phase_span(phase: &'static str) -> OwnSpan<'static> {
@@ -43,17 +43,17 @@ impl Session {
         if let Some(profiler) = &self.profiler {
             profiler.update_manifest(|m| m.parameters = Some(count as u64));
         }
-        if self.memory_wanted && self.memory.is_none() {
-            let mut sampler = MemorySampler::new(self.device.clone(), parameters.bytes, self.memory_phases, self.sync != SyncPolicy::None);
+        if self.memory.wanted && self.memory.sampler.is_none() {
+            let mut sampler = MemorySampler::new(self.device.clone(), parameters.bytes, self.memory.phases, self.sync != SyncPolicy::None);
             // A step already under way is not sampled: its start has passed.
             sampler.begin_step(false);
-            self.memory = Some(sampler);
+            self.memory.sampler = Some(sampler);
         }
-        if self.host_memory {
+        if self.failure.host_memory {
             let noted = parameters.clone();
-            crate::host_oom::note(|w| w.parameters = noted);
+            crate::failure::host_oom::note(|w| w.parameters = noted);
         }
-        self.parameters = Some((parameters, count));
+        self.memory.parameters = Some((parameters, count));
         self.note_module_tree(model);
     }
 
@@ -77,7 +77,7 @@ impl Session {
     pub fn load<T>(&mut self, read: impl FnOnce() -> T) -> Result<T> {
         self.begin()?;
         let outcome = {
-            let _load = own_span!(DATA_LOAD, batch = self.step);
+            let _load = own_span!(DATA_LOAD, batch = self.clock.step);
             catch_silently(read)
         };
         outcome.map_err(|message| self.fail(StepError::Panicked { message }))
@@ -98,18 +98,18 @@ impl Session {
     pub fn copy<H: Upload, T>(&mut self, host: H, to_device: impl FnOnce(H) -> T) -> Result<T> {
         self.begin()?;
         let size = host.upload_size(&self.device);
-        self.samples = size.samples;
-        self.batch_bytes = size.input_bytes.saturating_add(size.target_bytes);
-        if self.host_memory {
-            let (samples, bytes) = (self.samples.or(self.batch_size).map(|n| n as u64), self.batch_bytes);
-            crate::host_oom::note(|w| (w.samples, w.batch_bytes) = (samples, bytes));
+        self.clock.samples = size.samples;
+        self.memory.batch_bytes = size.input_bytes.saturating_add(size.target_bytes);
+        if self.failure.host_memory {
+            let (samples, bytes) = (self.clock.samples.or(self.clock.batch_size).map(|n| n as u64), self.memory.batch_bytes);
+            crate::failure::host_oom::note(|w| (w.samples, w.batch_bytes) = (samples, bytes));
         }
         self.sample_step_start();
         if !size.input_shape.is_empty() {
             self.watch_shape(size.input_shape.clone());
         }
         let outcome = {
-            let _h2d = own_span!(TRANSFER_H2D, batch = self.step, input_bytes = size.input_bytes, target_bytes = size.target_bytes);
+            let _h2d = own_span!(TRANSFER_H2D, batch = self.clock.step, input_bytes = size.input_bytes, target_bytes = size.target_bytes);
             catch_silently(|| to_device(host))
         };
         outcome.map_err(|message| self.fail(StepError::Panicked { message }))
@@ -138,7 +138,7 @@ impl Session {
     pub fn loss(&mut self, loss: impl FnOnce() -> Tensor<1>) -> Result<Tensor<1>> {
         self.begin()?;
         let loss = self.phase(LOSS, loss)?;
-        self.witness = Some(loss.clone().detach());
+        self.failure.witness = Some(loss.clone().detach());
         Ok(loss)
     }
 
@@ -170,8 +170,8 @@ impl Session {
     /// at the end of the step, for [`memory`](super::SessionBuilder::memory).
     /// [`optimize`](Self::optimize) does this itself.
     pub fn watch_optimizer(&mut self, optim: &ModuleOptimizer) {
-        if self.memory_wanted && !self.optimizer_state_tried && self.pending_optimizer.is_none() {
-            self.pending_optimizer = Some(optim.clone());
+        if self.memory.wanted && !self.memory.optimizer_state_tried && self.memory.pending_optimizer.is_none() {
+            self.memory.pending_optimizer = Some(optim.clone());
         }
     }
 
@@ -203,18 +203,18 @@ impl Session {
         Ok(model)
     }
 
-    /// The next batch of steptrace's [`Loader`](crate::Loader), which puts its reads in
+    /// The next batch of steptrace's [`Loader`](crate::data::Loader), which puts its reads in
     /// `data.load` spans itself (on its prefetch threads, with a `data.wait` on this one).
     ///
     /// # Errors
     ///
     /// When the loader fails: [`Error::StepFailed`](crate::Error::StepFailed), the cycle in
     /// progress saved.
-    pub fn next_batch(&mut self, loader: &mut crate::Loader) -> Result<crate::data::HostBatch> {
+    pub fn next_batch(&mut self, loader: &mut crate::data::Loader) -> Result<crate::data::HostBatch> {
         self.begin()?;
         match catch_silently(|| loader.next_batch()) {
             Ok(Ok(batch)) => Ok(batch),
-            Ok(Err(e)) => Err(self.fail_step(e)),
+            Ok(Err(e)) => Err(self.fail(StepError::Data { reason: e.to_string() })),
             Err(message) => Err(self.fail(StepError::Panicked { message })),
         }
     }
@@ -228,8 +228,8 @@ impl Session {
     pub fn infer<T>(&mut self, forward: impl FnOnce() -> T) -> Result<T> {
         self.begin()?;
         self.sample_step_start();
-        if !self.inferred {
-            self.inferred = true;
+        if !self.clock.inferred {
+            self.clock.inferred = true;
             self.update_manifest(|m| m.mode = Some("eval (inference)".into()));
         }
         let outcome = {
@@ -253,8 +253,8 @@ impl Session {
     /// has begun (the load would be charged to it).
     pub fn load_model<T>(&mut self, load: impl FnOnce() -> T) -> Result<T> {
         self.check_running()?;
-        if self.setup_end.is_some() {
-            return Err(crate::Error::Ended { why: "a model is loaded before the first step, not during one".into() });
+        if self.clock.setup_end.is_some() {
+            return Err(crate::Error::Ended(crate::error::Ended::ModelLoadInStep));
         }
         let started = std::time::Instant::now();
         let device = self.device.clone();
@@ -262,7 +262,7 @@ impl Session {
             let _load = own_span!(MODEL_LOAD);
             catch_silently(|| {
                 let out = load();
-                crate::step::sync(&device).map(|()| out)
+                step_sync(&device).map(|()| out)
             })
         };
         let out = match outcome {
@@ -271,7 +271,7 @@ impl Session {
             Err(message) => return Err(self.fail(StepError::Panicked { message })),
         };
         let taken = started.elapsed().as_secs_f64() * 1000.0;
-        self.model_load_ms = Some(taken);
+        self.clock.model_load_ms = Some(taken);
         self.update_manifest(|m| m.model_load_ms = Some(taken));
         Ok(out)
     }
@@ -305,7 +305,7 @@ impl Session {
             Ok(Err(e)) => return Err(self.fail(StepError::Read { reason: e.to_string() })),
             Err(message) => return Err(self.fail(StepError::Panicked { message })),
         };
-        self.loss = value;
+        self.clock.loss = value;
         Ok(value.unwrap_or(f64::NAN))
     }
 
@@ -326,7 +326,7 @@ impl Session {
         match catch_silently(|| {
             let out = f();
             if policy == SyncPolicy::Phase {
-                crate::step::sync(device).map(|()| out)
+                step_sync(device).map(|()| out)
             } else {
                 Ok(out)
             }
@@ -338,12 +338,12 @@ impl Session {
 
     /// What follows a phase that returned: the phase reached, and its memory sample.
     fn after_phase<T>(&mut self, phase: &'static str, out: T) -> T {
-        self.reached = Some(phase);
-        if self.host_memory {
-            crate::host_oom::note(|w| w.reached = Some(phase));
+        self.failure.reached = Some(phase);
+        if self.failure.host_memory {
+            crate::failure::host_oom::note(|w| w.reached = Some(phase));
         }
-        let step = self.step;
-        if let Some(memory) = &mut self.memory {
+        let step = self.clock.step;
+        if let Some(memory) = &mut self.memory.sampler {
             memory.sample(phase, step);
         }
         out
@@ -351,32 +351,32 @@ impl Session {
 
     /// The step's start sample (`--memory`), before its batch is copied, once per step.
     fn sample_step_start(&mut self) {
-        if self.sampled_start {
+        if self.memory.sampled_start {
             return;
         }
-        self.sampled_start = true;
-        let step = self.step;
-        let batch = self.batch_bytes;
-        let Some(memory) = &mut self.memory else { return };
+        self.memory.sampled_start = true;
+        let step = self.clock.step;
+        let batch = self.memory.batch_bytes;
+        let Some(memory) = &mut self.memory.sampler else { return };
         memory.batch = batch;
         memory.step_start(step);
-        if memory.unanswered > 0 && self.memory_note.is_none() {
-            self.memory_note = Some(format!("not observed: {} does not report memory in use", self.selection.kind));
+        if memory.unanswered > 0 && self.memory.note.is_none() {
+            self.memory.note = Some(format!("not observed: {} does not report memory in use", self.selection.kind));
         }
     }
 
     /// The optimizer's state exists once it has updated: its size is read once (`--memory`),
     /// at the end of the first step whose work ran after that update.
     pub(super) fn read_optimizer_state(&mut self) {
-        let Some(optim) = self.pending_optimizer.take() else { return };
-        self.optimizer_state_tried = true;
+        let Some(optim) = self.memory.pending_optimizer.take() else { return };
+        self.memory.optimizer_state_tried = true;
         match catch_silently(|| crate::memory::optimizer_bytes(&optim)) {
             Ok(Ok(bytes)) => {
-                self.optimizer_state = Some(bytes);
-                if self.host_memory {
-                    crate::host_oom::note(|w| w.optimizer_state = Some(bytes));
+                self.memory.optimizer_state = Some(bytes);
+                if self.failure.host_memory {
+                    crate::failure::host_oom::note(|w| w.optimizer_state = Some(bytes));
                 }
-                if let Some(memory) = &mut self.memory {
+                if let Some(memory) = &mut self.memory.sampler {
                     memory.optimizer_state = Some(bytes);
                 }
             }
@@ -384,4 +384,9 @@ impl Session {
             Err(panic) => tracing::warn!(target: TARGET, "memory: optimizer state not observed: reading it panicked: {panic}"),
         }
     }
+}
+
+/// [`sync`](crate::sync::sync), as a step's failure cause.
+fn step_sync(device: &burn::prelude::Device) -> std::result::Result<(), StepError> {
+    crate::sync::sync(device).map_err(|e| StepError::Sync { reason: e.reason })
 }

@@ -32,7 +32,7 @@ pub trait Upload {
 
 /// The bytes `data` takes once on `device`: its elements at the device's own float or int
 /// width.
-pub(crate) fn device_bytes(data: &TensorData, device: &Device) -> u64 {
+fn device_bytes(data: &TensorData, device: &Device) -> u64 {
     let elems = data.num_elements() as u64;
     let settings = device.settings();
     let width = if data.dtype().is_float() {

@@ -18,7 +18,7 @@ use anyhow::{bail, Context};
 use serde_json::{json, Value};
 use steptrace::analysis::{Report, ReportOptions};
 use steptrace::bench::{BenchResult, Fingerprint, KernelRecord, RunRecord};
-use steptrace_burn::RunSummary;
+use steptrace_workload::Trained;
 
 use crate::args::{value_name, BenchArgs, ModelArg, ProfileMode, WorkloadArgs};
 use crate::convert::{config, init_label, workload_flags};
@@ -43,10 +43,10 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
     let (warmup, steps) = (a.warmup.unwrap_or(10), a.steps.unwrap_or(50));
     let protocol = Protocol { warmup, steps, runs: a.runs, profile: a.profile, trace_dir: a.trace_dir };
     let result = bench(&a.workload, &protocol, true)?;
-    steptrace_burn::console::out(&render(&result).trim_end());
+    crate::console::out(&render(&result).trim_end());
     if let Some(path) = &a.json {
         write_new(path, &result)?;
-        steptrace_burn::console::out(&format!("result written to {}", path.display()));
+        crate::console::out(&format!("result written to {}", path.display()));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -96,7 +96,7 @@ pub fn bench(w: &WorkloadArgs, protocol: &Protocol, progress: bool) -> anyhow::R
 
 /// Everything that defines the workload `w` as `summary` ran it, with the
 /// bench's profile and step counts.
-fn fingerprint(w: &WorkloadArgs, summary: &RunSummary, profile: &str, warmup: u64, steps: u64) -> Fingerprint {
+fn fingerprint(w: &WorkloadArgs, summary: &Trained, profile: &str, warmup: u64, steps: u64) -> Fingerprint {
     let mut fp = Fingerprint::new();
     for (key, value) in [
         ("model", json!(value_name(&w.model))),
@@ -117,9 +117,9 @@ fn fingerprint(w: &WorkloadArgs, summary: &RunSummary, profile: &str, warmup: u6
         ("device", json!(summary.device)),
         ("requested_backend", json!(value_name(&w.backend))),
         ("fallback", json!(summary.fallback)),
-        ("fusion", cubecl_setting(&summary.backend_kind)),
-        ("autotune", cubecl_setting(&summary.backend_kind)),
-        ("autotune_level", autotune_level_setting(w, &summary.backend_kind)),
+        ("fusion", cubecl_setting(summary.backend_kind.as_str())),
+        ("autotune", cubecl_setting(summary.backend_kind.as_str())),
+        ("autotune_level", autotune_level_setting(w, summary.backend_kind.as_str())),
         ("profile", json!(profile)),
         ("warmup", json!(warmup)),
         ("steps", json!(steps)),
@@ -144,7 +144,7 @@ fn fingerprint(w: &WorkloadArgs, summary: &RunSummary, profile: &str, warmup: u6
 
 /// The kernels in one run's traces (as `report` reads them), or why
 /// there are none.
-fn run_kernels(summary: &RunSummary, batch: u64) -> KernelRecord {
+fn run_kernels(summary: &Trained, batch: u64) -> KernelRecord {
     if summary.traces.is_empty() {
         let why = match summary.trace_errors.as_slice() {
             [] => "the run wrote no trace".to_owned(),
@@ -153,7 +153,7 @@ fn run_kernels(summary: &RunSummary, batch: u64) -> KernelRecord {
         return KernelRecord::NotObserved { reason: why };
     }
     let paths: Vec<PathBuf> = summary.traces.iter().map(|t| t.path.clone()).collect();
-    let options = ReportOptions { batch_size: Some(batch), ops: steptrace_burn::report_ops(), peaks: None };
+    let options = ReportOptions { batch_size: Some(batch), ops: steptrace_burn::ops::report_ops(), peaks: None };
     let report = super::report::load::load(&paths)
         .and_then(|loaded| Report::build_loaded(loaded.files, &options).map_err(anyhow::Error::from));
     match report {
@@ -163,7 +163,7 @@ fn run_kernels(summary: &RunSummary, batch: u64) -> KernelRecord {
 }
 
 /// One `steptrace train` process; returns its summary.
-fn run_once(w: &WorkloadArgs, protocol: &Protocol, scratch: &Path, index: u64) -> anyhow::Result<RunSummary> {
+fn run_once(w: &WorkloadArgs, protocol: &Protocol, scratch: &Path, index: u64) -> anyhow::Result<Trained> {
     let json_path = scratch.join(format!("run{index}.json"));
     // One extra step reads the final loss back; it is not measured.
     let total = protocol.warmup + protocol.steps + 1;
@@ -188,7 +188,7 @@ fn run_once(w: &WorkloadArgs, protocol: &Protocol, scratch: &Path, index: u64) -
 /// One `steptrace train` process of the workload `w` for `total` steps,
 /// with `args` (the profiler's flags) and its summary written to
 /// `json_path`; returns the summary. `index`, from 0, names it in errors.
-fn train_process(w: &WorkloadArgs, total: u64, args: &[OsString], json_path: &Path, index: u64) -> anyhow::Result<RunSummary> {
+fn train_process(w: &WorkloadArgs, total: u64, args: &[OsString], json_path: &Path, index: u64) -> anyhow::Result<Trained> {
     let exe = std::env::current_exe().context("cannot find the steptrace executable")?;
     let mut cmd = Command::new(exe);
     cmd.arg("train").args(workload_flags(w, true)).args(["--steps", &total.to_string()]);
@@ -203,7 +203,7 @@ fn train_process(w: &WorkloadArgs, total: u64, args: &[OsString], json_path: &Pa
     serde_json::from_slice(&text).context("unreadable run summary")
 }
 
-fn record(summary: &RunSummary, protocol: &Protocol) -> anyhow::Result<RunRecord> {
+fn record(summary: &Trained, protocol: &Protocol) -> anyhow::Result<RunRecord> {
     let measured: Vec<f64> =
         summary.steps.iter().skip(protocol.warmup as usize).take(protocol.steps as usize).map(|s| s.ms).collect();
     Ok(RunRecord {

@@ -1,7 +1,7 @@
 //! The `--json` of a `train` run whose step failed (its console lines are steptrace-burn's
-//! [`failure::print`](steptrace_burn::failure::print)).
+//! [`StepFailure::print`]).
 
-use steptrace_burn::oom::OutOfMemory;
+use steptrace_burn::failure::oom::OutOfMemory;
 use steptrace_burn::StepFailure;
 
 /// The `--json` of a failed run.
@@ -10,11 +10,12 @@ pub(crate) struct FailedRun<'a> {
     /// Always `failed`.
     pub(crate) outcome: &'static str,
     pub(crate) step: u64,
-    pub(crate) error: &'a str,
+    /// The cause, as its message says it.
+    pub(crate) error: String,
     pub(crate) traces: &'a [steptrace::SavedTrace],
     /// Cycles left as the `.partial` files they were streamed to (a failed host allocation).
     pub(crate) kept_partial: &'a [std::path::PathBuf],
-    pub(crate) trace_errors: &'a [String],
+    pub(crate) trace_errors: Vec<String>,
     pub(crate) out_of_memory: Option<&'a OutOfMemory>,
 }
 
@@ -23,10 +24,10 @@ impl<'a> FailedRun<'a> {
         FailedRun {
             outcome: "failed",
             step: f.step,
-            error: &f.error,
+            error: f.cause.to_string(),
             traces: &f.traces,
             kept_partial: &f.kept,
-            trace_errors: &f.trace_errors,
+            trace_errors: f.trace_errors.iter().map(ToString::to_string).collect(),
             out_of_memory: f.out_of_memory.as_ref(),
         }
     }
@@ -54,9 +55,9 @@ pub(crate) struct HostMemory<'a> {
 }
 
 impl<'a> RefusedRun<'a> {
-    pub(crate) fn of(error: &'a str, refused: &'a steptrace_burn::ConfigError) -> RefusedRun<'a> {
+    pub(crate) fn of(error: &'a str, refused: &'a steptrace_workload::ConfigError) -> RefusedRun<'a> {
         let host_memory = match refused {
-            steptrace_burn::ConfigError::TooLarge { what, bytes, available } => {
+            steptrace_workload::ConfigError::TooLarge { what, bytes, available } => {
                 Some(HostMemory { what, needed_at_least: *bytes, available: *available })
             }
             _ => None,

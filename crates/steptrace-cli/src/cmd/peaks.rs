@@ -48,7 +48,7 @@ pub fn run(a: PeaksArgs) -> anyhow::Result<ExitCode> {
             (peaks, path, false)
         }
     };
-    let path_text = steptrace_burn::home_relative(&path);
+    let path_text = steptrace::settings::home_relative(&path);
     if from_cache {
         note(&format!(
             "from the cache: {path_text} (measured {}; {}); --remeasure measures again",
@@ -98,7 +98,7 @@ fn print_table(peaks: &Peaks) {
             m.method.clone(),
         ]);
     }
-    steptrace_burn::console::out(&table);
+    crate::console::out(&table);
     say("measured: the fastest run (read, write, copy: memory bandwidth; launch: an empty launch's cost); spread: (slowest run - fastest run) / fastest run; % of pub.: of the datasheet's figure");
     if peaks.published.is_empty() {
         say(&format!("published: none known for {} (steptrace knows the H200 and H100 SXM datasheets)", peaks.device));

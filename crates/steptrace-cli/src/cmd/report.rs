@@ -30,7 +30,7 @@ pub fn run(a: ReportArgs) -> anyhow::Result<ExitCode> {
         eprintln!("warning: {w}");
     }
     let peaks = a.peaks.as_deref().map(load::peaks).transpose()?;
-    let options = ReportOptions { batch_size: a.batch, ops: steptrace_burn::report_ops(), peaks };
+    let options = ReportOptions { batch_size: a.batch, ops: steptrace_burn::ops::report_ops(), peaks };
     let several = RankReport::applies(&loaded.files);
     if a.rank.is_none() && several {
         if a.plot.is_some() || a.html.is_some() {

@@ -14,9 +14,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 use steptrace::format::Figure;
 use steptrace::Schedule;
 use steptrace_burn::backend;
-use steptrace_burn::session::{said_above, written_lines};
+use steptrace_burn::console::{said_above, written_lines};
 use steptrace_burn::signals::{self, Signals};
-use steptrace_burn::{Console, RunSummary, Session};
+use steptrace_burn::{Console, Profiling, RunSummary, Session, SignalHandling};
 
 use crate::args::{Detail, TrainArgs};
 use crate::console::{self, say};
@@ -48,7 +48,7 @@ pub fn run(a: TrainArgs, signals: Option<std::io::Result<Signals>>) -> anyhow::R
         );
     }
     if let Err(invalid) = cfg.validate() {
-        return Err(refused(steptrace_burn::Error::InvalidConfig(invalid).into(), json));
+        return Err(refused(steptrace_workload::Error::Config(invalid).into(), json));
     }
     let signals = signals.unwrap_or_else(signals::install).context("cannot install the Ctrl-C handler")?;
     cfg.stop = Some(signals.stop.clone());
@@ -73,19 +73,19 @@ pub fn run(a: TrainArgs, signals: Option<std::io::Result<Signals>>) -> anyhow::R
     let worker = a.worker.clone().unwrap_or_else(|| format!("{}-{}", cfg.model, selection.kind));
     let mut builder = Session::builder()
         .schedule(schedule)
-        .selection(selection.clone())
+        .backend(selection.clone())
         .cache(cfg.cache.clone())
         .console(Console::Start)
-        .signal_flags(signals.clone())
+        .signals(SignalHandling::Given(signals.clone()))
         .out_dir(&a.out)
         .worker(worker)
         .device_activity(device_activity(a.device_activity, a.detail))
         .command(command_line(&a));
     if a.no_profile {
-        builder = builder.no_profiler();
+        builder = builder.profiling(Profiling::Off);
     }
     if cfg.internals {
-        builder = builder.profiler(|b| b.targets(INTERNAL_TARGETS.iter().copied()));
+        builder = builder.configure(|b| b.targets(INTERNAL_TARGETS.iter().copied()));
     }
 
     let bar = if a.quiet { ProgressBar::hidden() } else { ProgressBar::new(cfg.steps) };
@@ -97,9 +97,9 @@ pub fn run(a: TrainArgs, signals: Option<std::io::Result<Signals>>) -> anyhow::R
         // A failed host allocation ends the process from inside the allocator: the same
         // report and --json as a failed step's, said from there.
         let (bar, json) = (bar.clone(), json.clone());
-        steptrace_burn::host_oom::on_failure(move |failure| {
+        steptrace_burn::failure::host_oom::on_failure(move |failure| {
             bar.finish_and_clear();
-            steptrace_burn::failure::print(failure);
+            failure.print();
             if let Some(json) = json.clone() {
                 if let Err(err) = json.write(&super::failure::FailedRun::of(failure), "the failure report") {
                     console::warn(&format!("steptrace: error: {err:#}"));
@@ -110,7 +110,7 @@ pub fn run(a: TrainArgs, signals: Option<std::io::Result<Signals>>) -> anyhow::R
     }
     let batch = cfg.batch_size as f64;
     let mut startup = StartupLine::start(&bar);
-    let summary = steptrace_burn::train(&cfg, builder, &mut |record| {
+    let trained = steptrace_workload::train(&cfg, builder, &mut |record| {
         startup.stop();
         bar.set_message(format!(
             "step {} {:.1} ms ({:.0} samples/s){}",
@@ -124,11 +124,11 @@ pub fn run(a: TrainArgs, signals: Option<std::io::Result<Signals>>) -> anyhow::R
     startup.stop();
     bar.finish_and_clear();
     signals.announce();
-    let summary = match summary {
-        Ok(summary) => summary,
-        Err(steptrace_burn::Error::StepFailed(failure)) => {
+    let trained = match trained {
+        Ok(trained) => trained,
+        Err(steptrace_workload::Error::Session(steptrace_burn::Error::StepFailed(failure))) => {
             // What was saved and, for an out-of-memory, why: before the error line.
-            steptrace_burn::failure::print(&failure);
+            failure.print();
             if let Some(json) = json {
                 json.write(&super::failure::FailedRun::of(&failure), "the failure report")?;
             }
@@ -136,7 +136,8 @@ pub fn run(a: TrainArgs, signals: Option<std::io::Result<Signals>>) -> anyhow::R
         }
         Err(err) => return Err(refused(err.into(), json)),
     };
-    for warning in &summary.warnings {
+    let summary = &trained.summary;
+    for warning in &trained.warnings {
         console::warn(&format!("steptrace: warning: {warning}"));
     }
     if schedule.is_on_demand() && !a.no_profile && summary.traces.is_empty() {
@@ -148,9 +149,9 @@ pub fn run(a: TrainArgs, signals: Option<std::io::Result<Signals>>) -> anyhow::R
     if records_nothing && summary.traces.is_empty() {
         say(&format!("no trace written: the schedule {} recorded none of the {} steps that ran", a.schedule, summary.steps.len()));
     }
-    print_summary(&summary, selection.fallback_reason.as_deref());
+    print_summary(summary, selection.fallback_reason.as_deref());
     if let Some(json) = json {
-        json.write(&summary, "summary")?;
+        json.write(&trained, "summary")?;
     }
     if let Some(why) = &summary.interrupted {
         say(&format!("run {why}: {} of {} steps ran", summary.steps.len(), cfg.steps));
@@ -185,7 +186,7 @@ impl StartupLine {
                     .spawn(move || {
                         while !done.load(Ordering::Relaxed) {
                             if let Some(progress) = backend::startup_progress() {
-                                bar.set_message(steptrace_burn::session::startup_message(&progress));
+                                bar.set_message(steptrace_burn::console::startup_message(&progress));
                             }
                             std::thread::park_timeout(Duration::from_millis(250));
                         }
@@ -218,11 +219,12 @@ fn first_recorded(schedule: &Schedule) -> Option<u64> {
 /// memory it would need (no step ran: `--json` says so, as it says what a failed step left).
 fn refused(err: anyhow::Error, json: Option<JsonOut>) -> anyhow::Error {
     let too_large = err.chain().find_map(|cause| {
-        let config = cause.downcast_ref::<steptrace_burn::ConfigError>().or(match cause.downcast_ref::<steptrace_burn::Error>() {
-            Some(steptrace_burn::Error::InvalidConfig(c)) => Some(c),
-            _ => None,
-        })?;
-        matches!(config, steptrace_burn::ConfigError::TooLarge { .. }).then_some(config)
+        let config =
+            cause.downcast_ref::<steptrace_workload::ConfigError>().or(match cause.downcast_ref::<steptrace_workload::Error>() {
+                Some(steptrace_workload::Error::Config(c)) => Some(c),
+                _ => None,
+            })?;
+        matches!(config, steptrace_workload::ConfigError::TooLarge { .. }).then_some(config)
     });
     if let (Some(json), Some(too_large)) = (json, too_large) {
         let error = err.to_string();
@@ -284,8 +286,8 @@ fn print_summary(s: &RunSummary, reason: Option<&str>) {
         .set_content_arrangement(ContentArrangement::Dynamic)
         .set_width(console::WIDTH as u16)
         .set_header(["", "value"]);
-    table.add_row(["mode", s.mode.as_str()]);
-    table.add_row(["sync", s.sync.split(':').next().unwrap_or_default()]);
+    table.add_row(["mode".to_owned(), s.mode.to_string()]);
+    table.add_row(["sync".to_owned(), s.sync.to_string()]);
     table.add_row(["setup (data, loader, model)", &format!("{:.1} ms", s.setup_ms)]);
     if let Some(load) = s.model_load_ms {
         table.add_row(["model.load (before the first request)".to_owned(), format!("{load:.1} ms")]);
@@ -318,7 +320,7 @@ fn print_summary(s: &RunSummary, reason: Option<&str>) {
     if let Some(per_step) = s.trace_bytes_per_step() {
         table.add_row(["trace bytes per recorded step".to_owned(), format!("{per_step:.0}")]);
     }
-    steptrace_burn::console::out(&table);
+    crate::console::out(&table);
     match &s.cold_start {
         Some(Figure::Known(cold)) => {
             for line in cold.lines() {
@@ -328,7 +330,7 @@ fn print_summary(s: &RunSummary, reason: Option<&str>) {
         Some(Figure::Absent(why)) => say(&format!("cold start: {why}")),
         None => {}
     }
-    say(&format!("sync {}", s.sync));
+    say(&format!("sync {}: {}", s.sync, s.sync.meaning()));
     say("unit: ms/step are wall-clock step windows (ProfilerStep boundaries); samples/s = batch / median step; startup is kept apart from the steady figures.");
     for anomaly in &s.anomalies {
         say(&format!("after startup, step {}: {}", anomaly.step, anomaly.what));

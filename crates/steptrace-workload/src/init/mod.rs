@@ -48,6 +48,7 @@ use burn::prelude::*;
 use burn::store::ModuleRecord;
 use burn::tensor::{AllocationProperty, Bytes};
 use serde::{Deserialize, Serialize};
+use steptrace_burn::modules::{walk, ParamVisitor};
 use steptrace_models::ModelKind;
 
 use crate::config::RunConfig;
@@ -342,43 +343,32 @@ fn load<M: Module>(path: &Path, needs: &InitHeader, model: M) -> Result<Loaded<M
 
 /// Every parameter's path and shape, without drawing any lazy weight.
 pub(crate) fn shapes<M: Module>(model: &M) -> Vec<ParamShape> {
-    let mut visitor = Shapes { path: Vec::new(), out: Vec::new() };
-    model.visit(&mut visitor);
-    visitor.out
+    let mut visitor = Shapes(Vec::new());
+    walk(model, &mut visitor);
+    visitor.0
 }
 
 // === impl Shapes ===
 
-struct Shapes {
-    path: Vec<String>,
-    out: Vec<ParamShape>,
-}
+struct Shapes(Vec<ParamShape>);
 
 impl Shapes {
-    fn push(&mut self, shape: Shape) {
-        self.out.push(ParamShape { path: self.path.join("."), shape: shape.iter().copied().collect() });
+    fn push(&mut self, path: &str, shape: Shape) {
+        self.0.push(ParamShape { path: path.to_owned(), shape: shape.iter().copied().collect() });
     }
 }
 
-impl ModuleVisitor for Shapes {
-    fn enter_module(&mut self, name: &str, _container_type: &str) {
-        self.path.push(name.to_owned());
+impl ParamVisitor for Shapes {
+    fn float<const D: usize>(&mut self, path: &str, param: &Param<Tensor<D>>) {
+        self.push(path, param.lazy_shape());
     }
 
-    fn exit_module(&mut self, _name: &str, _container_type: &str) {
-        self.path.pop();
+    fn int<const D: usize>(&mut self, path: &str, param: &Param<Tensor<D, Int>>) {
+        self.push(path, param.lazy_shape());
     }
 
-    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-        self.push(param.lazy_shape());
-    }
-
-    fn visit_int<const D: usize>(&mut self, param: &Param<Tensor<D, Int>>) {
-        self.push(param.lazy_shape());
-    }
-
-    fn visit_bool<const D: usize>(&mut self, param: &Param<Tensor<D, Bool>>) {
-        self.push(param.lazy_shape());
+    fn bool<const D: usize>(&mut self, path: &str, param: &Param<Tensor<D, Bool>>) {
+        self.push(path, param.lazy_shape());
     }
 }
 

@@ -127,7 +127,7 @@ fn baseline() -> log::LevelFilter {
 /// record to `tracing` as tracing-log's `LogTracer` does (install it after the global
 /// subscriber, as `try_init` would), and reads cubecl's records while a run starts.
 ///
-/// [`run`](crate::run) calls it; call it yourself (or use [`install_profiler`](super::install_profiler))
+/// [`Session`](crate::Session) calls it; call it yourself (or use [`install_profiler`](super::install_profiler))
 /// when something else would otherwise take the slot first, since `log` allows one logger
 /// per process: a later `tracing_subscriber` `try_init` then fails to add its `LogTracer`.
 ///
@@ -213,7 +213,7 @@ pub(crate) fn timed_client<R>(create: impl FnOnce() -> R) -> R {
 ///
 /// [`begin`](Self::begin) it before the device client is created;
 /// [`finish`](Self::finish) it when step 0 ends. Dropping it unfinished stops the reading.
-/// [`run`](crate::run) does both.
+/// [`Session`](crate::Session) does both.
 #[derive(Debug)]
 pub struct StartupCapture {
     mode: Mode,

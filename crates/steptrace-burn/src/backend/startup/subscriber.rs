@@ -8,10 +8,10 @@ use super::capture::install_log_capture;
 /// Builds `builder`'s profiler and installs it as the process's global subscriber, as
 /// [`ProfilerBuilder::try_install`] does, with steptrace's `log` logger in place of
 /// tracing-log's `LogTracer`: `log` records reach the trace as before, and
-/// [`run`](crate::run) can read cubecl's records to itemise the start
+/// [`Session`](crate::Session) can read cubecl's records to itemise the start
 /// ([`StartupCapture`](super::StartupCapture)).
 ///
-/// Use it instead of `try_install` in a program that calls [`run`](crate::run): `log`
+/// Use it instead of `try_install` in a program that calls [`Session`](crate::Session): `log`
 /// allows one logger per process, and `try_install` takes the slot for `LogTracer`.
 ///
 /// # Errors

@@ -11,7 +11,7 @@ use super::allocation_failed;
 ///
 /// ```
 /// #[global_allocator]
-/// static ALLOCATOR: steptrace_burn::host_oom::Allocator = steptrace_burn::host_oom::Allocator;
+/// static ALLOCATOR: steptrace_burn::failure::host_oom::Allocator = steptrace_burn::failure::host_oom::Allocator;
 /// # fn main() {}
 /// ```
 #[derive(Debug, Clone, Copy, Default)]

@@ -9,7 +9,7 @@
 //!
 //! ```
 //! #[global_allocator]
-//! static ALLOCATOR: steptrace_burn::host_oom::Allocator = steptrace_burn::host_oom::Allocator;
+//! static ALLOCATOR: steptrace_burn::failure::host_oom::Allocator = steptrace_burn::failure::host_oom::Allocator;
 //! # fn main() {}
 //! ```
 //!
@@ -29,9 +29,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use crate::backend::MemoryLimits;
-use crate::error::StepFailure;
+use super::{StepError, StepFailure};
 use crate::memory::Parameters;
-use crate::oom::{Facts, Shortage};
+use crate::failure::oom::{Facts, Shortage};
 
 /// The smallest failed allocation reported: a smaller one is left to Rust's own message
 /// (the report itself needs a little memory).
@@ -61,7 +61,7 @@ type LastWords = Box<dyn Fn(&StepFailure) + Send + Sync>;
 static LAST_WORDS: OnceLock<LastWords> = OnceLock::new();
 
 /// Registers what the program does with the failure before it exits (print it, write a
-/// result file). Without it, the report is printed ([`crate::failure::print`]). The first
+/// result file). Without it, the report is printed ([`StepFailure::print`](crate::StepFailure::print)). The first
 /// registration holds: `false` when one was already made.
 pub fn on_failure(last_words: impl Fn(&StepFailure) + Send + Sync + 'static) -> bool {
     LAST_WORDS.set(Box::new(last_words)).is_ok()
@@ -100,21 +100,14 @@ pub fn allocation_failed(bytes: u64) {
     let failure = failure(&watch, bytes);
     match LAST_WORDS.get() {
         Some(last_words) => last_words(&failure),
-        None => crate::failure::print(&failure),
+        None => failure.print(),
     }
     std::process::exit(EXIT_STATUS);
 }
 
-/// The marker of the error's text that [`crate::oom::classify`] reads.
-pub(crate) const MARKER: &str = "out of host memory allocating ";
-
 fn failure(w: &Watch, bytes: u64) -> StepFailure {
-    let error = format!(
-        "{MARKER}{bytes} bytes (the CPU backend's tensors live in the process's memory; the system allocator \
-         returned none)"
-    );
     let limit = host_limit();
-    let mut oom = crate::oom::explain(&Facts {
+    let mut oom = crate::failure::oom::explain(&Facts {
         step: w.step,
         shortage: Shortage::DeviceFull,
         requested: Some(bytes),
@@ -140,12 +133,14 @@ fn failure(w: &Watch, bytes: u64) -> StepFailure {
             if partial.is_file() {
                 (vec![partial], Vec::new())
             } else {
-                (Vec::new(), vec![format!("the cycle recording to {} left no partial file to keep", final_path.display())])
+                let missing = std::io::Error::new(std::io::ErrorKind::NotFound, "the cycle left no partial file to keep");
+                (Vec::new(), vec![steptrace::Error::Write { path: final_path.clone(), kept: None, source: missing }])
             }
         }
         None => (Vec::new(), Vec::new()),
     };
-    StepFailure { step: w.step, error, traces: Vec::new(), kept, trace_errors, out_of_memory: Some(oom) }
+    let cause = StepError::HostAllocation { bytes };
+    StepFailure { step: w.step, cause, traces: Vec::new(), kept, trace_errors, out_of_memory: Some(oom) }
 }
 
 /// Where the profiler streams a cycle before finalising it to `final_path`.
@@ -162,12 +157,45 @@ fn host_limit() -> Option<(u64, &'static str)> {
         return Some((limit, "the process's address-space limit (ulimit -v)"));
     }
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    Some((crate::limits::parse_meminfo(&text, "MemTotal:")?, "the machine's memory (MemTotal)"))
+    Some((parse_meminfo(&text, "MemTotal:")?, "the machine's memory (MemTotal)"))
+}
+
+/// What the process may still allocate on the host, bytes: the machine's available memory
+/// (`MemAvailable`), and no more than its address-space limit (`ulimit -v`) leaves; `None`
+/// where neither can be read.
+pub fn available() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let available = parse_meminfo(&text, "MemAvailable:")?;
+    Some(address_space_left().map_or(available, |left| left.min(available)))
+}
+
+/// What the address-space limit leaves beyond what the process maps already.
+fn address_space_left() -> Option<u64> {
+    let limit = rustix::process::getrlimit(rustix::process::Resource::As).current?;
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmSize:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(limit.saturating_sub(kb.saturating_mul(1024)))
+}
+
+/// A `/proc/meminfo` figure (`field` with its colon, `MemAvailable:`), bytes.
+fn parse_meminfo(text: &str, field: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with(field))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kb.checked_mul(1024)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn meminfo_is_read_in_bytes() {
+        let text = "MemTotal:       16318480 kB\nMemFree:         1000 kB\nMemAvailable:    2048 kB\n";
+        assert_eq!(parse_meminfo(text, "MemAvailable:"), Some(2048 * 1024));
+        assert_eq!(parse_meminfo("MemTotal: 1 kB\n", "MemAvailable:"), None);
+        assert_eq!(parse_meminfo("MemTotal: 1 kB\n", "MemTotal:"), Some(1024));
+    }
 
     #[test]
     fn a_failure_is_reported_as_an_out_of_memory_of_the_noted_step() {
@@ -190,11 +218,12 @@ mod tests {
         assert_eq!(oom.requested_bytes, Some(16_400_000_000));
         assert_eq!(oom.reached_phase, Some("forward"));
         assert_eq!(oom.batch_size, 1000);
-        // The error's text is an out-of-memory, with its size, to the classifier too.
-        assert_eq!(crate::oom::classify(&f.error), Some((Shortage::DeviceFull, Some(16_400_000_000))));
+        // The cause says it by its kind, with the size.
+        assert_eq!(f.cause, StepError::HostAllocation { bytes: 16_400_000_000 });
+        assert_eq!(f.cause.out_of_memory(), Some((Shortage::DeviceFull, Some(16_400_000_000))));
         // Never below the input's own bytes per sample.
         match &oom.per_sample {
-            crate::oom::Estimate::Known(b) => assert!(b.value >= 260, "{b:?}"),
+            crate::failure::oom::Estimate::Known(b) => assert!(b.value >= 260, "{b:?}"),
             other => panic!("per sample not known: {other:?}"),
         }
     }
@@ -206,6 +235,6 @@ mod tests {
         let f = failure(&watch, 1 << 30);
         assert!(f.kept.is_empty());
         assert_eq!(f.trace_errors.len(), 1, "{:?}", f.trace_errors);
-        assert!(f.trace_errors[0].contains("gone.json"));
+        assert!(f.trace_errors[0].to_string().contains("gone.json"), "{}", f.trace_errors[0]);
     }
 }

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use steptrace::format::device::{ActivityStatus, DeviceActivity};
 use steptrace::reader::parse_trace;
-use steptrace_burn::RunSummary;
+use steptrace_workload::Trained;
 
 /// The name a window's opening cost carries in `device_activity.collector_us` when CUPTI was
 /// still enabled from the window before (steptrace-cupti's `kept open` lap).
@@ -14,7 +14,7 @@ const KEPT_OPEN: &str = "kept open";
 /// Whether the run's first trace holds device activity, or why not; and whether any of its
 /// traces opened a window with CUPTI still enabled from the one before (then its wait steps
 /// ran with CUPTI on too, and active/wait leaves that cost out).
-pub(super) fn status(summary: &RunSummary) -> (ActivityStatus, bool) {
+pub(super) fn status(summary: &Trained) -> (ActivityStatus, bool) {
     let not = |reason: String| (ActivityStatus::NotObserved { reason }, false);
     let Some(first) = summary.traces.first() else {
         return not(match summary.trace_errors.as_slice() {

@@ -25,7 +25,7 @@ use steptrace::bench::{
 use steptrace::format::device::ActivityStatus;
 use steptrace::read::display::{block, label};
 use steptrace::Schedule;
-use steptrace_burn::RunSummary;
+use steptrace_workload::Trained;
 
 use crate::args::{value_name, BenchArgs, Detail, DeviceActivityArg, WorkloadArgs};
 use crate::convert::config;
@@ -68,7 +68,7 @@ pub(super) fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
         conditions.push(Condition::NoProfile);
     }
     let mut records: Vec<ProcessRecord> = Vec::new();
-    let mut last: Option<RunSummary> = None;
+    let mut last: Option<Trained> = None;
     // `--save-init`: the first process saves the starting state, the later ones start from it.
     let mut each = a.workload.clone();
     for round in 0..a.runs {
@@ -118,10 +118,10 @@ pub(super) fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
         threshold,
     };
     let result = OverheadResult::new(setup, records)?;
-    steptrace_burn::console::out(&block(&render(&result)).trim_end());
+    crate::console::out(&block(&render(&result)).trim_end());
     if let Some(path) = &a.json {
         super::write_new(path, &result)?;
-        steptrace_burn::console::out(&wrap(&format!("result written to {}", path.display()), "  "));
+        crate::console::out(&wrap(&format!("result written to {}", path.display()), "  "));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -238,7 +238,7 @@ fn process(
     (detail, (memory, memory_phases)): (Option<Detail>, (bool, bool)),
     scratch: &Path,
     index: usize,
-) -> anyhow::Result<(RunSummary, (ActivityStatus, bool))> {
+) -> anyhow::Result<(Trained, (ActivityStatus, bool))> {
     let json_path = scratch.join(format!("process{index}.json"));
     let traces = scratch.join(format!("traces{index}"));
     let mut args: Vec<OsString> = Vec::new();

@@ -118,7 +118,7 @@ fn build(path: &Path, rank: Option<u32>) -> anyhow::Result<Report> {
     }
     loaded.warnings.extend(check.warnings.iter().cloned());
     let mut report =
-        Report::build_loaded(loaded.files, &ReportOptions { batch_size: None, ops: steptrace_burn::report_ops(), peaks: None })
+        Report::build_loaded(loaded.files, &ReportOptions { batch_size: None, ops: steptrace_burn::ops::report_ops(), peaks: None })
             .with_context(|| format!("cannot compare {}", shown(path)))?;
     report.warnings.splice(0..0, loaded.warnings);
     for w in &report.warnings {
