@@ -16,8 +16,8 @@ use serde_json::{Map, Value};
 
 use crate::format::names::meta;
 use crate::format::{tag, DISTRIBUTED_INFO};
-use crate::hygiene::{LabelScanner, LocatedFinding, Redaction};
-use crate::reader::{read_json_events, JsonEvent, JsonTrace, ReadError, TraceFormat};
+use crate::labels::{LabelScanner, LocatedFinding, Redaction};
+use crate::read::reader::{read_json_events, JsonEvent, JsonTrace, ReadError, TraceFormat};
 
 /// The labels of a trace, with counts, and the findings of label hygiene.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -74,7 +74,7 @@ const READ_FIELDS: &[&str] = &["ph", "name", "cat", "pid", "tid", "ts", "dur", "
 
 impl Inventory {
     /// Lists the labels of `trace` and scans every string in it (see
-    /// [`scan_trace`](crate::hygiene::scan_trace)), and counts every occurrence of what it flags.
+    /// [`scan_trace`](crate::read::hygiene::scan_trace)), and counts every occurrence of what it flags.
     #[must_use]
     pub fn of(trace: &JsonTrace) -> Inventory {
         let mut builder = InventoryBuilder::new();
@@ -86,7 +86,7 @@ impl Inventory {
 }
 
 /// Builds an [`Inventory`] one event at a time, as a trace is read
-/// ([`read_json_events`](crate::reader::read_json_events)): what it keeps is
+/// ([`read_json_events`](crate::read::reader::read_json_events)): what it keeps is
 /// the inventory's counts and the scanner's memory of the strings it
 /// checked, never the events.
 ///
@@ -252,7 +252,7 @@ pub enum RedactError {
 
 /// Writes a sanitised copy of `trace` to `out`, which must not exist: what
 /// label hygiene flags is replaced (see
-/// [`redact_trace`](crate::hygiene::redact_trace)), the copy is scanned
+/// [`redact_trace`](crate::read::hygiene::redact_trace)), the copy is scanned
 /// again with the same walk, and written only if nothing is left.
 ///
 /// The copy is never held whole: a first pass redacts each event and scans
@@ -406,7 +406,7 @@ impl SanitisedCopy {
 
     /// Writes the copy to `out`, which must not exist, from a second read of
     /// the trace (`src`, at most `size` bytes, as
-    /// [`read_json_events`](crate::reader::read_json_events) reads it):
+    /// [`read_json_events`](crate::read::reader::read_json_events) reads it):
     /// with the metadata of `trace`, the first read, and its top-level keys
     /// in `order`, as [`redact_file_in_order`] lays them out.
     ///

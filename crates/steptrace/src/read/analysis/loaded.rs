@@ -9,8 +9,8 @@ use super::steps::StepRow;
 use crate::format::names::meta;
 use crate::format::{device, Manifest, ScheduleInfo, Steptrace};
 #[cfg(test)]
-use crate::reader::Trace;
-use crate::reader::TraceEvent;
+use crate::read::reader::Trace;
+use crate::read::reader::TraceEvent;
 use serde_json::Map;
 
 /// Who wrote a trace, as far as its content tells.
@@ -204,7 +204,7 @@ pub(crate) fn window_of(l: &Loaded) -> Option<(f64, f64)> {
 #[cfg(test)]
 mod tests {
     use super::{producer, Producer};
-    use crate::reader::parse_trace;
+    use crate::read::reader::parse_trace;
 
     fn who(text: &str) -> Producer {
         let trace = parse_trace(text.as_bytes()).expect("a trace");

@@ -14,7 +14,7 @@ use super::table::{span_table, SpanTable};
 use super::timing::{mark_startup, step_timing, StepTiming};
 use crate::format::names::instants;
 use crate::format::{MetadataError, Steptrace};
-use crate::reader::{Trace, TraceFormat};
+use crate::read::reader::{Trace, TraceFormat};
 
 /// One input file.
 #[derive(Clone, Debug, Serialize)]

@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde::{Deserialize, Serialize};
 
 use super::result::BenchResult;
-use crate::analysis::{KernelTable, Report};
+use crate::read::analysis::{KernelTable, Report};
 
 /// Names are said to match when the names both sides share carry at least
 /// this share of each side's kernel time.
@@ -65,7 +65,7 @@ pub struct KernelSummary {
 pub struct KernelSummaryRow {
     /// The name as written.
     pub name: String,
-    /// A shorter form ([`short_name`](crate::analysis::short_name)).
+    /// A shorter form ([`short_name`](crate::read::analysis::short_name)).
     pub label: String,
     /// Calls per step.
     pub calls_per_step: f64,

@@ -142,7 +142,7 @@ fn classes_follow_the_documented_rules() {
 #[test]
 fn runs_are_averaged_and_absence_keeps_its_reason() {
     let bench = |kernels: Vec<KernelRecord>| {
-        let runs = (0..kernels.len().max(1)).map(|_| crate::bench::RunRecord {
+        let runs = (0..kernels.len().max(1)).map(|_| crate::read::bench::RunRecord {
             time_to_first_step_ms: 1.0,
             first_step_ms: 1.0,
             cache: "warm".into(),

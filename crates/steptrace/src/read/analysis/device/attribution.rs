@@ -14,8 +14,8 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::events::WorkKind;
-use crate::analysis::loaded::Loaded;
-use crate::analysis::steps::StepRow;
+use crate::read::analysis::loaded::Loaded;
+use crate::read::analysis::steps::StepRow;
 use crate::format::device::attribution::{
     is_attributed, is_inferred, is_named_by_module, is_tied_to_span, OUTSIDE_SPANS,
 };

@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::events::WorkKind;
-use crate::analysis::loaded::Loaded;
-use crate::analysis::stats::Stats;
-use crate::analysis::steps::StepRow;
+use crate::read::analysis::loaded::Loaded;
+use crate::read::analysis::stats::Stats;
+use crate::read::analysis::steps::StepRow;
 
 /// Copies below this size are scalars or tiny parameters, not tensor data.
 pub const SMALL_COPY_BYTES: u64 = 1024;

@@ -1,10 +1,10 @@
 //! One operation dominates the step.
 
 use super::{ms, Change, Context, Experiment, Hypothesis, CONFIRM};
-use crate::analysis::device::{counted_steps, origins, per_step, KernelTable};
-use crate::analysis::stats::median;
-use crate::analysis::table::Timing;
-use crate::read::display::{label, LABEL_CHARS};
+use crate::read::analysis::device::{counted_steps, origins, per_step, KernelTable};
+use crate::read::analysis::stats::median;
+use crate::read::analysis::table::Timing;
+use crate::display::{label, LABEL_CHARS};
 use crate::format::names::{is_input, is_wait, STEP_ROW};
 
 /// Share of the recorded wall time one operation must take (self time).

@@ -2,8 +2,8 @@
 //! thread blocks than the device has SMs.
 
 use super::{ms, Change, Context, Experiment, Hypothesis, CONFIRM};
-use crate::analysis::device::{counted_steps, origins, per_step};
-use crate::analysis::stats::median;
+use crate::read::analysis::device::{counted_steps, origins, per_step};
+use crate::read::analysis::stats::median;
 
 /// Share of the kernels' device time the kernel (for one op and span) must take.
 const SHARE: f64 = 0.15;
@@ -44,7 +44,7 @@ pub(super) fn check(cx: &Context<'_>, found: &mut Vec<Hypothesis>) {
                 "`{}` for `{}` {} takes {:.0}% of the kernels' device time ({} per step, {:.1} calls per \
                  step) on a grid of [{}, {}, {}] = {blocks} thread blocks, against the device's {sms} SMs: at most \
                  {blocks} of {sms} SMs work while it runs",
-                crate::read::display::label(&o.name, 60),
+                crate::display::label(&o.name, 60),
                 o.ops.as_deref().unwrap_or("unknown ops"),
                 o.place(),
                 o.us / total * 100.0,

@@ -1,10 +1,10 @@
 //! Many small kernel launches per step.
 
 use super::{ms, Change, Context, Experiment, Hypothesis, NotExamined, CONFIRM};
-use crate::analysis::device::{counted_steps, origins, per_step, KernelTable, SHORT_KERNEL_US};
-use crate::analysis::loaded::Producer;
-use crate::analysis::spans::Span;
-use crate::analysis::stats::median;
+use crate::read::analysis::device::{counted_steps, origins, per_step, KernelTable, SHORT_KERNEL_US};
+use crate::read::analysis::loaded::Producer;
+use crate::read::analysis::spans::Span;
+use crate::read::analysis::stats::median;
 
 /// Launches per step from which work counts as fragmented.
 const MANY_LAUNCHES: f64 = 30.0;

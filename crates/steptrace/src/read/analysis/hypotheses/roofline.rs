@@ -2,7 +2,7 @@
 //! because it runs badly, not because it is big.
 
 use super::{ms, Change, Context, Experiment, Hypothesis, NotExamined, CONFIRM};
-use crate::analysis::device::{rate, PricedRow};
+use crate::read::analysis::device::{rate, PricedRow};
 
 /// Share of the priced kernel time one row's time above its floor must take.
 const ABOVE_SHARE: f64 = 0.25;
@@ -63,7 +63,7 @@ pub(super) fn check(cx: &Context<'_>, found: &mut Vec<Hypothesis>, skipped: &mut
         evidence: format!(
             "{what} `{}` takes {} of kernel time per step, {} above its floor of {} ({bound}-bound, {:.1}% of the \
              roof: {achieved} against {roof}); that is {:.0}% of the priced kernel time and {:.0}% of the step",
-            crate::read::display::label(&row.name, crate::read::display::LABEL_CHARS),
+            crate::display::label(&row.name, crate::display::LABEL_CHARS),
             ms(row.ms_per_step),
             ms(above(&row)),
             ms(floor),

@@ -47,7 +47,7 @@ fn push_escaped(out: &mut String, c: char) {
 /// # Examples
 ///
 /// ```
-/// use steptrace::read::display::escape;
+/// use steptrace::display::escape;
 ///
 /// assert_eq!(escape("train.step"), "train.step");
 /// assert_eq!(escape("a\u{1b}[2Jb\u{7}"), "a\\x1b[2Jb\\x07");
@@ -64,7 +64,7 @@ pub fn escape(text: &str) -> Cow<'_, str> {
 /// # Examples
 ///
 /// ```
-/// use steptrace::read::display::block;
+/// use steptrace::display::block;
 ///
 /// assert_eq!(block("a\n\u{1b}]0;title\u{7}\n"), "a\n\\x1b]0;title\\x07\n");
 /// ```
@@ -94,7 +94,7 @@ fn escape_but(text: &str, keep: impl Fn(char) -> bool) -> Cow<'_, str> {
 /// # Examples
 ///
 /// ```
-/// use steptrace::read::display::label;
+/// use steptrace::display::label;
 ///
 /// assert_eq!(label("forward", 20), "forward");
 /// assert_eq!(label(&"a".repeat(1000), 4), "aaaa… (1000 bytes)");
