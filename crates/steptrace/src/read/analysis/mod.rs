@@ -18,6 +18,7 @@ mod device;
 mod hypotheses;
 mod input;
 mod inventory;
+mod redact;
 mod loaded;
 mod memory;
 mod ops;
@@ -37,9 +38,8 @@ pub use device::{
 };
 pub use hypotheses::{Change, Experiment, Hypothesis, NotExamined};
 pub use input::{LoadedTrace, ReportSource};
-pub use inventory::{
-    redact_file, redact_file_in_order, top_level_keys, Finding, Inventory, InventoryBuilder, RedactError, RedactOutcome, SanitisedCopy,
-};
+pub use inventory::{Finding, Inventory, InventoryBuilder};
+pub use redact::{redact_file, redact_file_in_order, top_level_keys, RedactError, RedactOutcome, SanitisedCopy};
 pub use loaded::{Producer, RunInfo};
 pub use memory::{MemoryCategory, MemoryPoint, MemoryView, ReservedGrowth};
 pub use ops::BackendOps;

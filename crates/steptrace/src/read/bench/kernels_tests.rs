@@ -2,6 +2,7 @@
 //! answers are worked out in the comments.
 
 use super::*;
+use crate::read::bench::KernelComparison;
 
 fn row(name: &str, calls: f64, ms: f64) -> KernelSummaryRow {
     KernelSummaryRow {
