@@ -25,7 +25,9 @@
 //! - steptrace's own descriptions are not input content (only secrets,
 //!   private paths and personal numbers are looked for there): the
 //!   metadata's `device_activity` (`metadata.device_activity.kinds[0]`,
-//!   written whole by steptrace and its device collector), and the
+//!   written whole by steptrace and its device collector), the manifest's
+//!   measured limits (`peaks`: how each figure was measured) and cold-start
+//!   breakdown (`startup.cold_start`), and the
 //!   arguments of a device event that describe it in steptrace's words
 //!   ([`DESCRIPTION_ARGS`]: `timing`, `attribution`); the same words
 //!   anywhere else are read as what they look like;
@@ -44,6 +46,7 @@ use super::location::{location, Base, Step};
 use super::scan::{is_diagnostic, NUMERIC_ARRAY};
 use super::{pem, token};
 use crate::format::device::{is_device_work, DESCRIPTION_ARGS};
+use crate::format::peaks::PEAKS;
 use crate::format::names::{is_segment_header, keys, meta};
 
 /// Where a visited string sits.
@@ -82,6 +85,10 @@ pub(super) trait Visit {
 /// The top-level entry of a steptrace trace that holds its metadata.
 const METADATA: &str = "metadata";
 
+/// The entry of the metadata (and of a partial file's header) that holds
+/// the run manifest.
+const MANIFEST: &str = "manifest";
+
 /// Which rules apply.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Place {
@@ -100,15 +107,27 @@ impl Place {
         match self {
             Place::DeviceArgs if DESCRIPTION_ARGS.contains(&key) => Place::Tool,
             Place::DeviceArgs => Place::Event,
-            Place::Metadata if is_device_activity(base, path) => Place::Tool,
+            Place::Metadata if is_tool_written(base, path) => Place::Tool,
             other => other,
         }
     }
 }
 
-/// Whether `path` from `base` is `metadata.device_activity`.
-fn is_device_activity(base: Base<'_>, path: &[Step<'_>]) -> bool {
-    matches!((base, path), (Base::Metadata, [Step::Key(METADATA), Step::Key(key)]) if *key == keys::DEVICE_ACTIVITY)
+/// Whether `path` from `base` is a part of the metadata steptrace writes
+/// whole in its own words: `metadata.device_activity`, and the manifest's
+/// measured limits (`metadata.manifest.peaks`, whose `method` and `source`
+/// describe how each figure was measured) and cold-start breakdown
+/// (`metadata.manifest.startup.cold_start`), also in a partial file's
+/// header (`args.manifest.peaks`, ...).
+fn is_tool_written(base: Base<'_>, path: &[Step<'_>]) -> bool {
+    let manifest = match (base, path) {
+        (Base::Metadata, [Step::Key(METADATA), Step::Key(key)]) if *key == keys::DEVICE_ACTIVITY => return true,
+        (Base::Metadata, [Step::Key(METADATA), Step::Key(MANIFEST), rest @ ..]) => rest,
+        (Base::Event(_), [Step::Key("args"), Step::Key(MANIFEST), rest @ ..]) => rest,
+        _ => return false,
+    };
+    matches!(manifest, [Step::Key(key)] if *key == PEAKS)
+        || matches!(manifest, [Step::Key("startup"), Step::Key("cold_start")])
 }
 
 /// Walks event number `index`; the rewritten event if anything was

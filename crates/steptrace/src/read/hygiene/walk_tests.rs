@@ -47,6 +47,36 @@ fn a_partial_header_is_tool_written_like_the_metadata() {
 }
 
 #[test]
+fn the_measured_limits_and_the_cold_start_are_steptraces_own_words() {
+    let method = "the best of 20 repeats of a reduction over a 1 GiB tensor, timed around a sync on the device";
+    let source = "the NVIDIA H200 datasheet, the line for the memory bandwidth of the SXM form factor module";
+    let reason = "not applicable: the backend in use does not compile its kernels with cubecl at all in this run";
+    let manifest = format!(
+        r#"{{"peaks":{{"read":{{"value":1e12,"spread":0.1,"method":"{method}"}},
+             "published":{{"bandwidth":{{"value":4.8e12,"source":"{source}"}}}},"owner":"/home/alice/peaks"}},
+           "startup":{{"cold_start":{{"reason":"{reason}","list":"{method}"}}}}}}"#
+    );
+    let trace = format!(
+        r#"{{"traceEvents":[
+            {{"ph":"M","name":"steptrace_segment","pid":1,"tid":0,"args":{{"manifest":{manifest}}}}},
+            {{"ph":"i","name":"n","ts":1,"args":{{"method":"{method}"}}}}],
+           "metadata":{{"manifest":{manifest},"other":{{"peaks":{{"method":"{method}, twice"}}}}}}}}"#
+    );
+    // Quiet in the manifest's limits and cold start, in the metadata and in
+    // a partial file's header alike; a private path there is still found,
+    // and the same words anywhere else are input content (each string is
+    // reported once, at its first place).
+    assert_eq!(
+        located(&trace),
+        [
+            ("event 0 args.manifest.peaks.owner".to_owned(), FindingKind::HomePath),
+            ("event 1 args.method".to_owned(), FindingKind::InputContent),
+            ("metadata.other.peaks.method".to_owned(), FindingKind::InputContent),
+        ]
+    );
+}
+
+#[test]
 fn a_reports_lists_of_what_was_not_observed_are_prose_too() {
     let prose = "what the allocator held after the failure: the backend does not report memory in use";
     let other = "the same words under a key of no meaning are still read as what they look like";
