@@ -108,6 +108,27 @@ pub fn label(text: &str, max: usize) -> Cow<'_, str> {
     }
 }
 
+/// The most characters [`line`] keeps of a text.
+pub const LINE_CHARS: usize = 200;
+
+/// A text from a trace or a cache file (a device's name, when its limits were measured, how)
+/// as one line: escaped, so that a newline cannot forge a line of a report, and cut after
+/// [`LINE_CHARS`] characters.
+///
+/// # Examples
+///
+/// ```
+/// use steptrace::display::line;
+///
+/// assert_eq!(line("NVIDIA H200"), "NVIDIA H200");
+/// assert_eq!(line("H200\n== Hypotheses"), "H200\\n== Hypotheses");
+/// assert!(line(&"x".repeat(10_000_000)).ends_with("… (10000000 bytes)"));
+/// ```
+#[must_use]
+pub fn line(text: &str) -> String {
+    label(text, LINE_CHARS).into_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -35,6 +35,7 @@ pub use device::{
     short_name, AttributionView, BatchCopies, CopyDirection, CopySize, CopyView, DeviceStep, DeviceSteps, DeviceView, KernelRow,
     KernelTable, DeviceSpanRow, TimeRow,
     LaunchView, SmallUploads, SHORT_KERNEL_US, SMALL_COPY_BYTES, rate, PricedRow, Roofs, RooflineView, StepFloor,
+    MAX_BLOCK_BYTES, MAX_BLOCK_FLOPS, MIN_BLOCK_US,
 };
 pub use hypotheses::{Change, Experiment, Hypothesis, NotExamined};
 pub use input::{LoadedTrace, ReportSource};

@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use super::checks;
-use super::device::{device_view, DeviceView, Roofs};
+use super::device::{device_view, pick_roofs, DeviceView};
 use super::hypotheses::{hypotheses, Change, Context, Hypothesis, NotExamined};
 use super::input::LoadedTrace;
 use super::loaded::{Loaded, Producer, RunInfo, Vocabulary};
@@ -227,19 +227,7 @@ pub(crate) fn build_parts(files: Vec<(String, LoadedTrace)>, options: &ReportOpt
     let vocab = Vocabulary { ops: &options.ops };
     let timing = step_timing(&loaded, run.batch_size);
     let spans = span_table(&loaded, &run);
-    let roofs = match &options.peaks {
-        Some(p) => Roofs::of(p, "report --peaks"),
-        None => run.peaks.as_ref().and_then(|p| Roofs::of(p, "the trace's manifest")),
-    };
-    if let (Some(p), Some(device)) = (&options.peaks, run.device.as_deref()) {
-        if !device.contains(&p.device) && !p.device.contains(device) {
-            warnings.push(format!(
-                "the device limits given were measured on {}, the trace ran on {device}: the floors price this \
-                 run against another device",
-                p.device
-            ));
-        }
-    }
+    let roofs = pick_roofs(options.peaks.as_ref(), &run, &mut warnings);
     let device = device_view(&loaded, &run, &vocab, roofs);
     let total_memory = loaded.iter().find_map(|l| l.device.total_memory);
     let memory = super::memory::memory_view(&loaded, &super::device::counted_steps(&loaded), total_memory);

@@ -16,7 +16,9 @@ mod events;
 mod intervals;
 mod kernels;
 mod launch;
+mod limits;
 mod roofline;
+mod roofline_checks;
 
 use serde::Serialize;
 
@@ -28,7 +30,9 @@ pub use copies::{BatchCopies, CopyDirection, CopySize, CopyView, SmallUploads, S
 pub(crate) use events::{DeviceEvents, DeviceEventsBuilder};
 pub use kernels::{short_name, KernelRow, KernelTable, SHORT_KERNEL_US};
 pub use launch::LaunchView;
-pub use roofline::{rate, PricedRow, Roofs, RooflineView, StepFloor};
+pub use limits::Roofs;
+pub(crate) use limits::pick_roofs;
+pub use roofline::{rate, PricedRow, RooflineView, StepFloor, MAX_BLOCK_BYTES, MAX_BLOCK_FLOPS, MIN_BLOCK_US};
 
 use self::intervals::Set;
 use super::loaded::{Loaded, Producer, RunInfo, Vocabulary};
@@ -106,7 +110,7 @@ pub(crate) fn counted_steps(loaded: &[Loaded]) -> Vec<(usize, &StepRow)> {
         .collect()
 }
 
-pub(crate) fn device_view(loaded: &[Loaded], run: &RunInfo, vocab: &Vocabulary<'_>, roofs: Option<Roofs>) -> DeviceView {
+pub(crate) fn device_view(loaded: &[Loaded], run: &RunInfo, vocab: &Vocabulary<'_>, roofs: Result<Roofs, String>) -> DeviceView {
     let observed = loaded.iter().any(|l| l.spans.spans.iter().any(|s| is_device_cat(s.cat.as_deref())));
     let steps = counted_steps(loaded);
     let (mut counts, mut busy, mut busy_share) = (None, None, None);
@@ -135,17 +139,7 @@ pub(crate) fn device_view(loaded: &[Loaded], run: &RunInfo, vocab: &Vocabulary<'
         kernels = kernels::kernel_table(loaded, &steps, all.iter().map(|x| x.0).sum());
         attributed = attribution::attribution_view(loaded, &steps);
         let primary = devices.iter().max_by(|a, b| a.busy_ms.median.total_cmp(&b.busy_ms.median));
-        let no_roofs = match (&run.peaks_problem, run.device.as_deref()) {
-            (Some(problem), _) => problem.clone(),
-            (None, Some(device)) => format!(
-                "the trace holds no measured limits for {device}: run `steptrace peaks` on this device before the \
-                 run (or give `report --peaks FILE`)"
-            ),
-            (None, None) => "the trace holds no measured device limits: run `steptrace peaks` on the device before \
-                             the run (or give `report --peaks FILE`)"
-                .to_owned(),
-        };
-        roofline = roofline::roofline_view(loaded, &steps, roofs, &no_roofs, primary);
+        roofline = roofline::roofline_view(loaded, &steps, roofs, primary);
         if kernels.is_some() && attributed.is_none() {
             not_observed.push((
                 "attribution",
