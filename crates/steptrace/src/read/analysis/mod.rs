@@ -41,7 +41,7 @@ pub use hypotheses::{Change, Experiment, Hypothesis, NotExamined};
 pub use input::{LoadedTrace, ReportSource};
 pub use inventory::{Finding, Inventory, InventoryBuilder};
 pub use redact::{redact_file, redact_file_in_order, top_level_keys, RedactError, RedactOutcome, SanitisedCopy};
-pub use loaded::{Producer, RunInfo};
+pub use loaded::{Producer, RunInfo, MAX_PLAUSIBLE_BATCH, MAX_PLAUSIBLE_WORKERS};
 pub use memory::{MemoryCategory, MemoryPoint, MemoryView, ReservedGrowth};
 pub use ops::BackendOps;
 pub use ranks::{

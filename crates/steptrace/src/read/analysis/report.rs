@@ -222,6 +222,7 @@ pub(crate) fn build_parts(files: Vec<(String, LoadedTrace)>, options: &ReportOpt
         .map(|(((path, (head, events)), l), st)| source(path, head, *events, l, st.as_ref()))
         .collect();
     let mut run = RunInfo::new(manifest, schedule, options.batch_size);
+    warnings.extend(run.implausible.iter().cloned());
     let mut notes = Vec::new();
     mark_startup(&mut loaded, &mut run, &mut notes);
     let vocab = Vocabulary { ops: &options.ops };

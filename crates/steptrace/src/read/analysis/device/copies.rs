@@ -137,7 +137,7 @@ pub(crate) fn copy_view(loaded: &[Loaded], steps: &[(usize, &StepRow)], batch_si
                 .keys()
                 .filter(|(dir, _)| *dir == "HtoD")
                 .filter_map(|(_, bytes)| *bytes)
-                .filter(|n| *n >= b * 4 && n % b == 0)
+                .filter(|n| b.checked_mul(4).is_some_and(|least| *n >= least) && n % b == 0)
                 .collect();
             bytes.dedup();
             BatchCopies { bytes, from: "a multiple of the batch size (heuristic)" }

@@ -69,7 +69,7 @@ pub(super) fn check(cx: &Context<'_>, found: &mut Vec<Hypothesis>, skipped: &mut
              sample; if it falls, launches are the limit, so examine grouping or fusion ({fusion}) and its overall \
              cost; {CONFIRM}"
         ),
-        experiment: Some(Experiment::of([Change::BatchSize(batch * 4)])),
+        experiment: batch.checked_mul(4).map(|b| Experiment::of([Change::BatchSize(b)])),
         command: None,
     });
 }
@@ -121,7 +121,7 @@ fn from_kernels(cx: &Context<'_>, kernels: &KernelTable, found: &mut Vec<Hypothe
                  step"
             }
         ),
-        experiment: Some(Experiment::of([Change::BatchSize(batch * 4)])),
+        experiment: batch.checked_mul(4).map(|b| Experiment::of([Change::BatchSize(b)])),
         command: None,
     });
 }

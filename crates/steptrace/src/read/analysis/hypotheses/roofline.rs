@@ -46,7 +46,7 @@ pub(super) fn check(cx: &Context<'_>, found: &mut Vec<Hypothesis>, skipped: &mut
                 "rerun at batch {} and compare its share of the roof: rising with the batch points to too little \
                  parallelism, flat to the access pattern or missing fusion (its kernels per step against its \
                  operations, in `--detail ops`); ",
-                batch * 2
+                batch.saturating_mul(2)
             ),
         )
     } else {
@@ -73,7 +73,7 @@ pub(super) fn check(cx: &Context<'_>, found: &mut Vec<Hypothesis>, skipped: &mut
         ),
         hypothesis: hypothesis.into(),
         next: next + CONFIRM,
-        experiment: (bound == "memory").then(|| Experiment::of([Change::BatchSize(batch * 2)])),
+        experiment: batch.checked_mul(2).filter(|_| bound == "memory").map(|b| Experiment::of([Change::BatchSize(b)])),
         command: None,
     });
 }
