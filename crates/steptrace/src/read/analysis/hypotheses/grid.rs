@@ -37,7 +37,7 @@ pub(super) fn check(cx: &Context<'_>, found: &mut Vec<Hypothesis>) {
         if blocks == 0 || blocks >= sms || o.us / total < SHARE || per_step_ms < STEP_SHARE * step {
             continue;
         }
-        let op = o.op_kind.as_deref().unwrap_or("op");
+        let op = crate::display::label(o.op_kind.as_deref().unwrap_or("op"), crate::display::LABEL_CHARS);
         found.push(Hypothesis {
             id: "under-filled-grid",
             evidence: format!(
@@ -45,7 +45,7 @@ pub(super) fn check(cx: &Context<'_>, found: &mut Vec<Hypothesis>) {
                  step) on a grid of [{}, {}, {}] = {blocks} thread blocks, against the device's {sms} SMs: at most \
                  {blocks} of {sms} SMs work while it runs",
                 crate::display::label(&o.name, 60),
-                o.ops.as_deref().unwrap_or("unknown ops"),
+                crate::display::label(o.ops.as_deref().unwrap_or("unknown ops"), crate::display::LABEL_CHARS),
                 o.place(),
                 o.us / total * 100.0,
                 ms(per_step_ms),
@@ -56,8 +56,9 @@ pub(super) fn check(cx: &Context<'_>, found: &mut Vec<Hypothesis>) {
             ),
             hypothesis: match &o.span {
                 Some(span) => format!(
-                    "the {op} of `{span}` cannot fill the device: its time is set by too few thread blocks, not by \
-                     its work"
+                    "the {op} of `{}` cannot fill the device: its time is set by too few thread blocks, not by \
+                     its work",
+                    crate::display::label(span, crate::display::LABEL_CHARS)
                 ),
                 None => format!(
                     "this {op} (called outside steptrace's spans) cannot fill the device: its time is set by too \

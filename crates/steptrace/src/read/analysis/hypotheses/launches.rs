@@ -143,6 +143,7 @@ fn busiest_launcher(cx: &Context<'_>) -> String {
     }
     let n = steps.len().max(1) as f64;
     by_span.into_iter().max_by_key(|(_, (calls, _))| *calls).map_or_else(String::new, |(span, (calls, short))| {
+        let span = crate::display::label(span, crate::display::LABEL_CHARS);
         format!(
             "; the span launching most kernels is `{span}` ({:.1} per step, {:.1} of them in groups averaging under \
              {SHORT_KERNEL_US:.0} µs)",
