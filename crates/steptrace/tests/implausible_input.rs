@@ -70,3 +70,40 @@ fn step_numbers_at_the_end_of_u64_do_not_overflow() {
     let h = r.hypotheses.iter().find(|h| h.id == "not-steady").expect("the slow step is found");
     assert!(h.experiment.is_some(), "{h:?}");
 }
+
+#[test]
+fn copies_of_u64_max_bytes_do_not_overflow() {
+    let mut ev = steps(0, 6);
+    for i in 0..6u64 {
+        let t = i as f64 * 10_000.0 + 100.0;
+        for k in 0..3u64 {
+            ev.push(json!({"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "pid": 0, "tid": 7,
+                           "ts": t + k as f64 * 10.0, "dur": 5.0,
+                           "args": {"device": 0, "stream": 7, "correlation": i * 10 + k, "bytes": u64::MAX, "kind": "HtoD"}}));
+        }
+    }
+    for batch in [Some(u64::MAX), Some(1 << 62), Some(64), None] {
+        let r = report(ev.clone(), None, batch);
+        let copies = r.device.copies.as_ref().expect("the copies are read");
+        assert!(copies.bytes_per_step.median.is_finite() && copies.bytes_per_step.median > 0.0, "{copies:?}");
+    }
+}
+
+#[test]
+fn a_grid_past_u64_is_no_small_grid() {
+    let kernels = |grid: [u64; 3]| {
+        let mut ev = steps(0, 6);
+        for i in 0..6u64 {
+            ev.push(json!({"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": i as f64 * 10_000.0 + 100.0,
+                           "dur": 8000.0, "args": {"device": 0, "stream": 7, "correlation": i + 1, "grid": grid,
+                           "attribution": "called in span", "span": "forward > fc1", "op kind": "matmul", "ops": "matmul"}}));
+        }
+        let doc = json!({"traceEvents": ev, "deviceProperties": [{"id": 0, "numSms": 132}]});
+        let trace = parse_trace(&serde_json::to_vec(&doc).unwrap()).unwrap();
+        Report::build(&[("grid.json".into(), trace)], &ReportOptions::default()).unwrap()
+    };
+    // A small grid is named: the rule runs on these kernels.
+    assert!(kernels([4, 1, 1]).hypotheses.iter().any(|h| h.id == "under-filled-grid"));
+    let r = kernels([u64::MAX, 4, 1]);
+    assert!(r.hypotheses.iter().all(|h| h.id != "under-filled-grid"), "{:?}", r.hypotheses);
+}

@@ -105,7 +105,7 @@ pub(crate) fn copy_view(loaded: &[Loaded], steps: &[(usize, &StepRow)], batch_si
         for w in loaded[*i].device.starting_in(step.start, step.end).filter(|w| w.kind == WorkKind::Memcpy) {
             let dir = w.direction.unwrap_or("other");
             n += 1;
-            bytes += w.bytes.unwrap_or(0);
+            bytes = bytes.saturating_add(w.bytes.unwrap_or(0));
             let e = dir_here.entry(dir).or_default();
             e.0 += 1.0;
             e.1 += w.bytes.unwrap_or(0) as f64;

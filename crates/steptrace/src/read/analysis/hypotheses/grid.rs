@@ -32,7 +32,8 @@ pub(super) fn check(cx: &Context<'_>, found: &mut Vec<Hypothesis>) {
     let mut named = 0;
     for o in &all {
         let Some(grid) = o.grid else { continue };
-        let blocks: u64 = grid.iter().product();
+        // The grid comes from the trace: a product past u64 is no small grid.
+        let Some(blocks) = grid.iter().try_fold(1u64, |all, g| all.checked_mul(*g)) else { continue };
         let per_step_ms = o.us / 1000.0 / n;
         if blocks == 0 || blocks >= sms || o.us / total < SHARE || per_step_ms < STEP_SHARE * step {
             continue;
