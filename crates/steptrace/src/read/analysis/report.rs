@@ -306,7 +306,8 @@ fn source(path: &str, trace: &Trace, events: usize, loaded: &Loaded, st: Option<
 fn captured(st: &Steptrace) -> Option<String> {
     let manifest = st.metadata.as_ref().map(|m| &m.manifest).or(st.header.as_ref().map(|h| &h.manifest))?;
     let capture = manifest.extra.get("capture")?;
-    let text = |key: &str| capture.get(key).and_then(serde_json::Value::as_str).unwrap_or("someone unnamed").to_owned();
+    // Words from the trace: one bounded, escaped line each.
+    let text = |key: &str| crate::display::line(capture.get(key).and_then(serde_json::Value::as_str).unwrap_or("someone unnamed"));
     let mut line = format!("captured on demand: asked by {} at {}", text("requested_by"), text("requested_at"));
     if let Some(step) = capture.get("read_at_step").and_then(serde_json::Value::as_u64) {
         line.push_str(&format!(", read at the end of step {step}"));

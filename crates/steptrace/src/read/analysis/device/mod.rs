@@ -276,13 +276,14 @@ fn absence_reason(loaded: &[Loaded], run: &RunInfo) -> String {
         _ => None,
     });
     let mut why = if let Some(reason) = recorded {
-        format!("device activity not observed: {reason}")
+        format!("device activity not observed: {}", crate::display::line(&reason))
     } else if steptrace {
         match run.backend_kind.as_deref() {
             Some("cpu") => "the CPU backend has no separate device: host time is the work itself".to_owned(),
             Some(kind) => format!(
-                "the trace has no device timestamps: steptrace recorded host spans only on {kind} (no device \
-                 activity was collected)"
+                "the trace has no device timestamps: steptrace recorded host spans only on {} (no device \
+                 activity was collected)",
+                crate::display::line(kind)
             ),
             None => "steptrace records host spans only".to_owned(),
         }
@@ -292,7 +293,7 @@ fn absence_reason(loaded: &[Loaded], run: &RunInfo) -> String {
         "the trace has no device-side events (kernel, gpu_memcpy, gpu_memset)".to_owned()
     };
     if let Some(reason) = &run.fallback_reason {
-        why.push_str(&format!("; this run is a fallback ({reason})"));
+        why.push_str(&format!("; this run is a fallback ({})", crate::display::line(reason)));
     }
     why
 }
