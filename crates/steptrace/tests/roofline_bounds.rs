@@ -14,8 +14,13 @@ const STEP_US: f64 = 10_000.0;
 
 /// A kernel of block `block` in span `fc1`, priced with `flops` and `bytes`.
 fn kernel(ts: f64, dur: f64, block: u64, flops: f64, bytes: f64) -> Value {
-    json!({"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": ts, "dur": dur,
-           "args": {"device": 0, "stream": 7, "correlation": block, "attribution": "called in span",
+    kernel_on(7, ts, dur, block, flops, bytes)
+}
+
+/// The same, on stream `stream`.
+fn kernel_on(stream: u64, ts: f64, dur: f64, block: u64, flops: f64, bytes: f64) -> Value {
+    json!({"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": stream, "ts": ts, "dur": dur,
+           "args": {"device": 0, "stream": stream, "correlation": block, "attribution": "called in span",
                     "fused block": block, "span": "forward > fc1", "phase": "forward", "op kind": "matmul",
                     "min flops": flops, "min bytes": bytes, "compute dtype": "f32"}})
 }
@@ -127,13 +132,26 @@ fn assert_bounded(v: &RooflineView) {
 
 #[test]
 fn overlapping_kernels_are_named_instead_of_split() {
-    // Three 4 ms kernels that overlap: 12 ms of kernels in each 10 ms step.
-    let events = trace(5, |t, b| (0..3).map(|i| kernel(t + 100.0 + 50.0 * i as f64, 4000.0, b + i + 1, 2e9, 1e6)).collect());
+    // Three 4 ms kernels at once on three streams: 12 ms of kernels in each 10 ms step.
+    let events = trace(5, |t, b| (0..3).map(|i| kernel_on(7 + i, t + 100.0, 4000.0, b + i + 1, 2e9, 1e6)).collect());
     let r = report(events, Some(peaks(1e9, 1e12))).expect("a report");
     let v = view(&r);
     assert!(v.step.is_none(), "{:?}", v.step);
     let why = v.step_problem.as_deref().expect("the reason");
     assert!(why.contains("kernels overlap or are duplicated"), "{why}");
+    assert_bounded(v);
+}
+
+#[test]
+fn kernels_that_overlap_on_their_stream_are_named_even_when_they_fit_the_step() {
+    // Two 2 ms kernels on one stream, the second starting before the first ends: 4 ms of
+    // kernels in a 10 ms step, but one stream cannot run them at once.
+    let events = trace(5, |t, b| vec![kernel(t + 100.0, 2000.0, b + 1, 2e9, 1e6), kernel(t + 1000.0, 2000.0, b + 2, 2e9, 1e6)]);
+    let r = report(events, Some(peaks(1e9, 1e12))).expect("a report");
+    let v = view(&r);
+    assert!(v.step.is_none(), "{:?}", v.step);
+    let why = v.step_problem.as_deref().expect("the reason");
+    assert!(why.contains("start before the previous kernel on their stream ended"), "{why}");
     assert_bounded(v);
 }
 

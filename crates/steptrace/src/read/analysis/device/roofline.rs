@@ -296,7 +296,16 @@ pub(crate) fn roofline_view(
             idle_other_ms,
             rest_ms: step_ms - accounted,
         };
-        Some(super::roofline_checks::checked_step(step, priced_ms))
+        // Kernels that cannot be as written are named first: they explain a split that does
+        // not add up.
+        Some(match doubtful_kernels(loaded, steps) {
+            0 => super::roofline_checks::checked_step(step, priced_ms),
+            n => Err(format!(
+                "{n} kernel(s) of the trace start before the previous kernel on their stream ended, or share a \
+                 single launch's correlation id with another (see the warnings): their time may be counted twice, \
+                 so the step is not split"
+            )),
+        })
     });
     let (step, step_problem) = match split {
         Some(Ok(step)) => (Some(step), None),
@@ -355,6 +364,14 @@ pub(crate) fn roofline_view(
     };
     super::roofline_checks::keep_finite(&mut view);
     Some(view)
+}
+
+/// Kernels of the counted steps' files that cannot be as written: overlapping another on
+/// their stream, or sharing a single launch's correlation id.
+fn doubtful_kernels(loaded: &[Loaded], steps: &[(usize, &StepRow)]) -> usize {
+    let mut files: Vec<usize> = steps.iter().map(|(i, _)| *i).collect();
+    files.dedup();
+    files.iter().map(|i| loaded[*i].device.issues.overlapping.count + loaded[*i].device.issues.shared_correlation.count).sum()
 }
 
 /// Why a block's work cannot be priced, when its figures are not plausible: not finite,
