@@ -153,6 +153,9 @@ fn kernels_that_overlap_on_their_stream_are_named_even_when_they_fit_the_step() 
     let why = v.step_problem.as_deref().expect("the reason");
     assert!(why.contains("start before the previous kernel on their stream ended"), "{why}");
     assert_bounded(v);
+    // The rule on time above the floor says why it did not run.
+    assert!(r.hypotheses.iter().all(|h| h.id != "above-floor"));
+    assert!(r.not_examined.iter().any(|n| n.check == "time above the device floor" && n.why == why), "{:?}", r.not_examined);
 }
 
 #[test]

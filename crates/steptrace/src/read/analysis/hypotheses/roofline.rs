@@ -14,7 +14,7 @@ const ABOVE_STEP_SHARE: f64 = 0.1;
 pub(super) fn check(cx: &Context<'_>, found: &mut Vec<Hypothesis>, skipped: &mut Vec<NotExamined>) {
     let Some(r) = &cx.device.roofline else { return };
     let (Some(roofs), Some(step)) = (&r.roofs, &r.step) else {
-        if let Some(why) = &r.no_floor {
+        if let Some(why) = r.no_floor.as_ref().or(r.step_problem.as_ref()) {
             skipped.push(NotExamined { check: "time above the device floor", why: why.clone(), enable: None });
         }
         return;
