@@ -226,17 +226,31 @@ fn duration() -> impl Strategy<Value = f64> {
     prop_oneof![Just(0.0), Just(1e-300), Just(1e-3), Just(1e12), Just(1e308), 0.0..30_000.0]
 }
 
+/// Mostly a plausible figure in `range`, else any value: so that the step is often split
+/// and the sum of its parts is checked too.
+fn mostly(range: std::ops::Range<f64>, any: impl Strategy<Value = f64> + 'static) -> impl Strategy<Value = f64> {
+    prop_oneof![3 => range, 1 => any]
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
     #[test]
     fn the_priced_report_is_bounded_whatever_its_input(
-        copy in value(),
-        flops in value(),
-        kernels in prop::collection::vec((0.0..9_000.0f64, duration(), value(), value()), 1..5),
+        copy in mostly(1e8..1e13, value()),
+        flops in mostly(1e9..1e15, value()),
+        kernels in prop::collection::vec(
+            (0.0..8_000.0f64, mostly(1.0..2_000.0, duration()), mostly(1.0..1e12, value()), mostly(1.0..1e10, value())),
+            1..5,
+        ),
     ) {
+        // Each kernel on a stream of its own: kernels of different streams may overlap.
         let events = trace(4, |t, b| {
-            kernels.iter().enumerate().map(|(i, (at, dur, work, bytes))| kernel(t + at, *dur, b + i as u64 + 1, *work, *bytes)).collect()
+            kernels
+                .iter()
+                .enumerate()
+                .map(|(i, (at, dur, work, bytes))| kernel_on(7 + i as u64, t + at, *dur, b + i as u64 + 1, *work, *bytes))
+                .collect()
         });
         // JSON cannot hold every value: such a trace is refused with an error, which is fine.
         if let Some(r) = report(events, Some(peaks(copy, flops))) {
