@@ -64,3 +64,12 @@ fn the_device_of_given_limits_is_one_line_in_the_warning() {
     let warning = r.warnings.iter().find(|w| w.contains("measured on")).expect("the device mismatch is said");
     one_bounded_line(warning);
 }
+
+#[test]
+fn limits_that_do_not_read_are_said_on_one_line() {
+    // The reason quotes the value that does not read: bounded, however long it is.
+    let r = report(json!({"peaks": {"version": format!("{FORGED}{}", "x".repeat(1_000_000)), "device": "d"}}), steps());
+    let problem = r.run.peaks_problem.as_deref().expect("the limits do not read");
+    assert!(problem.starts_with("the manifest's device limits do not read (") && !problem.contains('\n'), "{problem}");
+    assert!(problem.len() < 1000, "{} bytes", problem.len());
+}

@@ -84,7 +84,7 @@ impl RunInfo {
             None => (None, None),
             Some(v) => match serde_json::from_value::<crate::format::peaks::Peaks>(v.clone()) {
                 Ok(p) => (Some(p), None),
-                Err(e) => (None, Some(format!("the manifest's device limits do not read ({e}): no floor"))),
+                Err(e) => (None, Some(format!("the manifest's device limits do not read ({}): no floor", crate::display::line(&e.to_string())))),
             },
         };
         let (mut batch_size, mut batch_size_from) = match (batch_option, m.batch_size) {
