@@ -3,7 +3,8 @@
 //! A kernel is *priced* when its fused block carries its minimum work
 //! ([`BlockWork`]: FLOPs and bytes, from burn's operations) and every operation of the block
 //! has a cost rule. A block's kernels are priced together, against their summed time. With
-//! the device's measured [`Peaks`](crate::format::peaks::Peaks) (from the trace's manifest, or given to the report), each
+//! the device's measured [`Peaks`](crate::format::peaks::Peaks) (from the trace's manifest,
+//! or given to the report), each
 //! block gets a **floor**: the larger of its bytes over the bandwidth and its FLOPs over the
 //! throughput of its dtype; what its kernels took beyond that is its time **above the floor**.
 //! A block whose arithmetic intensity (FLOPs per byte) is below the ridge point (throughput
@@ -13,7 +14,13 @@
 //! and the step is split into: the floor, kernel time above it, kernels that could not be
 //! priced, the device idle by cause (while the host read input, waited, or did anything else:
 //! launching), and the rest of the step's wall time (copies, overlap). Kernels that cannot be
-//! priced are listed by reason, never dropped.
+//! priced are listed by reason, never dropped: among them blocks whose work is not plausible
+//! (see [`MAX_BLOCK_BYTES`]) and blocks whose kernels took no time.
+//!
+//! Every figure is checked before the view is given out (`roofline_checks`): the limits
+//! are usable ones ([`Roofs`]), nothing is infinite, not a number or a negative zero, and
+//! the step is split only when its parts add up to it; otherwise
+//! [`RooflineView::step_problem`] says which input is inconsistent.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
