@@ -74,7 +74,7 @@ pub enum Error {
     },
     /// A trace could not be read.
     #[error(transparent)]
-    Read(#[from] crate::reader::ReadError),
+    Read(#[from] crate::read::reader::ReadError),
 }
 
 /// A partial trace file left on disk after a failed write.

@@ -2,13 +2,23 @@
 //!
 //! # Brief overview
 //!
-//! The crate reads as collect → format → read:
+//! The crate reads as collect → format → read, in three layers whose
+//! dependencies point one way: what reads traces uses the format, and so
+//! does what writes them; the writer never uses the reader.
 //!
-//! - [`collect`]: the schedule, the profiler, the gate that decides which
-//!   spans are kept, and the [sink] that writes them;
-//! - [`format`](mod@format): the trace file as types, shared by every writer and reader;
-//! - [`read`]: the reader, the report, label [hygiene] and bench results;
+//! - collection: the [schedule], the profiler, the [gate] that decides
+//!   which spans are kept, the [sink] that writes them, [`device`] work,
+//!   [`direct`] records of steptrace's own spans, [`ranks`] and
+//!   [`capture`] on request;
+//! - [`format`](mod@format): the trace file as types, shared by every
+//!   writer and reader, and beside it the label checks both use
+//!   (published through [hygiene]) and [`display`], which makes what a
+//!   trace holds safe to print;
+//! - reading: the [reader], the [`analysis`] behind the report, label
+//!   [hygiene] and [`bench`](mod@bench) results;
 //! - [`settings`]: every environment variable steptrace reads.
+//!
+//! Each module has one path: `steptrace::reader`, `steptrace::device`, ...
 //!
 //! - [`Schedule`] decides, step by step, whether spans are skipped, warmed
 //!   up or recorded, with torch.profiler's semantics.
@@ -53,14 +63,16 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
-pub mod collect;
+mod collect;
+pub mod display;
 mod error;
 pub mod format;
-pub mod read;
+mod labels;
+mod read;
 pub mod settings;
 pub mod terminal;
 
-pub use collect::{capture, gate, ranks, schedule, sink};
+pub use collect::{capture, device, direct, gate, ranks, schedule, sink};
 pub use collect::{layer, layer_span, Action, Profiler, ProfilerBuilder, ProfilerLayer, RankLayer, RankProfilers, Schedule, ScheduleError};
 pub use error::{Error, Kept, Result};
 pub use read::{analysis, bench, hygiene, reader};

@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use steptrace::collect::{DeviceCollector, DeviceError, DeviceWindow};
+use steptrace::device::{DeviceCollector, DeviceError, DeviceWindow};
 use steptrace::{Profiler, Schedule};
 use tracing_subscriber::prelude::*;
 

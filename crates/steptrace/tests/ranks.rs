@@ -180,12 +180,12 @@ fn bad_rank_requests_are_refused_with_reasons() {
 /// A collector that records nothing.
 struct Nothing;
 
-impl steptrace::collect::DeviceCollector for Nothing {
-    fn open(&mut self) -> Result<(), steptrace::collect::DeviceError> {
+impl steptrace::device::DeviceCollector for Nothing {
+    fn open(&mut self) -> Result<(), steptrace::device::DeviceError> {
         Ok(())
     }
-    fn close(&mut self, _origin: std::time::Instant) -> Result<steptrace::collect::DeviceWindow, steptrace::collect::DeviceError> {
-        Ok(steptrace::collect::DeviceWindow::default())
+    fn close(&mut self, _origin: std::time::Instant) -> Result<steptrace::device::DeviceWindow, steptrace::device::DeviceError> {
+        Ok(steptrace::device::DeviceWindow::default())
     }
 }
 

@@ -13,7 +13,7 @@
 //!
 //! When the step span begins or ends (or the buffer is full), the buffer becomes a [`Batch`]
 //! in the sink's queue. The segment writer writes a batch's lines in the form tracing-chrome
-//! writes them ([`sink::expand`](crate::sink)), so the partial file, the finaliser and every
+//! writes them ([`sink::expand`](crate::collect::sink)), so the partial file, the finaliser and every
 //! reader see what they would see from tracing-chrome, at one of two places:
 //! - at the profiler's flush, which follows each recorded step's begin and each window's end:
 //!   the writer takes the queued batches there, between two of tracing-chrome's events. A

@@ -20,9 +20,9 @@ use super::ranks::RankSpec;
 use crate::error::{Error, Result};
 use crate::format::names::TARGET;
 use crate::format::{Manifest, ManifestError};
-use crate::gate::{GateFilter, GateLayer, Shared};
-use crate::schedule::{Action, Schedule};
-use crate::sink::{chrome_layer, FileNames, Linger, RankContext, SinkContext, DEFAULT_FILE_NAME};
+use crate::collect::gate::{GateFilter, GateLayer, Shared};
+use crate::collect::schedule::{Action, Schedule};
+use crate::collect::sink::{chrome_layer, FileNames, Linger, RankContext, SinkContext, DEFAULT_FILE_NAME};
 
 /// A device collector shared by the builder's clones.
 pub(crate) type SharedCollector = Arc<Mutex<Box<dyn DeviceCollector>>>;
@@ -126,7 +126,7 @@ impl ProfilerBuilder {
     /// directives such as `"my_crate=info"` or `"cubecl_runtime=trace"`.
     ///
     /// steptrace's own spans are always kept; see the
-    /// [target policy](crate::gate#target-policy).
+    /// [target policy](crate::collect::gate#target-policy).
     pub fn targets<I, T>(mut self, directives: I) -> Self
     where
         I: IntoIterator<Item = T>,
@@ -206,7 +206,7 @@ impl ProfilerBuilder {
     /// [`Profiler::start`] right before the first step. Fails if the output
     /// directory cannot be created or written, the file-name template is
     /// unusable, or a target directive does not parse. See the
-    /// [gate docs](crate::gate) for what per-layer filtering costs.
+    /// [gate docs](crate::collect::gate) for what per-layer filtering costs.
     pub fn build<S>(self) -> Result<(ProfilerLayer<S>, Profiler)>
     where
         S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
@@ -281,7 +281,7 @@ impl ProfilerBuilder {
                     why: "an on-demand schedule works with one profiler per process, not per rank".to_owned(),
                 })
             }
-            (true, None) => Some(OnDemand::start(&self.out_dir, &crate::sink::sanitize_worker(&self.worker), &self.schedule)?),
+            (true, None) => Some(OnDemand::start(&self.out_dir, &crate::collect::sink::sanitize_worker(&self.worker), &self.schedule)?),
         };
         let shared = Arc::new(Shared::new(self.include_args));
         let epoch_unix_ms = match rank {
@@ -300,7 +300,7 @@ impl ProfilerBuilder {
         });
         let context = Arc::new(SinkContext {
             rank,
-            worker: crate::sink::sanitize_worker(&self.worker),
+            worker: crate::collect::sink::sanitize_worker(&self.worker),
             schedule: self.schedule,
             targets: described.join(","),
             epoch_unix_ms,

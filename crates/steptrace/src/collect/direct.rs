@@ -280,22 +280,22 @@ pub(crate) fn layer_name(name: &str) -> Option<Cow<'_, str>> {
 #[macro_export]
 macro_rules! own_span {
     ($name:expr) => {{
-        static CALLSITE: $crate::collect::direct::__private::DefaultCallsite =
-            $crate::collect::direct::__private::DefaultCallsite::new(&META);
-        static META: $crate::collect::direct::__private::Metadata<'static> =
-            $crate::collect::direct::__private::span_metadata($name, &CALLSITE);
-        $crate::collect::direct::OwnSpan::begin(&META, || {
+        static CALLSITE: $crate::direct::__private::DefaultCallsite =
+            $crate::direct::__private::DefaultCallsite::new(&META);
+        static META: $crate::direct::__private::Metadata<'static> =
+            $crate::direct::__private::span_metadata($name, &CALLSITE);
+        $crate::direct::OwnSpan::begin(&META, || {
             ::tracing::info_span!(target: $crate::format::names::TARGET, $name).entered()
         })
     }};
     ($name:expr, $($field:ident = $value:expr),+ $(,)?) => {{
-        static CALLSITE: $crate::collect::direct::__private::DefaultCallsite =
-            $crate::collect::direct::__private::DefaultCallsite::new(&META);
-        static META: $crate::collect::direct::__private::Metadata<'static> =
-            $crate::collect::direct::__private::span_metadata_with($name, &[$(stringify!($field)),+], &CALLSITE);
+        static CALLSITE: $crate::direct::__private::DefaultCallsite =
+            $crate::direct::__private::DefaultCallsite::new(&META);
+        static META: $crate::direct::__private::Metadata<'static> =
+            $crate::direct::__private::span_metadata_with($name, &[$(stringify!($field)),+], &CALLSITE);
         // Every value before any name is bound: a value may read a variable a field shadows.
-        let ($($field,)+) = ($($crate::collect::direct::__private::field_value($value),)+);
-        $crate::collect::direct::OwnSpan::begin_with(&META, &[$((stringify!($field), $field)),+], || {
+        let ($($field,)+) = ($($crate::direct::__private::field_value($value),)+);
+        $crate::direct::OwnSpan::begin_with(&META, &[$((stringify!($field), $field)),+], || {
             ::tracing::info_span!(target: $crate::format::names::TARGET, $name, $($field),+).entered()
         })
     }};

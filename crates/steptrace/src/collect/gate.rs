@@ -3,7 +3,7 @@
 //! The gate has two halves that share one state, written by the
 //! [`Profiler`](crate::Profiler) at each step and read by every thread:
 //!
-//! - A filter. While the current step's action is [`Action::None`](crate::schedule::Action::None) (skip or
+//! - A filter. While the current step's action is [`Action::None`](crate::collect::schedule::Action::None) (skip or
 //!   wait phases) it rejects every span and event. It returns
 //!   [`Interest::sometimes`] for the targets it may keep, so that the decision
 //!   is made again for each span rather than cached per callsite, and
@@ -56,7 +56,7 @@ use super::threads::thread_id;
 
 // === impl GateFilter ===
 
-/// The per-layer filter half of the gate. See the [module docs](crate::gate).
+/// The per-layer filter half of the gate. See the [module docs](crate::collect::gate).
 #[derive(Debug)]
 pub struct GateFilter {
     shared: Arc<Shared>,
@@ -91,7 +91,7 @@ impl<S> Filter<S> for GateFilter {
 // === impl GateLayer ===
 
 /// The layer half of the gate: the Chrome layer behind a per-segment
-/// forwarding check. See the [module docs](crate::gate).
+/// forwarding check. See the [module docs](crate::collect::gate).
 pub struct GateLayer<S>
 where
     S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
@@ -355,7 +355,7 @@ where
     /// Keeps an event of the stepping thread, named and with its fields as the Chrome layer
     /// writes them; returns whether the buffer is full.
     fn keep_event(&self, event: &Event<'_>, segment: u64) -> bool {
-        let name = crate::sink::event_name(event);
+        let name = crate::collect::sink::event_name(event);
         let args = self.shared.include_args.then(|| {
             let mut fields = Fields::default();
             event.record(&mut fields);

@@ -18,7 +18,6 @@ mod shared;
 pub mod sink;
 mod threads;
 
-pub use device::{DeviceCollector, DeviceError, DeviceWindow};
 pub use spans::{layer, layer_span};
 pub use builder::{ProfilerBuilder, ProfilerLayer};
 pub use profiler::Profiler;

@@ -16,13 +16,13 @@ use super::direct::{self, DirectStep};
 use crate::error::{Error, Result};
 use crate::format::names::{STEP_SPAN, TARGET};
 use crate::format::{Manifest, ManifestError};
-use crate::gate::Shared;
-use crate::schedule::{Action, Schedule};
-use crate::sink::{DeviceOutcome, FileNames, SavedTrace, SegmentInfo, SegmentWriter, SinkContext, LINGER, NAME_VARIANTS};
+use crate::collect::gate::Shared;
+use crate::collect::schedule::{Action, Schedule};
+use crate::collect::sink::{DeviceOutcome, FileNames, SavedTrace, SegmentInfo, SegmentWriter, SinkContext, LINGER, NAME_VARIANTS};
 
 
 /// How far ahead a closing window looks for the next one (see
-/// [`DeviceCollector::next_window_in`](crate::collect::DeviceCollector::next_window_in)).
+/// [`DeviceCollector::next_window_in`](crate::collect::device::DeviceCollector::next_window_in)).
 const NEXT_WINDOW_HORIZON: u64 = 1024;
 
 /// The profiler handle: advance it once per training step.
@@ -195,7 +195,7 @@ impl Profiler {
 
     /// The state the gate shares, for tests.
     #[cfg(test)]
-    pub(crate) fn shared(&self) -> &crate::gate::Shared {
+    pub(crate) fn shared(&self) -> &crate::collect::gate::Shared {
         &self.core.shared
     }
 
@@ -222,7 +222,7 @@ impl Profiler {
     }
 
     /// A handle that asks this profiler for a capture from any thread (see
-    /// [`capture`](crate::capture)); `None` unless the schedule is
+    /// [`capture`](crate::collect::capture)); `None` unless the schedule is
     /// [on demand](Schedule::on_demand).
     pub fn capture_handle(&self) -> Option<CaptureHandle> {
         self.core.on_demand.as_ref().map(OnDemand::handle)
@@ -266,7 +266,7 @@ impl Profiler {
     /// `STEPTRACE_OWN_SPANS=tracing` refuses it too (an experiment's knob, to measure one path
     /// against the other); every trace's metadata says which path the spans took (`own_spans`).
     pub fn record_own_spans_directly(&self, veto: Option<fn() -> bool>) -> bool {
-        use crate::gate::OwnSpans;
+        use crate::collect::gate::OwnSpans;
         let shared = &self.core.shared;
         if crate::settings::own_spans_tracing() {
             shared.set_own_spans(OwnSpans::TracingAsked);

@@ -10,7 +10,7 @@
 //!   as each rank calls [`Profiler::step`] once per training step;
 //! - a rank's files sit in one folder per cycle,
 //!   `{worker}.{run time}.cycle{k}/`, named by
-//!   [`RANK_FILE_NAME`](crate::sink::RANK_FILE_NAME) (rank and world size
+//!   [`RANK_FILE_NAME`](crate::collect::sink::RANK_FILE_NAME) (rank and world size
 //!   in the name), each headed by torch.profiler's `distributedInfo`, so
 //!   that Holistic Trace Analysis loads one folder as the run's ranks;
 //! - the ranks share the run's clock: `metadata.clock.epoch_unix_ms` is
@@ -77,7 +77,7 @@ use tracing_subscriber::util::SubscriberInitExt;
 use super::profiler::Core;
 use crate::error::{Error, Result};
 use crate::format::DistributedInfo;
-use crate::gate::GateLayer;
+use crate::collect::gate::GateLayer;
 use crate::{Profiler, ProfilerBuilder};
 
 /// The most ranks one process may profile.
@@ -244,7 +244,7 @@ impl ProfilerBuilder {
         let now = SystemTime::now();
         let origin = Instant::now();
         let epoch_unix_ms = now.duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
-        let run_stamp = crate::sink::utc_stamp(now);
+        let run_stamp = crate::collect::sink::utc_stamp(now);
         let mut layers = Vec::with_capacity(world_size as usize);
         let mut cores = Vec::with_capacity(world_size as usize);
         let mut targets = None;

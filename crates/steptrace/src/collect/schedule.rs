@@ -16,7 +16,7 @@
 //!
 //! [`Schedule::on_demand`] (`"on-demand"`) records nothing by itself: every
 //! step is [`Action::None`] until someone asks the running process for a
-//! capture (see [`capture`](crate::capture)); each capture is then a cycle
+//! capture (see [`capture`](crate::collect::capture)); each capture is then a cycle
 //! of `warmup` and `active` steps.
 //!
 //! # Examples
@@ -40,7 +40,7 @@ use serde::Serialize;
 
 /// What the profiler does during one step.
 ///
-/// See the [module documentation](crate::schedule) for how a [`Schedule`]
+/// See the [module documentation](crate::collect::schedule) for how a [`Schedule`]
 /// maps steps to actions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -93,7 +93,7 @@ impl fmt::Display for Action {
 ///
 /// Build one with [`Schedule::new`] or parse it from a string such as
 /// `"skip_first=2,wait=1,warmup=1,active=3,repeat=2"`. See the
-/// [module documentation](crate::schedule).
+/// [module documentation](crate::collect::schedule).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 pub struct Schedule {
     skip_first: u64,
@@ -203,7 +203,7 @@ impl Schedule {
 
     /// A schedule that records only when asked: every step is
     /// [`Action::None`] until a capture is requested (see
-    /// [`capture`](crate::capture)); a capture is then `warmup` steps and
+    /// [`capture`](crate::collect::capture)); a capture is then `warmup` steps and
     /// `active` steps (a request may ask for another number of active
     /// steps). `active` must be at least 1.
     ///

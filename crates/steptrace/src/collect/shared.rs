@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use tracing_core::Metadata;
 
 use crate::format::names::{STEP_SPAN, TARGET};
-use crate::schedule::Action;
+use crate::collect::schedule::Action;
 
 static NEXT_SINK: AtomicU64 = AtomicU64::new(1);
 

@@ -152,6 +152,15 @@ pub mod meta {
     pub const CLIPPED_ARG: &str = "steptrace.clipped";
 }
 
+/// Whether `event` (an event as its whole JSON object) is the header a
+/// partial file starts with: steptrace's `steptrace_segment` metadata
+/// event, whose `args` describe the run.
+#[must_use]
+pub fn is_segment_header(event: &serde_json::Map<String, serde_json::Value>) -> bool {
+    event.get("ph").and_then(serde_json::Value::as_str) == Some("M")
+        && event.get("name").and_then(serde_json::Value::as_str) == Some(meta::SEGMENT)
+}
+
 /// Keys of the `metadata` object that hold prose written by steptrace
 /// (label hygiene does not read them as input content).
 pub mod keys {

@@ -74,18 +74,132 @@ pub struct Peaks {
     pub cpu: bool,
 }
 
+/// The plausible range of a measured bandwidth, bytes/s: from 1 MB/s to 1 EB/s. A figure
+/// outside it (or zero, negative, not a number) is not a limit anything can be priced
+/// against.
+pub const BANDWIDTH_RANGE: (f64, f64) = (1e6, 1e18);
+
+/// The plausible range of a measured throughput, FLOP/s: from 1 MFLOP/s to 1 ZFLOP/s.
+pub const THROUGHPUT_RANGE: (f64, f64) = (1e6, 1e21);
+
+/// `what` with its value and why it is not a usable limit in `range` (`copy bandwidth 0
+/// B/s: not positive`); `None` when it is one. A value that is not finite is not shown.
+fn problem(what: &str, value: f64, unit: &str, range: (f64, f64)) -> Option<String> {
+    let why = unusable(value, range)?;
+    Some(if value.is_finite() { format!("{what} {value} {unit}: {why}") } else { format!("{what}: {why}") })
+}
+
+/// Why `value` is not a usable limit in `range`, in words; `None` when it is one.
+pub(crate) fn unusable(value: f64, (low, high): (f64, f64)) -> Option<&'static str> {
+    if !value.is_finite() {
+        Some("not a finite number")
+    } else if value <= 0.0 {
+        Some("not positive")
+    } else if value < low {
+        Some("implausibly small")
+    } else if value > high {
+        Some("implausibly large")
+    } else {
+        None
+    }
+}
+
 impl Peaks {
     /// The bandwidth a kernel's minimum bytes are priced against: the copy bandwidth (reads
-    /// and writes together, as most kernels move both), else the read bandwidth.
+    /// and writes together, as most kernels move both), else the read bandwidth; a figure
+    /// outside [`BANDWIDTH_RANGE`] is passed over.
     #[must_use]
     pub fn bandwidth(&self) -> Option<f64> {
-        self.copy.as_ref().or(self.read.as_ref()).map(|m| m.value).filter(|v| *v > 0.0)
+        [&self.copy, &self.read].into_iter().flatten().map(|m| m.value).find(|v| unusable(*v, BANDWIDTH_RANGE).is_none())
     }
 
     /// The throughput FLOPs of `dtype` are priced against: that dtype's measured figure, else
-    /// f32's (the dtype every backend measures).
+    /// f32's (the dtype every backend measures); a figure outside [`THROUGHPUT_RANGE`] is
+    /// passed over.
     #[must_use]
     pub fn throughput(&self, dtype: &str) -> Option<f64> {
-        self.flops.get(dtype).or_else(|| self.flops.get("f32")).map(|m| m.value).filter(|v| *v > 0.0)
+        [self.flops.get(dtype), self.flops.get("f32")]
+            .into_iter()
+            .flatten()
+            .map(|m| m.value)
+            .find(|v| unusable(*v, THROUGHPUT_RANGE).is_none())
+    }
+
+    /// The figures that cannot be priced against, each named with its value and why
+    /// (`copy bandwidth 0 B/s: not positive`), in the order copy, read, write, then each
+    /// dtype's throughput. Missing figures are not listed: [`Peaks::check`] says when the
+    /// ones pricing needs are missing.
+    #[must_use]
+    pub fn unusable_figures(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (what, m) in [("copy bandwidth", &self.copy), ("read bandwidth", &self.read), ("write bandwidth", &self.write)] {
+            out.extend(m.as_ref().and_then(|m| problem(what, m.value, "B/s", BANDWIDTH_RANGE)));
+        }
+        for (dtype, m) in &self.flops {
+            out.extend(problem(&format!("{dtype} throughput"), m.value, "FLOP/s", THROUGHPUT_RANGE));
+        }
+        out
+    }
+
+    /// Whether these limits can price work: their layout is [`PEAKS_VERSION`], and they hold
+    /// a usable bandwidth (copy or read) and a usable f32 throughput.
+    ///
+    /// # Errors
+    ///
+    /// Which of those fails, in words: another layout version, or the unusable or missing
+    /// figure (`no usable bandwidth (copy bandwidth 0 B/s: not positive; read bandwidth
+    /// missing)`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use steptrace::format::peaks::{Measured, Peaks, PEAKS_VERSION};
+    /// # let m = |value: f64| Some(Measured { value, spread: 0.0, method: String::new() });
+    /// # let mut peaks = Peaks { version: PEAKS_VERSION, device: "d".into(), backend: "cuda".into(),
+    /// #     software: String::new(), measured_at: String::new(), read: None, write: None, copy: None,
+    /// #     flops: [("f32".to_owned(), m(1e13).unwrap())].into(), launch_us: None,
+    /// #     published: Default::default(), problems: vec![], cpu: false };
+    /// peaks.copy = m(0.0);
+    /// assert_eq!(
+    ///     peaks.check().unwrap_err(),
+    ///     "no usable bandwidth (copy bandwidth 0 B/s: not positive; read bandwidth missing)"
+    /// );
+    /// peaks.read = m(2e12);
+    /// assert!(peaks.check().is_ok());
+    /// assert_eq!(peaks.bandwidth(), Some(2e12));
+    /// ```
+    pub fn check(&self) -> Result<(), String> {
+        if self.version != PEAKS_VERSION {
+            return Err(format!(
+                "written in layout version {} of peaks files; this steptrace reads version {PEAKS_VERSION}",
+                self.version
+            ));
+        }
+        let describe = |what: &str, m: Option<&Measured>, unit: &str, range| match m {
+            None => format!("{what} missing"),
+            Some(m) => problem(what, m.value, unit, range).unwrap_or_else(|| format!("{what} {} {unit}: usable", m.value)),
+        };
+        if self.bandwidth().is_none() {
+            return Err(format!(
+                "no usable bandwidth ({}; {})",
+                describe("copy bandwidth", self.copy.as_ref(), "B/s", BANDWIDTH_RANGE),
+                describe("read bandwidth", self.read.as_ref(), "B/s", BANDWIDTH_RANGE)
+            ));
+        }
+        if self.flops.get("f32").is_none_or(|m| unusable(m.value, THROUGHPUT_RANGE).is_some()) {
+            return Err(format!("no usable f32 throughput ({})", describe("f32 throughput", self.flops.get("f32"), "FLOP/s", THROUGHPUT_RANGE)));
+        }
+        Ok(())
     }
 }
+
+/// A device name as two names of the same device compare: trimmed, runs of white space
+/// made one space, and case folded (`NVIDIA  H200 ` and `nvidia h200` are one device).
+#[must_use]
+pub fn device_key(name: &str) -> String {
+    name.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase()
+}
+
+#[cfg(test)]
+#[path = "peaks_tests.rs"]
+mod tests;

@@ -2,11 +2,9 @@
 //! [`analysis`] turns them into a report, and [`bench`](mod@bench) holds results
 //! measured outside the profiler and their comparison, and [`hygiene`] flags
 //! labels that would leak secrets, private paths or input content (the
-//! sink and `inspect` share its one scanner); [`display`] makes what a
-//! trace holds safe to print.
+//! sink and `inspect` share its one scanner).
 
 pub mod analysis;
 pub mod bench;
-pub mod display;
 pub mod hygiene;
 pub mod reader;

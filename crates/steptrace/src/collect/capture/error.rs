@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::read::display::escape;
+use crate::display::escape;
 
 /// A path as shown in a message: control characters escaped.
 pub(crate) fn shown(path: &Path) -> String {

@@ -338,7 +338,7 @@ impl Folder {
     pub(crate) fn write_new(&self, name: &str, bytes: &[u8]) -> io::Result<Meta> {
         let tmp = self.path.join(temp_name(name));
         let written = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp).and_then(|mut f| std::io::Write::write_all(&mut f, bytes));
-        let placed = written.and_then(|()| crate::sink::link_no_clobber(&tmp, &self.path.join(name)));
+        let placed = written.and_then(|()| crate::collect::sink::link_no_clobber(&tmp, &self.path.join(name)));
         let _ = std::fs::remove_file(&tmp);
         placed.map(|()| Meta { dev: 0, ino: 0, uid: 0, mode: REGULAR })
     }

@@ -21,8 +21,8 @@ use super::error::shown;
 use super::files::{self, Answer, Names, Paths, Ready, Request, State, Steps};
 use super::folder::{Folder, FolderError};
 use crate::error::Error;
-use crate::schedule::{Action, Schedule};
-use crate::sink::{utc_stamp, SavedTrace};
+use crate::collect::schedule::{Action, Schedule};
+use crate::collect::sink::{utc_stamp, SavedTrace};
 
 /// Asks the process's own profiler for a capture, from any thread.
 ///

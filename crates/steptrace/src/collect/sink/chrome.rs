@@ -7,7 +7,7 @@ use tracing_core::Subscriber;
 use tracing_subscriber::registry::LookupSpan;
 
 use crate::format::names::{step_name, LAYER_SPAN, STEP_SPAN};
-use crate::gate::{tagged_category, LayerName, MessageVisitor, StepNumber};
+use crate::collect::gate::{tagged_category, LayerName, MessageVisitor, StepNumber};
 
 /// The longest event name kept; longer messages are cut.
 const MAX_EVENT_NAME: usize = 96;

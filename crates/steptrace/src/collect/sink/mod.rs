@@ -49,7 +49,7 @@
 //! completed step (the profiler flushes at each step while collecting), and
 //! possibly a cut-off last event. It has no window clipping and includes the
 //! warmup steps. The stepping thread's spans and events reach it when their step ends, so
-//! of the step in progress it holds the step's begin only. [`read_trace_file`](crate::reader::read_trace_file) loads
+//! of the step in progress it holds the step's begin only. The reader's `read_trace_file` loads
 //! it and reports it as truncated; viewers of the array format accept the
 //! missing bracket.
 //!

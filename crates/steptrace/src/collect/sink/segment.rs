@@ -13,7 +13,7 @@ use super::SavedTrace;
 use crate::error::Error;
 use crate::format::names::meta;
 use crate::format::{FormatVersion, Manifest, SegmentHeader};
-use crate::schedule::Schedule;
+use crate::collect::schedule::Schedule;
 
 /// The manifest key of an on-demand capture's record.
 pub(crate) const CAPTURE_KEY: &str = "capture";
@@ -34,7 +34,7 @@ pub(crate) struct SinkContext {
     /// Each cycle's outcome, with its cycle number (cycles end on the writer
     /// thread, so they may arrive out of order).
     pub(crate) results: Mutex<Vec<(u64, Result<SavedTrace, Error>)>>,
-    pub(crate) shared: Arc<crate::gate::Shared>,
+    pub(crate) shared: Arc<crate::collect::gate::Shared>,
     /// Keeps the writer thread off its channel while a window records.
     pub(crate) linger: super::Linger,
 }
@@ -111,7 +111,7 @@ pub(crate) enum DeviceOutcome {
     /// No collector: the sink's `device_reason`, if any, says why.
     NotCollected,
     /// The window's records.
-    Window(Box<crate::collect::DeviceWindow>),
+    Window(Box<crate::collect::device::DeviceWindow>),
     /// The collector failed; why.
     Failed(String),
 }

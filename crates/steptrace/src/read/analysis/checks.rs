@@ -1,5 +1,5 @@
 //! What is wrong with the input, as the report's warnings: the reader's
-//! [`validate`](crate::reader::validate) on each file, steps written twice or nested, and steps that
+//! [`validate`](crate::read::reader::validate) on each file, steps written twice or nested, and steps that
 //! recur across files. Each warning says what the report did about it.
 
 use std::collections::{BTreeMap, HashMap};
@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, HashMap};
 use super::device::DeviceIssues;
 use super::loaded::Loaded;
 use super::steps::StepIssues;
-use crate::read::display::label;
-use crate::reader::{Problem, ProblemKind, MAX_PLAUSIBLE_DUR_US, MAX_PLAUSIBLE_TS_US};
+use crate::display::label;
+use crate::read::reader::{Problem, ProblemKind, MAX_PLAUSIBLE_DUR_US, MAX_PLAUSIBLE_TS_US};
 
 /// The longest a quoted problem runs in a warning.
 const QUOTE_CHARS: usize = 240;
@@ -36,7 +36,7 @@ fn describe(kind: ProblemKind) -> Option<(String, &'static str)> {
     Some(text)
 }
 
-/// The validator's problems of one file ([`validate`](crate::reader::validate)), by kind: how many,
+/// The validator's problems of one file ([`validate`](crate::read::reader::validate)), by kind: how many,
 /// and the first, as the problems come one by one.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct ProblemCounts {

@@ -11,11 +11,11 @@ use super::loaded::ProducerHints;
 use super::memory::{MemorySample, Samples};
 use super::spans::{Spans, SpansBuilder};
 use crate::format::names::step_number;
-use crate::reader::{read_events_and_head, Names, ReadError, Trace, TraceEvent, Validator, HEADER_EVENTS};
+use crate::read::reader::{read_events_and_head, Names, ReadError, Trace, TraceEvent, Validator, HEADER_EVENTS};
 
 /// A trace file read for the report: its layout, metadata and damage, and
 /// what the report rebuilds from its events (spans, device work and
-/// launches, memory samples, the problems [`validate`](crate::reader::validate)
+/// launches, memory samples, the problems [`validate`](crate::read::reader::validate)
 /// finds), without the events themselves.
 ///
 /// A [`Trace`] holds every event; this holds what the report reads of
@@ -63,12 +63,12 @@ pub struct LoadedTrace {
 
 impl LoadedTrace {
     /// Reads a Chrome trace from `src` (at most `size` bytes, gzip or not),
-    /// as [`read_trace`](crate::reader::read_trace) does, keeping what the
+    /// as [`read_trace`](crate::read::reader::read_trace) does, keeping what the
     /// report reads of each event as it goes.
     ///
     /// # Errors
     ///
-    /// As for [`read_trace`](crate::reader::read_trace).
+    /// As for [`read_trace`](crate::read::reader::read_trace).
     pub fn read(src: impl Read, size: u64) -> Result<LoadedTrace, ReadError> {
         let mut builder = Builder::default();
         let head = read_events_and_head(src, size, HEADER_EVENTS, |event| builder.event(event))?;

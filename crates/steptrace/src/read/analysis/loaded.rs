@@ -9,8 +9,8 @@ use super::steps::StepRow;
 use crate::format::names::meta;
 use crate::format::{device, Manifest, ScheduleInfo, Steptrace};
 #[cfg(test)]
-use crate::reader::Trace;
-use crate::reader::TraceEvent;
+use crate::read::reader::Trace;
+use crate::read::reader::TraceEvent;
 use serde_json::Map;
 
 /// Who wrote a trace, as far as its content tells.
@@ -64,7 +64,17 @@ pub struct RunInfo {
     pub peaks: Option<crate::format::peaks::Peaks>,
     /// Why the manifest's limits cannot be used, when it holds some that do not read.
     pub peaks_problem: Option<String>,
+    /// Figures of the manifest or the options left out as implausible (a batch size of 0 or
+    /// of 2^62, a million prefetch threads), each said with why: the report warns of them.
+    pub implausible: Vec<String>,
 }
+
+/// The largest batch size the report takes as given: 2^30 samples per step. Past it, the
+/// figures made from it (samples/s, a larger batch to try) are left out.
+pub const MAX_PLAUSIBLE_BATCH: u64 = 1 << 30;
+
+/// The most prefetch threads the report takes as given: 2^16.
+pub const MAX_PLAUSIBLE_WORKERS: u64 = 1 << 16;
 
 impl RunInfo {
     /// The run as its manifest (and schedule) describe it.
@@ -74,14 +84,31 @@ impl RunInfo {
             None => (None, None),
             Some(v) => match serde_json::from_value::<crate::format::peaks::Peaks>(v.clone()) {
                 Ok(p) => (Some(p), None),
-                Err(e) => (None, Some(format!("the manifest's device limits do not read ({e}): no floor"))),
+                Err(e) => (None, Some(format!("the manifest's device limits do not read ({}): no floor", crate::display::line(&e.to_string())))),
             },
         };
-        let (batch_size, batch_size_from) = match (batch_option, m.batch_size) {
+        let (mut batch_size, mut batch_size_from) = match (batch_option, m.batch_size) {
             (Some(b), _) => (Some(b), "option"),
             (None, Some(b)) => (Some(b), "manifest"),
             (None, None) => (None, "unknown"),
         };
+        let mut implausible = Vec::new();
+        if let Some(b) = batch_size.filter(|b| !(1..=MAX_PLAUSIBLE_BATCH).contains(b)) {
+            let from = if batch_size_from == "option" { "given with the report" } else { "in the run's manifest" };
+            implausible.push(format!(
+                "the batch size {from}, {b}, is implausible (not between 1 and {MAX_PLAUSIBLE_BATCH}): it is left \
+                 out, with the samples per second and the batch sizes to try"
+            ));
+            (batch_size, batch_size_from) = (None, "unknown");
+        }
+        let mut prefetch_workers = m.prefetch_workers;
+        if let Some(w) = prefetch_workers.filter(|w| *w > MAX_PLAUSIBLE_WORKERS) {
+            implausible.push(format!(
+                "the run's manifest gives {w} prefetch threads, implausibly many (more than {MAX_PLAUSIBLE_WORKERS}): \
+                 the count is left out"
+            ));
+            prefetch_workers = None;
+        }
         RunInfo {
             backend: m.backend,
             backend_kind: m.backend_kind,
@@ -95,12 +122,13 @@ impl RunInfo {
             dataset: m.dataset,
             startup_steps: m.startup_steps,
             startup: m.startup,
-            prefetch_workers: m.prefetch_workers,
+            prefetch_workers,
             steps: m.steps,
             schedule,
             command: m.command,
             peaks,
             peaks_problem,
+            implausible,
         }
     }
 }
@@ -204,7 +232,7 @@ pub(crate) fn window_of(l: &Loaded) -> Option<(f64, f64)> {
 #[cfg(test)]
 mod tests {
     use super::{producer, Producer};
-    use crate::reader::parse_trace;
+    use crate::read::reader::parse_trace;
 
     fn who(text: &str) -> Producer {
         let trace = parse_trace(text.as_bytes()).expect("a trace");

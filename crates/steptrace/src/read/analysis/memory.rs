@@ -11,7 +11,7 @@ use super::stats::Stats;
 use super::steps::StepRow;
 use crate::format::names::counters::{self, STEP_END, STEP_START};
 use crate::format::names::{BACKWARD, FORWARD, INFER_REQUEST, LOSS, OPTIMIZER, TRAIN_STEP};
-use crate::reader::{TraceEvent, TrackId};
+use crate::read::reader::{TraceEvent, TrackId};
 
 const PHASES: [&str; 4] = [FORWARD, LOSS, BACKWARD, OPTIMIZER];
 

@@ -18,6 +18,7 @@ mod device;
 mod hypotheses;
 mod input;
 mod inventory;
+mod redact;
 mod loaded;
 mod memory;
 mod ops;
@@ -34,13 +35,13 @@ pub use device::{
     short_name, AttributionView, BatchCopies, CopyDirection, CopySize, CopyView, DeviceStep, DeviceSteps, DeviceView, KernelRow,
     KernelTable, DeviceSpanRow, TimeRow,
     LaunchView, SmallUploads, SHORT_KERNEL_US, SMALL_COPY_BYTES, rate, PricedRow, Roofs, RooflineView, StepFloor,
+    MAX_BLOCK_BYTES, MAX_BLOCK_FLOPS, MIN_BLOCK_US,
 };
 pub use hypotheses::{Change, Experiment, Hypothesis, NotExamined};
 pub use input::{LoadedTrace, ReportSource};
-pub use inventory::{
-    redact_file, redact_file_in_order, top_level_keys, Finding, Inventory, InventoryBuilder, RedactError, RedactOutcome, SanitisedCopy,
-};
-pub use loaded::{Producer, RunInfo};
+pub use inventory::{Finding, Inventory, InventoryBuilder};
+pub use redact::{redact_file, redact_file_in_order, top_level_keys, RedactError, RedactOutcome, SanitisedCopy};
+pub use loaded::{Producer, RunInfo, MAX_PLAUSIBLE_BATCH, MAX_PLAUSIBLE_WORKERS};
 pub use memory::{MemoryCategory, MemoryPoint, MemoryView, ReservedGrowth};
 pub use ops::BackendOps;
 pub use ranks::{

@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use super::checks;
-use super::device::{device_view, DeviceView, Roofs};
+use super::device::{device_view, pick_roofs, DeviceView};
 use super::hypotheses::{hypotheses, Change, Context, Hypothesis, NotExamined};
 use super::input::LoadedTrace;
 use super::loaded::{Loaded, Producer, RunInfo, Vocabulary};
@@ -14,7 +14,7 @@ use super::table::{span_table, SpanTable};
 use super::timing::{mark_startup, step_timing, StepTiming};
 use crate::format::names::instants;
 use crate::format::{MetadataError, Steptrace};
-use crate::reader::{Trace, TraceFormat};
+use crate::read::reader::{Trace, TraceFormat};
 
 /// One input file.
 #[derive(Clone, Debug, Serialize)]
@@ -222,24 +222,13 @@ pub(crate) fn build_parts(files: Vec<(String, LoadedTrace)>, options: &ReportOpt
         .map(|(((path, (head, events)), l), st)| source(path, head, *events, l, st.as_ref()))
         .collect();
     let mut run = RunInfo::new(manifest, schedule, options.batch_size);
+    warnings.extend(run.implausible.iter().cloned());
     let mut notes = Vec::new();
     mark_startup(&mut loaded, &mut run, &mut notes);
     let vocab = Vocabulary { ops: &options.ops };
     let timing = step_timing(&loaded, run.batch_size);
     let spans = span_table(&loaded, &run);
-    let roofs = match &options.peaks {
-        Some(p) => Roofs::of(p, "report --peaks"),
-        None => run.peaks.as_ref().and_then(|p| Roofs::of(p, "the trace's manifest")),
-    };
-    if let (Some(p), Some(device)) = (&options.peaks, run.device.as_deref()) {
-        if !device.contains(&p.device) && !p.device.contains(device) {
-            warnings.push(format!(
-                "the device limits given were measured on {}, the trace ran on {device}: the floors price this \
-                 run against another device",
-                p.device
-            ));
-        }
-    }
+    let roofs = pick_roofs(options.peaks.as_ref(), &run, &mut warnings);
     let device = device_view(&loaded, &run, &vocab, roofs);
     let total_memory = loaded.iter().find_map(|l| l.device.total_memory);
     let memory = super::memory::memory_view(&loaded, &super::device::counted_steps(&loaded), total_memory);
@@ -317,7 +306,8 @@ fn source(path: &str, trace: &Trace, events: usize, loaded: &Loaded, st: Option<
 fn captured(st: &Steptrace) -> Option<String> {
     let manifest = st.metadata.as_ref().map(|m| &m.manifest).or(st.header.as_ref().map(|h| &h.manifest))?;
     let capture = manifest.extra.get("capture")?;
-    let text = |key: &str| capture.get(key).and_then(serde_json::Value::as_str).unwrap_or("someone unnamed").to_owned();
+    // Words from the trace: one bounded, escaped line each.
+    let text = |key: &str| crate::display::line(capture.get(key).and_then(serde_json::Value::as_str).unwrap_or("someone unnamed"));
     let mut line = format!("captured on demand: asked by {} at {}", text("requested_by"), text("requested_at"));
     if let Some(step) = capture.get("read_at_step").and_then(serde_json::Value::as_u64) {
         line.push_str(&format!(", read at the end of step {step}"));

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use super::order::sort_stable_by;
-use crate::reader::{plausible_dur, plausible_ts, Name, Names, Trace, TraceEvent, TrackId};
+use crate::read::reader::{plausible_dur, plausible_ts, Name, Names, Trace, TraceEvent, TrackId};
 
 /// A thread of a trace: `(pid, tid)`.
 pub type ThreadKey = (Option<TrackId>, Option<TrackId>);
@@ -65,8 +65,8 @@ impl Spans {
     /// last timestamp and marked [`Span::unclosed`]. Events without a
     /// plausible timestamp, and `X` events without a plausible duration
     /// (negative, non-finite, absurd: see
-    /// [`plausible_ts`](crate::reader::plausible_ts)), are ignored;
-    /// [`validate`](crate::reader::validate) names them.
+    /// [`plausible_ts`](crate::read::reader::plausible_ts)), are ignored;
+    /// [`validate`](crate::read::reader::validate) names them.
     ///
     /// The work grows with the number of events (and their sorting), not
     /// with how deeply spans nest.
@@ -264,7 +264,7 @@ pub fn union_length(mut intervals: Vec<(f64, f64)>) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::reader::parse_trace;
+    use crate::read::reader::parse_trace;
 
     #[test]
     fn self_time_subtracts_direct_children_only() {

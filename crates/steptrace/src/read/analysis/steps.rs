@@ -102,7 +102,7 @@ pub(crate) fn steps_of(spans: &Spans, source: usize) -> (Vec<StepRow>, StepIssue
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::reader::parse_trace;
+    use crate::read::reader::parse_trace;
 
     fn steps(json: &str) -> (Vec<(u64, f64)>, StepIssues) {
         let spans = Spans::from_trace(&parse_trace(json.as_bytes()).unwrap());

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::BenchError;
 use super::result::BenchResult;
-use crate::analysis::median;
+use crate::read::analysis::median;
 
 /// Bootstrap resamples.
 pub(crate) const RESAMPLES: usize = 4000;
@@ -260,7 +260,7 @@ pub(crate) fn ratio_interval(ma: &[f64], mb: &[f64], scale: f64) -> Option<(f64,
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::{Fingerprint, RunRecord};
+    use crate::read::bench::{Fingerprint, RunRecord};
     use serde_json::json;
 
     fn result(backend: &str, batch: u64, medians: &[f64]) -> BenchResult {

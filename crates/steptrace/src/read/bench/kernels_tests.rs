@@ -2,6 +2,7 @@
 //! answers are worked out in the comments.
 
 use super::*;
+use crate::read::bench::KernelComparison;
 
 fn row(name: &str, calls: f64, ms: f64) -> KernelSummaryRow {
     KernelSummaryRow {
@@ -142,7 +143,7 @@ fn classes_follow_the_documented_rules() {
 #[test]
 fn runs_are_averaged_and_absence_keeps_its_reason() {
     let bench = |kernels: Vec<KernelRecord>| {
-        let runs = (0..kernels.len().max(1)).map(|_| crate::bench::RunRecord {
+        let runs = (0..kernels.len().max(1)).map(|_| crate::read::bench::RunRecord {
             time_to_first_step_ms: 1.0,
             first_step_ms: 1.0,
             cache: "warm".into(),

@@ -14,16 +14,15 @@
 
 mod compare;
 mod error;
+mod kernel_comparison;
 mod kernels;
 pub mod overhead;
 mod result;
 
 pub use compare::{compare, Comparison, Verdict};
 pub use error::BenchError;
-pub use kernels::{
-    compare_kernels, ClassChange, KernelChange, KernelClass, KernelComparison, KernelOutcome, KernelRecord, KernelSummary,
-    KernelSummaryRow, KernelTotals, NameMatch, MATCH_SHARE,
-};
+pub use kernel_comparison::{compare_kernels, ClassChange, KernelChange, KernelComparison, KernelOutcome, KernelTotals, NameMatch};
+pub use kernels::{KernelClass, KernelRecord, KernelSummary, KernelSummaryRow, MATCH_SHARE};
 pub use overhead::{
     label_steps, Condition, ConditionSummary, CrossProcess, OverheadResult, OverheadSetup, PairedRatio, Phase, PhaseCounts,
     PhaseFigures, PhaseRatio, PhasedStep, ProcessRecord, ProcessRun, SlotFigure, SlotRatio, Spread, OVERHEAD_FORMAT,

@@ -78,7 +78,7 @@ use serde_json::Value;
 use super::compare::{ratio_interval, RESAMPLES};
 use super::result::{check_tag, Fingerprint, StatsRecord};
 use super::BenchError;
-use crate::analysis::{median, Stats};
+use crate::read::analysis::{median, Stats};
 use crate::collect::Schedule;
 use crate::format::device::ActivityStatus;
 

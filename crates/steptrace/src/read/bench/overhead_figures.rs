@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::super::compare::{range, ratio_interval, rule, Evidence, Verdict};
 use super::{Condition, Phase, PhaseRatio, ProcessRecord};
-use crate::analysis::{median, Stats};
+use crate::read::analysis::{median, Stats};
 
 /// Processes (per side) a verdict needs: see [too few
 /// processes](super#too-few-processes).

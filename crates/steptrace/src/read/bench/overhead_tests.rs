@@ -4,7 +4,7 @@
 use std::ops::Range;
 
 use super::*;
-use crate::bench::Verdict;
+use crate::read::bench::Verdict;
 use serde_json::json;
 
 /// The default interleaved schedule, 10 steps skipped.

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::kernels::KernelRecord;
-use crate::analysis::Stats;
+use crate::read::analysis::Stats;
 
 /// Everything that defines a workload, as `key → value`. Two results are
 /// comparable when their fingerprints differ only in the variable under

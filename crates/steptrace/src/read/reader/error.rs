@@ -212,7 +212,7 @@ impl ReadError {
 impl fmt::Display for ReadError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // A file name can hold control characters too.
-        let shown = self.path.as_ref().map(|p| crate::read::display::escape(&p.display().to_string()).into_owned());
+        let shown = self.path.as_ref().map(|p| crate::display::escape(&p.display().to_string()).into_owned());
         if let ReadErrorKind::Io(_) | ReadErrorKind::NotAFile { .. } = &self.kind {
             return match &shown {
                 Some(path) => write!(f, "cannot read trace {path}: {}", self.kind),

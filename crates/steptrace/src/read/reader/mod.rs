@@ -56,9 +56,9 @@
 //! events, and [`read_events`] and [`read_json_events`] none: each goes to
 //! a callback as it is read. steptrace's own readers of long files keep
 //! what they need of each event, not the events:
-//! [`LoadedTrace`](crate::analysis::LoadedTrace) for the report,
-//! [`InventoryBuilder`](crate::analysis::InventoryBuilder) and
-//! [`SanitisedCopy`](crate::analysis::SanitisedCopy) for label hygiene.
+//! [`LoadedTrace`](crate::read::analysis::LoadedTrace) for the report,
+//! [`InventoryBuilder`](crate::read::analysis::InventoryBuilder) and
+//! [`SanitisedCopy`](crate::read::analysis::SanitisedCopy) for label hygiene.
 //!
 //! # Validation
 //!
@@ -90,7 +90,6 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::format::names::meta;
 use event::RawEvent;
 use crate::format::{MetadataError, Steptrace};
 
@@ -185,14 +184,6 @@ impl JsonTrace {
 /// How many of a trace's first events [`Trace::steptrace`] looks among for
 /// a partial file's header.
 pub(crate) const HEADER_EVENTS: usize = 16;
-
-/// Whether `event` is the header a partial file starts with: steptrace's
-/// `steptrace_segment` metadata event, whose `args` describe the run.
-#[must_use]
-pub fn is_segment_header(event: &JsonEvent) -> bool {
-    event.get("ph").and_then(Value::as_str) == Some("M")
-        && event.get("name").and_then(Value::as_str) == Some(meta::SEGMENT)
-}
 
 /// Parses a Chrome trace held in memory.
 ///

@@ -66,7 +66,7 @@ impl Shape for JsonEvent {
         self
     }
     fn header_args(e: &JsonEvent) -> Option<&Value> {
-        super::is_segment_header(e).then(|| e.get("args")).flatten()
+        crate::format::names::is_segment_header(e).then(|| e.get("args")).flatten()
     }
 }
 
@@ -477,7 +477,7 @@ fn error_message(err: &serde_json::Error) -> String {
     let text = err.to_string();
     let position = format!(" at line {} column {}", err.line(), err.column());
     let message = text.strip_suffix(&position).unwrap_or(&text);
-    crate::read::display::label(message, MESSAGE_CHARS).into_owned()
+    crate::display::label(message, MESSAGE_CHARS).into_owned()
 }
 
 #[cfg(test)]

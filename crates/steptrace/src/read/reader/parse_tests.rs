@@ -1,7 +1,7 @@
 //! Tests of the streaming parser.
 
 use super::*;
-use crate::reader::TrackId;
+use crate::read::reader::TrackId;
 
 fn parse_ok(text: &str) -> Trace {
     match parse(text.as_bytes()) {

@@ -323,9 +323,9 @@ fn apply(bytes: &mut Vec<u8>, m: &Mutation) {
 /// Whatever the reader says of `bytes`: a trace, every part of which the
 /// read side gets through, or an error that says where.
 fn read_side_survives(bytes: &[u8]) -> Result<(), TestCaseError> {
-    use crate::analysis::{Inventory, Report, ReportOptions};
-    use crate::hygiene::{redact_trace, scan_trace};
-    use crate::reader::{parse_json_trace, ReadErrorKind};
+    use crate::read::analysis::{Inventory, Report, ReportOptions};
+    use crate::read::hygiene::{redact_trace, scan_trace};
+    use crate::read::reader::{parse_json_trace, ReadErrorKind};
 
     let located = |err: &super::ReadError| {
         matches!(err.kind(), ReadErrorKind::Version(_) | ReadErrorKind::Gzip(_))

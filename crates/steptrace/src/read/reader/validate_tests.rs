@@ -1,7 +1,7 @@
 //! Tests of the validator.
 
 use super::*;
-use crate::reader::parse_trace;
+use crate::read::reader::parse_trace;
 
 fn problems(json: &str) -> Vec<(Option<usize>, ProblemKind)> {
     let trace = parse_trace(json.as_bytes()).unwrap();

@@ -9,13 +9,13 @@ use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use super::window::Window;
-use crate::collect::DeviceWindow;
+use crate::collect::device::DeviceWindow;
 use crate::format::device::{
     cats, device_pid, device_process_name, stream_thread_name, ActivityStatus, DeviceActivity, DeviceProperties,
 };
 use crate::format::names::meta;
-use crate::hygiene::LabelScanner;
-use crate::sink::DeviceOutcome;
+use crate::labels::LabelScanner;
+use crate::collect::sink::DeviceOutcome;
 
 /// Host tids of launching threads start here, away from steptrace's own
 /// thread ids.

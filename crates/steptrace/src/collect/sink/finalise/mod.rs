@@ -3,7 +3,7 @@
 //! describe the file ([`TraceMetadata`]) and write it without replacing
 //! anything ([`write`]).
 //!
-//! See the [sink docs](crate::sink) for what is kept, clipped and dropped.
+//! See the [sink docs](crate::collect::sink) for what is kept, clipped and dropped.
 
 mod device;
 mod edit;
@@ -28,7 +28,7 @@ use super::SavedTrace;
 use crate::error::Error;
 use crate::format::names::meta;
 use crate::format::{ClockInfo, FormatVersion, ScheduleInfo, StepRange, TraceMetadata, WindowUs};
-use crate::hygiene::LabelScanner;
+use crate::labels::LabelScanner;
 
 /// Most distinct strings checked for label hygiene per file.
 const HYGIENE_CAP: usize = 4096;
@@ -121,7 +121,7 @@ fn write_events(
     let mut out = write::EventWriter::new(file, head.as_deref())?;
     let cut = cut(partial, index, pairs, window, &mut labels, &mut |line| out.event(line))?;
     for &thread in &cut.threads {
-        let name = crate::gate::thread_name(thread).unwrap_or_else(|| format!("thread {thread}"));
+        let name = crate::collect::gate::thread_name(thread).unwrap_or_else(|| format!("thread {thread}"));
         labels.label("thread name", &name);
         let m = json!({ "ph": "M", "pid": 1, "tid": thread, "name": meta::THREAD_NAME, "args": { "name": name } });
         out.event(m.to_string().as_bytes())?;

@@ -16,8 +16,8 @@ use super::edit::{clip, complete, counter, retag};
 use super::labels::NO_LABEL;
 use super::lines::{each_event, Index, Line, Pairs, Ph, Rec};
 use crate::format::names::meta;
-use crate::hygiene::LabelScanner;
-use crate::sink::segment::SegmentInfo;
+use crate::labels::LabelScanner;
+use crate::collect::sink::segment::SegmentInfo;
 
 /// The recorded steps found in the file, and the window they span.
 pub(super) struct Window {

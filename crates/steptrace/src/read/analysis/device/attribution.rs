@@ -14,8 +14,8 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::events::WorkKind;
-use crate::analysis::loaded::Loaded;
-use crate::analysis::steps::StepRow;
+use crate::read::analysis::loaded::Loaded;
+use crate::read::analysis::steps::StepRow;
 use crate::format::device::attribution::{
     is_attributed, is_inferred, is_named_by_module, is_tied_to_span, OUTSIDE_SPANS,
 };
@@ -245,7 +245,7 @@ impl KernelOrigin {
     /// Where its operations were called: ``in `backward > conv2` `` or `outside steptrace's
     /// spans`.
     pub(crate) fn place(&self) -> String {
-        self.span.as_deref().map_or_else(|| "outside steptrace's spans".to_owned(), |span| format!("in `{span}`"))
+        self.span.as_deref().map_or_else(|| "outside steptrace's spans".to_owned(), |span| format!("in `{}`", crate::display::label(span, crate::display::LABEL_CHARS)))
     }
 }
 
@@ -283,4 +283,27 @@ pub(crate) fn origins(loaded: &[Loaded], steps: &[(usize, &StepRow)], name: Opti
         .collect();
     out.sort_by(|a, b| b.us.total_cmp(&a.us));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::KernelOrigin;
+
+    #[test]
+    fn a_place_from_the_trace_is_one_escaped_bounded_line() {
+        let origin = |span: Option<String>| KernelOrigin {
+            name: "k".into(),
+            span,
+            ops: None,
+            op_kind: None,
+            us: 1.0,
+            calls: 1,
+            grid: None,
+        };
+        assert_eq!(origin(Some("forward > fc1".into())).place(), "in `forward > fc1`");
+        let forged = origin(Some(format!("fc1`\n== Hypotheses\n{}", "x".repeat(100_000)))).place();
+        assert!(forged.starts_with("in `fc1`\\n== Hypotheses\\n") && !forged.contains('\n'), "{forged}");
+        assert!(forged.ends_with(" bytes)`") && forged.len() < 300, "{}", forged.len());
+        assert_eq!(origin(None).place(), "outside steptrace's spans");
+    }
 }

@@ -5,9 +5,9 @@ use serde::Serialize;
 
 use super::events::{DeviceId, WorkKind};
 use super::intervals::Set;
-use crate::analysis::loaded::Loaded;
-use crate::analysis::stats::Stats;
-use crate::analysis::steps::StepRow;
+use crate::read::analysis::loaded::Loaded;
+use crate::read::analysis::stats::Stats;
+use crate::read::analysis::steps::StepRow;
 use crate::format::names::{is_input, is_wait};
 
 /// One device over the counted steps.

@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::events::WorkKind;
-use crate::analysis::loaded::Loaded;
-use crate::analysis::stats::Stats;
-use crate::analysis::steps::StepRow;
+use crate::read::analysis::loaded::Loaded;
+use crate::read::analysis::stats::Stats;
+use crate::read::analysis::steps::StepRow;
 
 /// Copies below this size are scalars or tiny parameters, not tensor data.
 pub const SMALL_COPY_BYTES: u64 = 1024;
@@ -105,7 +105,7 @@ pub(crate) fn copy_view(loaded: &[Loaded], steps: &[(usize, &StepRow)], batch_si
         for w in loaded[*i].device.starting_in(step.start, step.end).filter(|w| w.kind == WorkKind::Memcpy) {
             let dir = w.direction.unwrap_or("other");
             n += 1;
-            bytes += w.bytes.unwrap_or(0);
+            bytes = bytes.saturating_add(w.bytes.unwrap_or(0));
             let e = dir_here.entry(dir).or_default();
             e.0 += 1.0;
             e.1 += w.bytes.unwrap_or(0) as f64;
@@ -137,7 +137,7 @@ pub(crate) fn copy_view(loaded: &[Loaded], steps: &[(usize, &StepRow)], batch_si
                 .keys()
                 .filter(|(dir, _)| *dir == "HtoD")
                 .filter_map(|(_, bytes)| *bytes)
-                .filter(|n| *n >= b * 4 && n % b == 0)
+                .filter(|n| b.checked_mul(4).is_some_and(|least| *n >= least) && n % b == 0)
                 .collect();
             bytes.dedup();
             BatchCopies { bytes, from: "a multiple of the batch size (heuristic)" }

@@ -15,8 +15,8 @@ use serde_json::Value;
 use super::consistency::{sift, DeviceIssues};
 use crate::format::device::{cats, is_launch, BlockWork};
 use crate::format::names::{args, meta, TRANSFER_H2D};
-use crate::analysis::order::sort_stable_by;
-use crate::reader::{plausible_dur, plausible_ts, Name, Names, TraceEvent, TrackId};
+use crate::read::analysis::order::sort_stable_by;
+use crate::read::reader::{plausible_dur, plausible_ts, Name, Names, TraceEvent, TrackId};
 
 /// What a device event did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,7 +79,7 @@ pub(crate) struct Attributed {
 }
 
 impl Attributed {
-    fn read(e: &crate::reader::TraceEvent) -> Option<Attributed> {
+    fn read(e: &crate::read::reader::TraceEvent) -> Option<Attributed> {
         let text = |key: &str| e.arg(key).and_then(Value::as_str).map(str::to_owned);
         let how = text("attribution")?;
         Some(Attributed {
@@ -97,7 +97,7 @@ impl Attributed {
 
 /// A kernel's block work (`min flops`, `min bytes`, `compute dtype`, `unpriced ops`), when
 /// its figures are finite and not negative.
-fn read_work(e: &crate::reader::TraceEvent) -> Option<BlockWork> {
+fn read_work(e: &crate::read::reader::TraceEvent) -> Option<BlockWork> {
     let number = |key: &str| e.arg(key).and_then(Value::as_f64).filter(|v| v.is_finite() && *v >= 0.0);
     let (flops, bytes) = (number("min flops")?, number("min bytes")?);
     let mut work = BlockWork { flops, bytes, ..BlockWork::default() };

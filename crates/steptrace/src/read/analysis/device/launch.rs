@@ -5,9 +5,9 @@ use serde::Serialize;
 
 use super::consistency::before_its_launch;
 use super::events::WorkKind;
-use crate::analysis::loaded::Loaded;
-use crate::analysis::stats::Stats;
-use crate::analysis::steps::StepRow;
+use crate::read::analysis::loaded::Loaded;
+use crate::read::analysis::stats::Stats;
+use crate::read::analysis::steps::StepRow;
 
 /// Launches matched to their kernels by correlation id.
 #[derive(Clone, Debug, Serialize)]

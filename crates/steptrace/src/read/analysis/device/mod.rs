@@ -16,7 +16,9 @@ mod events;
 mod intervals;
 mod kernels;
 mod launch;
+mod limits;
 mod roofline;
+mod roofline_checks;
 
 use serde::Serialize;
 
@@ -28,7 +30,9 @@ pub use copies::{BatchCopies, CopyDirection, CopySize, CopyView, SmallUploads, S
 pub(crate) use events::{DeviceEvents, DeviceEventsBuilder};
 pub use kernels::{short_name, KernelRow, KernelTable, SHORT_KERNEL_US};
 pub use launch::LaunchView;
-pub use roofline::{rate, PricedRow, Roofs, RooflineView, StepFloor};
+pub use limits::Roofs;
+pub(crate) use limits::pick_roofs;
+pub use roofline::{rate, PricedRow, RooflineView, StepFloor, MAX_BLOCK_BYTES, MAX_BLOCK_FLOPS, MIN_BLOCK_US};
 
 use self::intervals::Set;
 use super::loaded::{Loaded, Producer, RunInfo, Vocabulary};
@@ -106,7 +110,7 @@ pub(crate) fn counted_steps(loaded: &[Loaded]) -> Vec<(usize, &StepRow)> {
         .collect()
 }
 
-pub(crate) fn device_view(loaded: &[Loaded], run: &RunInfo, vocab: &Vocabulary<'_>, roofs: Option<Roofs>) -> DeviceView {
+pub(crate) fn device_view(loaded: &[Loaded], run: &RunInfo, vocab: &Vocabulary<'_>, roofs: Result<Roofs, String>) -> DeviceView {
     let observed = loaded.iter().any(|l| l.spans.spans.iter().any(|s| is_device_cat(s.cat.as_deref())));
     let steps = counted_steps(loaded);
     let (mut counts, mut busy, mut busy_share) = (None, None, None);
@@ -135,17 +139,7 @@ pub(crate) fn device_view(loaded: &[Loaded], run: &RunInfo, vocab: &Vocabulary<'
         kernels = kernels::kernel_table(loaded, &steps, all.iter().map(|x| x.0).sum());
         attributed = attribution::attribution_view(loaded, &steps);
         let primary = devices.iter().max_by(|a, b| a.busy_ms.median.total_cmp(&b.busy_ms.median));
-        let no_roofs = match (&run.peaks_problem, run.device.as_deref()) {
-            (Some(problem), _) => problem.clone(),
-            (None, Some(device)) => format!(
-                "the trace holds no measured limits for {device}: run `steptrace peaks` on this device before the \
-                 run (or give `report --peaks FILE`)"
-            ),
-            (None, None) => "the trace holds no measured device limits: run `steptrace peaks` on the device before \
-                             the run (or give `report --peaks FILE`)"
-                .to_owned(),
-        };
-        roofline = roofline::roofline_view(loaded, &steps, roofs, &no_roofs, primary);
+        roofline = roofline::roofline_view(loaded, &steps, roofs, primary);
         if kernels.is_some() && attributed.is_none() {
             not_observed.push((
                 "attribution",
@@ -282,13 +276,14 @@ fn absence_reason(loaded: &[Loaded], run: &RunInfo) -> String {
         _ => None,
     });
     let mut why = if let Some(reason) = recorded {
-        format!("device activity not observed: {reason}")
+        format!("device activity not observed: {}", crate::display::line(&reason))
     } else if steptrace {
         match run.backend_kind.as_deref() {
             Some("cpu") => "the CPU backend has no separate device: host time is the work itself".to_owned(),
             Some(kind) => format!(
-                "the trace has no device timestamps: steptrace recorded host spans only on {kind} (no device \
-                 activity was collected)"
+                "the trace has no device timestamps: steptrace recorded host spans only on {} (no device \
+                 activity was collected)",
+                crate::display::line(kind)
             ),
             None => "steptrace records host spans only".to_owned(),
         }
@@ -298,7 +293,7 @@ fn absence_reason(loaded: &[Loaded], run: &RunInfo) -> String {
         "the trace has no device-side events (kernel, gpu_memcpy, gpu_memset)".to_owned()
     };
     if let Some(reason) = &run.fallback_reason {
-        why.push_str(&format!("; this run is a fallback ({reason})"));
+        why.push_str(&format!("; this run is a fallback ({})", crate::display::line(reason)));
     }
     why
 }

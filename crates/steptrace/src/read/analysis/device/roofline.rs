@@ -3,7 +3,8 @@
 //! A kernel is *priced* when its fused block carries its minimum work
 //! ([`BlockWork`]: FLOPs and bytes, from burn's operations) and every operation of the block
 //! has a cost rule. A block's kernels are priced together, against their summed time. With
-//! the device's measured [`Peaks`] (from the trace's manifest, or given to the report), each
+//! the device's measured [`Peaks`](crate::format::peaks::Peaks) (from the trace's manifest,
+//! or given to the report), each
 //! block gets a **floor**: the larger of its bytes over the bandwidth and its FLOPs over the
 //! throughput of its dtype; what its kernels took beyond that is its time **above the floor**.
 //! A block whose arithmetic intensity (FLOPs per byte) is below the ridge point (throughput
@@ -13,7 +14,13 @@
 //! and the step is split into: the floor, kernel time above it, kernels that could not be
 //! priced, the device idle by cause (while the host read input, waited, or did anything else:
 //! launching), and the rest of the step's wall time (copies, overlap). Kernels that cannot be
-//! priced are listed by reason, never dropped.
+//! priced are listed by reason, never dropped: among them blocks whose work is not plausible
+//! (see [`MAX_BLOCK_BYTES`]) and blocks whose kernels took no time.
+//!
+//! Every figure is checked before the view is given out (`roofline_checks`): the limits
+//! are usable ones ([`Roofs`]), nothing is infinite, not a number or a negative zero, and
+//! the step is split only when its parts add up to it; otherwise
+//! [`RooflineView::step_problem`] says which input is inconsistent.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -22,31 +29,22 @@ use serde::Serialize;
 
 use super::busy::DeviceSteps;
 use super::events::WorkKind;
+use super::limits::Roofs;
 use super::TimeRow;
-use crate::analysis::loaded::Loaded;
-use crate::analysis::steps::StepRow;
 use crate::format::device::attribution::{is_attributed, is_tied_to_span};
 use crate::format::device::BlockWork;
-use crate::format::peaks::Peaks;
+use crate::read::analysis::loaded::Loaded;
+use crate::read::analysis::steps::StepRow;
 
-/// The limits the figures are priced against.
-#[derive(Clone, Debug, Serialize)]
-pub struct Roofs {
-    /// The device the limits were measured on.
-    pub device: String,
-    /// The backend they were measured with.
-    pub backend: String,
-    /// When.
-    pub measured_at: String,
-    /// Bytes/s a kernel's bytes are priced against.
-    pub bandwidth: f64,
-    /// FLOP/s by dtype.
-    pub throughput: BTreeMap<String, f64>,
-    /// Whether these are a CPU's figures (lavapipe, the CPU backend).
-    pub cpu: bool,
-    /// Where they came from: the trace's manifest, or a file given to the report.
-    pub from: String,
-}
+/// The most bytes one run of a block can plausibly move: 1 PB.
+pub const MAX_BLOCK_BYTES: f64 = 1e15;
+
+/// The most FLOPs one run of a block can plausibly take: 1e18.
+pub const MAX_BLOCK_FLOPS: f64 = 1e18;
+
+/// The least time a run of a block's kernels can take to be priced, µs (1 ns): below it a
+/// floor has no time to be compared with.
+pub const MIN_BLOCK_US: f64 = 1e-3;
 
 /// One group's work and time, per counted step.
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -115,8 +113,13 @@ pub struct RooflineView {
     pub priced_ms_per_step: f64,
     /// Priced over all kernel time.
     pub priced_share: f64,
-    /// The step split around the floor; `None` without limits or step boundaries.
+    /// The step split around the floor; `None` without limits or step boundaries, or when
+    /// its parts would not add up to the step (see [`step_problem`](Self::step_problem)).
     pub step: Option<StepFloor>,
+    /// Why the step is not split although there are limits: which input is inconsistent
+    /// (kernels that overlap or are duplicated, limits below what the kernels reached). It is
+    /// among the [`notes`](Self::notes) too.
+    pub step_problem: Option<String>,
     /// By span path (layers), most time above the floor first (most time without limits).
     pub by_layer: Vec<PricedRow>,
     /// By op kind, in the same order.
@@ -154,43 +157,16 @@ struct Sum {
     dtypes: BTreeMap<String, f64>,
 }
 
-impl Roofs {
-    /// The limits of `peaks`, when they hold a bandwidth and an f32 throughput.
-    pub(crate) fn of(peaks: &Peaks, from: &str) -> Option<Roofs> {
-        let bandwidth = peaks.bandwidth()?;
-        peaks.throughput("f32")?;
-        let throughput = peaks.flops.iter().filter(|(_, m)| m.value > 0.0 && m.value.is_finite()).map(|(k, m)| (k.clone(), m.value)).collect();
-        Some(Roofs {
-            device: peaks.device.clone(),
-            backend: peaks.backend.clone(),
-            measured_at: peaks.measured_at.clone(),
-            bandwidth,
-            throughput,
-            cpu: peaks.cpu,
-            from: from.to_owned(),
-        })
-    }
-
-    /// The throughput FLOPs of `dtype` are held against: its measured figure, else f32's.
-    pub fn flops_for(&self, dtype: &str) -> f64 {
-        self.throughput.get(dtype).or_else(|| self.throughput.get("f32")).copied().unwrap_or(f64::INFINITY)
-    }
-
-    /// The floor of a block's work, µs, and the part of it that its arithmetic sets.
-    fn floor_us(&self, work: &BlockWork) -> (f64, f64) {
-        let memory = work.bytes / self.bandwidth * 1e6;
-        let compute = work.flops / self.flops_for(&work.dtype) * 1e6;
-        (memory.max(compute), if compute >= memory { memory.max(compute) } else { 0.0 })
-    }
-}
-
 pub(crate) fn roofline_view(
     loaded: &[Loaded],
     steps: &[(usize, &StepRow)],
-    roofs: Option<Roofs>,
-    no_roofs: &str,
+    roofs: Result<Roofs, String>,
     primary: Option<&DeviceSteps>,
 ) -> Option<RooflineView> {
+    let (roofs, no_roofs) = match roofs {
+        Ok(r) => (Some(r), None),
+        Err(why) => (None, Some(why)),
+    };
     let mut total_us = 0.0;
     let mut runs: Vec<BlockRun> = Vec::new();
     let mut unpriced: BTreeMap<String, (f64, f64)> = BTreeMap::new();
@@ -199,6 +175,10 @@ pub(crate) fn roofline_view(
         let mut blocks: HashMap<u64, usize> = HashMap::new();
         for w in loaded[*i].device.starting_in(step.start, step.end).filter(|w| w.kind == WorkKind::Kernel) {
             let us = w.end - w.start;
+            if !(us.is_finite() && us >= 0.0) {
+                // The reader keeps no such event; nothing to price or to count.
+                continue;
+            }
             total_us += us;
             let mut skip = |why: String| {
                 let e = unpriced.entry(why).or_default();
@@ -222,6 +202,10 @@ pub(crate) fn roofline_view(
                 skip(format!("no cost rule for {}", work.unpriced.join(", ")));
                 continue;
             }
+            if let Some(why) = implausible(work) {
+                skip(why);
+                continue;
+            }
             let span = a.span.clone().filter(|_| is_tied_to_span(&a.how));
             let kernel = (w.name.to_string(), us);
             match a.block.and_then(|b| blocks.get(&b).copied()) {
@@ -242,8 +226,18 @@ pub(crate) fn roofline_view(
     if !any_attribution || steps.is_empty() {
         return None;
     }
+    // A block whose kernels took (next to) no time has no time to hold against its floor.
+    runs.retain(|r| {
+        let timed = r.us >= MIN_BLOCK_US;
+        if !timed {
+            let e = unpriced.entry("its kernels took under 1 ns: no time to price".to_owned()).or_default();
+            e.0 += r.us;
+            e.1 += r.kernels.len() as f64;
+        }
+        timed
+    });
     let n = steps.len() as f64;
-    let priced_us: f64 = runs.iter().map(|r| r.us).sum();
+    let priced_us: f64 = runs.iter().fold(0.0, |sum, r| sum + r.us);
     let mut by_layer: BTreeMap<String, Sum> = BTreeMap::new();
     let mut by_kind: BTreeMap<String, Sum> = BTreeMap::new();
     let mut by_phase: BTreeMap<String, Sum> = BTreeMap::new();
@@ -290,7 +284,7 @@ pub(crate) fn roofline_view(
         rows
     };
     let unpriced_us = total_us - priced_us;
-    let step = roofs.as_ref().and_then(|_| {
+    let split = roofs.as_ref().and_then(|_| {
         let d = primary?;
         let step_ms = d.steps.iter().map(|s| s.step_ms).sum::<f64>() / d.steps.len().max(1) as f64;
         let mean = |f: fn(&super::busy::DeviceStep) -> f64| d.steps.iter().map(f).sum::<f64>() / d.steps.len().max(1) as f64;
@@ -299,7 +293,7 @@ pub(crate) fn roofline_view(
         let idle_sync_ms = d.wait_seen.then(|| mean(|s| s.idle_sync_ms));
         let idle_other_ms = mean(|s| s.idle_other_ms);
         let accounted = priced_ms + unpriced_ms + idle_input_ms.unwrap_or(0.0) + idle_sync_ms.unwrap_or(0.0) + idle_other_ms;
-        Some(StepFloor {
+        let step = StepFloor {
             step_ms,
             floor_ms,
             above_floor_ms: (priced_ms - floor_ms).max(0.0),
@@ -308,8 +302,23 @@ pub(crate) fn roofline_view(
             idle_sync_ms,
             idle_other_ms,
             rest_ms: step_ms - accounted,
+        };
+        // Kernels that cannot be as written are named first: they explain a split that does
+        // not add up.
+        Some(match doubtful_kernels(loaded, steps) {
+            0 => super::roofline_checks::checked_step(step, priced_ms),
+            n => Err(format!(
+                "{n} kernel(s) of the trace start before the previous kernel on their stream ended, or share a \
+                 single launch's correlation id with another (see the warnings): their time may be counted twice, \
+                 so the step is not split"
+            )),
         })
     });
+    let (step, step_problem) = match split {
+        Some(Ok(step)) => (Some(step), None),
+        Some(Err(why)) => (None, Some(why)),
+        None => (None, None),
+    };
     let mut unpriced: Vec<TimeRow> = unpriced
         .into_iter()
         .map(|(name, (us, calls))| TimeRow {
@@ -321,7 +330,7 @@ pub(crate) fn roofline_view(
         .collect();
     unpriced.sort_by(|a, b| b.ms_per_step.total_cmp(&a.ms_per_step).then_with(|| a.name.cmp(&b.name)));
     let by_layer = rows(by_layer);
-    let mut notes = Vec::new();
+    let mut notes: Vec<String> = step_problem.iter().cloned().collect();
     if let Some(r) = &roofs {
         notes.push(format!(
             "floor = the larger of a block's minimum bytes over {} and its FLOPs over its dtype's measured throughput \
@@ -332,6 +341,9 @@ pub(crate) fn roofline_view(
             r.measured_at,
             if r.cpu { ", CPU figures" } else { "" }
         ));
+        if !r.passed_over.is_empty() {
+            notes.push(format!("passed over as unusable in the limits from {}: {}", r.from, r.passed_over.join("; ")));
+        }
         let fast: Vec<&str> = by_layer.iter().filter(|r| r.efficiency.is_some_and(|e| e > 1.05)).map(|r| r.name.as_str()).collect();
         if !fast.is_empty() {
             notes.push(format!(
@@ -341,21 +353,40 @@ pub(crate) fn roofline_view(
             ));
         }
     }
-    Some(RooflineView {
+    let mut view = RooflineView {
         notes,
         steps: steps.len(),
-        no_floor: roofs.is_none().then(|| no_roofs.to_owned()),
+        no_floor: no_roofs,
         roofs,
         kernel_ms_per_step: total_us / 1000.0 / n,
         priced_ms_per_step: priced_us / 1000.0 / n,
         priced_share: if total_us > 0.0 { priced_us / total_us } else { 0.0 },
         step,
+        step_problem,
         by_layer,
         by_op_kind: rows(by_kind),
         by_phase: rows(by_phase),
         by_kernel: rows(by_kernel),
         unpriced,
-    })
+    };
+    super::roofline_checks::keep_finite(&mut view);
+    Some(view)
+}
+
+/// Kernels of the counted steps' files that cannot be as written: overlapping another on
+/// their stream, or sharing a single launch's correlation id.
+fn doubtful_kernels(loaded: &[Loaded], steps: &[(usize, &StepRow)]) -> usize {
+    let mut files: Vec<usize> = steps.iter().map(|(i, _)| *i).collect();
+    files.dedup();
+    files.iter().map(|i| loaded[*i].device.issues.overlapping.count + loaded[*i].device.issues.shared_correlation.count).sum()
+}
+
+/// Why a block's work cannot be priced, when its figures are not plausible: not finite,
+/// negative, between 0 and 1, or above [`MAX_BLOCK_BYTES`] or [`MAX_BLOCK_FLOPS`].
+fn implausible(work: &BlockWork) -> Option<String> {
+    let bad = |v: f64, max: f64| !(v.is_finite() && (v == 0.0 || (1.0..=max).contains(&v)));
+    (bad(work.bytes, MAX_BLOCK_BYTES) || bad(work.flops, MAX_BLOCK_FLOPS))
+        .then(|| "its cost figures are not plausible (bytes or FLOPs not finite, negative, or out of range)".to_owned())
 }
 
 fn priced_row(name: String, s: &Sum, n: f64, with_floor: bool) -> PricedRow {
@@ -378,8 +409,13 @@ fn priced_row(name: String, s: &Sum, n: f64, with_floor: bool) -> PricedRow {
     }
 }
 
-/// `v` in units of `unit` with an SI prefix: `4.80 TB/s`, `312 GFLOP/s`.
+/// `v` in units of `unit` with an SI prefix: `4.80 TB/s`, `312 GFLOP/s`; `not finite` for a
+/// value that is not a finite number, never `inf` or `NaN`.
 pub fn rate(v: f64, unit: &str) -> String {
+    if !v.is_finite() {
+        return "not finite".to_owned();
+    }
+    let v = v + 0.0;
     let (scaled, prefix) = [(1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")]
         .iter()
         .find(|(f, _)| v >= *f)

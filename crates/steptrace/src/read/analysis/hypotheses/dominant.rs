@@ -1,10 +1,10 @@
 //! One operation dominates the step.
 
 use super::{ms, Change, Context, Experiment, Hypothesis, CONFIRM};
-use crate::analysis::device::{counted_steps, origins, per_step, KernelTable};
-use crate::analysis::stats::median;
-use crate::analysis::table::Timing;
-use crate::read::display::{label, LABEL_CHARS};
+use crate::read::analysis::device::{counted_steps, origins, per_step, KernelTable};
+use crate::read::analysis::stats::median;
+use crate::read::analysis::table::Timing;
+use crate::display::{label, LABEL_CHARS};
 use crate::format::names::{is_input, is_wait, STEP_ROW};
 
 /// Share of the recorded wall time one operation must take (self time).
@@ -125,14 +125,14 @@ fn from_kernels(cx: &Context<'_>, kernels: &KernelTable, found: &mut Vec<Hypothe
             (
                 format!(
                     "; it runs for `{}` {} ({:.0}% of its time{})",
-                    o.ops.as_deref().unwrap_or("unknown ops"),
+                    label(o.ops.as_deref().unwrap_or("unknown ops"), LABEL_CHARS),
                     o.place(),
                     o.us / mine.max(f64::MIN_POSITIVE) * 100.0,
                     if origins.len() > 1 { format!("; {} other op or span groups", origins.len() - 1) } else { String::new() }
                 ),
                 match &o.span {
-                    Some(span) => format!(" (the {op} of `{span}`)"),
-                    None => format!(" (the {op}, called outside steptrace's spans)"),
+                    Some(span) => format!(" (the {} of `{}`)", label(op, LABEL_CHARS), label(span, LABEL_CHARS)),
+                    None => format!(" (the {}, called outside steptrace's spans)", label(op, LABEL_CHARS)),
                 },
             )
         }
@@ -143,7 +143,7 @@ fn from_kernels(cx: &Context<'_>, kernels: &KernelTable, found: &mut Vec<Hypothe
         evidence: format!(
             "`{}` takes {:.0}% of the kernels' device time: {} per step (it runs {:.0}% of the {} step) over {} \
              calls per step, {:.1} µs per call, grid {}{grids}, block {}{ran_for}{inconsistent}",
-            top.label,
+            label(&top.label, LABEL_CHARS),
             share * 100.0,
             ms(top.per_step_ms),
             top.share_of_step * 100.0,

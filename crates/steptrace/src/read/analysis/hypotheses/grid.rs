@@ -2,8 +2,8 @@
 //! thread blocks than the device has SMs.
 
 use super::{ms, Change, Context, Experiment, Hypothesis, CONFIRM};
-use crate::analysis::device::{counted_steps, origins, per_step};
-use crate::analysis::stats::median;
+use crate::read::analysis::device::{counted_steps, origins, per_step};
+use crate::read::analysis::stats::median;
 
 /// Share of the kernels' device time the kernel (for one op and span) must take.
 const SHARE: f64 = 0.15;
@@ -32,20 +32,21 @@ pub(super) fn check(cx: &Context<'_>, found: &mut Vec<Hypothesis>) {
     let mut named = 0;
     for o in &all {
         let Some(grid) = o.grid else { continue };
-        let blocks: u64 = grid.iter().product();
+        // The grid comes from the trace: a product past u64 is no small grid.
+        let Some(blocks) = grid.iter().try_fold(1u64, |all, g| all.checked_mul(*g)) else { continue };
         let per_step_ms = o.us / 1000.0 / n;
         if blocks == 0 || blocks >= sms || o.us / total < SHARE || per_step_ms < STEP_SHARE * step {
             continue;
         }
-        let op = o.op_kind.as_deref().unwrap_or("op");
+        let op = crate::display::label(o.op_kind.as_deref().unwrap_or("op"), crate::display::LABEL_CHARS);
         found.push(Hypothesis {
             id: "under-filled-grid",
             evidence: format!(
                 "`{}` for `{}` {} takes {:.0}% of the kernels' device time ({} per step, {:.1} calls per \
                  step) on a grid of [{}, {}, {}] = {blocks} thread blocks, against the device's {sms} SMs: at most \
                  {blocks} of {sms} SMs work while it runs",
-                crate::read::display::label(&o.name, 60),
-                o.ops.as_deref().unwrap_or("unknown ops"),
+                crate::display::label(&o.name, 60),
+                crate::display::label(o.ops.as_deref().unwrap_or("unknown ops"), crate::display::LABEL_CHARS),
                 o.place(),
                 o.us / total * 100.0,
                 ms(per_step_ms),
@@ -56,8 +57,9 @@ pub(super) fn check(cx: &Context<'_>, found: &mut Vec<Hypothesis>) {
             ),
             hypothesis: match &o.span {
                 Some(span) => format!(
-                    "the {op} of `{span}` cannot fill the device: its time is set by too few thread blocks, not by \
-                     its work"
+                    "the {op} of `{}` cannot fill the device: its time is set by too few thread blocks, not by \
+                     its work",
+                    crate::display::label(span, crate::display::LABEL_CHARS)
                 ),
                 None => format!(
                     "this {op} (called outside steptrace's spans) cannot fill the device: its time is set by too \

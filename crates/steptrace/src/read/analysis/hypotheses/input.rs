@@ -1,9 +1,9 @@
 //! The input pipeline: reading batches takes a large share of the step.
 
 use super::{ms, primary_device, Change, Context, Experiment, Hypothesis, CONFIRM};
-use crate::analysis::device::per_step;
-use crate::analysis::spans::Span;
-use crate::analysis::stats::median;
+use crate::read::analysis::device::per_step;
+use crate::read::analysis::spans::Span;
+use crate::read::analysis::stats::median;
 use crate::format::names::is_input;
 
 /// Share of a step spent reading input above which the input pipeline is
@@ -60,7 +60,7 @@ pub(super) fn check(cx: &Context<'_>, found: &mut Vec<Hypothesis>) {
                 "rerun with batches prepared ahead (prefetch threads) and check that the device's idle time during \
                  the read falls and the step time with it; {CONFIRM}"
             ),
-            experiment: Some(Experiment::of([Change::Prefetch(prefetch.max(1) * 2)])),
+            experiment: prefetch.max(1).checked_mul(2).map(|p| Experiment::of([Change::Prefetch(p)])),
             command: None,
         });
         return;
@@ -93,7 +93,7 @@ pub(super) fn check(cx: &Context<'_>, found: &mut Vec<Hypothesis>) {
             "rerun with batches prepared ahead (prefetch threads) and check that the input share falls and the step \
              time with it; {CONFIRM}"
         ),
-        experiment: Some(Experiment::of([Change::Prefetch(prefetch.max(1) * 2)])),
+        experiment: prefetch.max(1).checked_mul(2).map(|p| Experiment::of([Change::Prefetch(p)])),
         command: None,
     });
 }

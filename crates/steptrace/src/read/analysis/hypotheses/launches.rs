@@ -1,10 +1,10 @@
 //! Many small kernel launches per step.
 
 use super::{ms, Change, Context, Experiment, Hypothesis, NotExamined, CONFIRM};
-use crate::analysis::device::{counted_steps, origins, per_step, KernelTable, SHORT_KERNEL_US};
-use crate::analysis::loaded::Producer;
-use crate::analysis::spans::Span;
-use crate::analysis::stats::median;
+use crate::read::analysis::device::{counted_steps, origins, per_step, KernelTable, SHORT_KERNEL_US};
+use crate::read::analysis::loaded::Producer;
+use crate::read::analysis::spans::Span;
+use crate::read::analysis::stats::median;
 
 /// Launches per step from which work counts as fragmented.
 const MANY_LAUNCHES: f64 = 30.0;
@@ -69,7 +69,7 @@ pub(super) fn check(cx: &Context<'_>, found: &mut Vec<Hypothesis>, skipped: &mut
              sample; if it falls, launches are the limit, so examine grouping or fusion ({fusion}) and its overall \
              cost; {CONFIRM}"
         ),
-        experiment: Some(Experiment::of([Change::BatchSize(batch * 4)])),
+        experiment: batch.checked_mul(4).map(|b| Experiment::of([Change::BatchSize(b)])),
         command: None,
     });
 }
@@ -121,7 +121,7 @@ fn from_kernels(cx: &Context<'_>, kernels: &KernelTable, found: &mut Vec<Hypothe
                  step"
             }
         ),
-        experiment: Some(Experiment::of([Change::BatchSize(batch * 4)])),
+        experiment: batch.checked_mul(4).map(|b| Experiment::of([Change::BatchSize(b)])),
         command: None,
     });
 }
@@ -143,6 +143,7 @@ fn busiest_launcher(cx: &Context<'_>) -> String {
     }
     let n = steps.len().max(1) as f64;
     by_span.into_iter().max_by_key(|(_, (calls, _))| *calls).map_or_else(String::new, |(span, (calls, short))| {
+        let span = crate::display::label(span, crate::display::LABEL_CHARS);
         format!(
             "; the span launching most kernels is `{span}` ({:.1} per step, {:.1} of them in groups averaging under \
              {SHORT_KERNEL_US:.0} µs)",

@@ -20,7 +20,7 @@ pub(super) fn check(cx: &Context<'_>, found: &mut Vec<Hypothesis>) {
     if g.first_mb <= 0.0 || g.last_mb < g.first_mb * (1.0 + GROWTH) {
         return;
     }
-    let steps = cx.run.steps.unwrap_or(0).max(g.compared as u64 + 1);
+    let steps = cx.run.steps.unwrap_or(0).max((g.compared as u64).saturating_add(1));
     found.push(Hypothesis {
         id: "memory-growth",
         evidence: format!(

@@ -101,7 +101,7 @@ pub(crate) struct Context<'a> {
     pub(crate) table: &'a SpanTable,
     pub(crate) device: &'a DeviceView,
     /// Device memory per step, when the trace holds samples.
-    pub(crate) memory: Option<&'a crate::analysis::memory::MemoryView>,
+    pub(crate) memory: Option<&'a crate::read::analysis::memory::MemoryView>,
     pub(crate) anomalies: &'a [(Option<u64>, String)],
     /// Steps that hold an epoch boundary (validation, checkpointing).
     pub(crate) boundaries: &'a [u64],

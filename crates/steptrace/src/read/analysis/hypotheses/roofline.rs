@@ -2,7 +2,7 @@
 //! because it runs badly, not because it is big.
 
 use super::{ms, Change, Context, Experiment, Hypothesis, NotExamined, CONFIRM};
-use crate::analysis::device::{rate, PricedRow};
+use crate::read::analysis::device::{rate, PricedRow};
 
 /// Share of the priced kernel time one row's time above its floor must take.
 const ABOVE_SHARE: f64 = 0.25;
@@ -14,7 +14,7 @@ const ABOVE_STEP_SHARE: f64 = 0.1;
 pub(super) fn check(cx: &Context<'_>, found: &mut Vec<Hypothesis>, skipped: &mut Vec<NotExamined>) {
     let Some(r) = &cx.device.roofline else { return };
     let (Some(roofs), Some(step)) = (&r.roofs, &r.step) else {
-        if let Some(why) = &r.no_floor {
+        if let Some(why) = r.no_floor.as_ref().or(r.step_problem.as_ref()) {
             skipped.push(NotExamined { check: "time above the device floor", why: why.clone(), enable: None });
         }
         return;
@@ -46,7 +46,7 @@ pub(super) fn check(cx: &Context<'_>, found: &mut Vec<Hypothesis>, skipped: &mut
                 "rerun at batch {} and compare its share of the roof: rising with the batch points to too little \
                  parallelism, flat to the access pattern or missing fusion (its kernels per step against its \
                  operations, in `--detail ops`); ",
-                batch * 2
+                batch.saturating_mul(2)
             ),
         )
     } else {
@@ -63,7 +63,7 @@ pub(super) fn check(cx: &Context<'_>, found: &mut Vec<Hypothesis>, skipped: &mut
         evidence: format!(
             "{what} `{}` takes {} of kernel time per step, {} above its floor of {} ({bound}-bound, {:.1}% of the \
              roof: {achieved} against {roof}); that is {:.0}% of the priced kernel time and {:.0}% of the step",
-            crate::read::display::label(&row.name, crate::read::display::LABEL_CHARS),
+            crate::display::label(&row.name, crate::display::LABEL_CHARS),
             ms(row.ms_per_step),
             ms(above(&row)),
             ms(floor),
@@ -73,7 +73,7 @@ pub(super) fn check(cx: &Context<'_>, found: &mut Vec<Hypothesis>, skipped: &mut
         ),
         hypothesis: hypothesis.into(),
         next: next + CONFIRM,
-        experiment: (bound == "memory").then(|| Experiment::of([Change::BatchSize(batch * 2)])),
+        experiment: batch.checked_mul(2).filter(|_| bound == "memory").map(|b| Experiment::of([Change::BatchSize(b)])),
         command: None,
     });
 }

@@ -37,7 +37,11 @@ pub(super) fn check(cx: &Context<'_>, found: &mut Vec<Hypothesis>) {
         next: "record a later window (skip the steps above), keep shapes fixed (a constant batch size, no ragged \
                last batch), and check that the slow steps disappear"
             .into(),
-        experiment: Some(Experiment::of([Change::SkipFirst(last + 1), Change::Steps(steps + last + 1)])),
+        // Step numbers and the step count come from the trace: too large ones give no experiment.
+        experiment: last
+            .checked_add(1)
+            .and_then(|skip| Some((skip, steps.checked_add(skip)?)))
+            .map(|(skip, total)| Experiment::of([Change::SkipFirst(skip), Change::Steps(total)])),
         command: None,
     });
 }

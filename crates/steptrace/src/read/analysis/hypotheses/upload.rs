@@ -3,12 +3,12 @@
 use std::collections::BTreeMap;
 
 use super::{Change, Context, Experiment, Hypothesis, NotExamined, CONFIRM};
-use crate::analysis::device::per_step;
-use crate::analysis::stats::Stats;
+use crate::read::analysis::device::per_step;
+use crate::read::analysis::stats::Stats;
 use crate::format::device::is_device_cat;
 use crate::format::names::TRANSFER_H2D;
-use crate::analysis::device::{CopyView, SMALL_COPY_BYTES};
-use crate::read::display::{label, LABEL_CHARS};
+use crate::read::analysis::device::{CopyView, SMALL_COPY_BYTES};
+use crate::display::{label, LABEL_CHARS};
 
 pub(super) fn check(cx: &Context<'_>, found: &mut Vec<Hypothesis>, skipped: &mut Vec<NotExamined>) {
     if let Some(copies) = &cx.device.copies {

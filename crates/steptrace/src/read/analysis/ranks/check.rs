@@ -25,7 +25,7 @@ use super::super::input::ReportSource;
 use super::super::ReportError;
 use super::{rank_of, spans, spans_text};
 use crate::format::{DistributedInfo, Steptrace, DISTRIBUTED_INFO};
-use crate::read::display::label;
+use crate::display::label;
 
 /// The most characters of a file's value quoted in a message.
 const QUOTE_CHARS: usize = 120;
@@ -268,7 +268,7 @@ mod tests {
     use serde_json::{json, Value};
 
     use super::*;
-    use crate::reader::{parse_trace, Trace};
+    use crate::read::reader::{parse_trace, Trace};
 
     /// A file of rank `rank` of `world` whose steps are `steps`, with
     /// steptrace metadata when `meta` holds it.

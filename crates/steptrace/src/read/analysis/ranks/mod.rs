@@ -53,7 +53,7 @@ use super::stats::Stats;
 use super::{Report, ReportError, ReportOptions};
 use crate::format::names::{is_collective, is_input};
 use crate::format::DistributedInfo;
-use crate::reader::Trace;
+use crate::read::reader::Trace;
 
 pub use check::{check_ranks, RankCheck};
 pub use straggler::{Straggler, STRAGGLER_MIN_SHARE};

@@ -6,7 +6,7 @@
 //! does it one event at a time, so that a copy can be written without a
 //! second trace in memory.
 //!
-//! [`redact_file`]: crate::analysis::redact_file
+//! [`redact_file`]: crate::read::analysis::redact_file
 
 use std::collections::HashMap;
 
@@ -15,7 +15,6 @@ use serde_json::{Map, Value};
 use super::check::{hits, Checks};
 use super::finding::FindingKind;
 use super::walk::{self, Site, Visit};
-use crate::reader::{JsonEvent, JsonTrace, Trace};
 
 fn marker(kind: FindingKind) -> String {
     format!("[*** redacted {kind} ***]")
@@ -107,40 +106,8 @@ fn redact_events(redactor: &mut Redactor, events: &mut [Value]) {
     }
 }
 
-/// A sanitised copy of a parsed trace, and how many strings (or numeric
-/// arrays) were replaced: what [`scan_trace`](super::scan_trace) flags,
-/// replaced by `[*** redacted KIND ***]` markers; everything else, every
-/// field of every event included, is kept.
-///
-/// # Examples
-///
-/// ```
-/// use steptrace::hygiene::{redact_trace, scan_trace};
-/// use steptrace::reader::parse_json_trace;
-///
-/// let trace = parse_json_trace(br#"[{"ph":"X","name":"a","ts":1,"dur":1,"bp":{"k":"bob@example.com"}}]"#)?;
-/// let (clean, replaced) = redact_trace(&trace);
-/// assert_eq!(replaced, 1);
-/// assert!(scan_trace(&clean).is_empty());
-/// assert_eq!(clean.events[0]["dur"], 1);
-/// # Ok::<(), steptrace::reader::ReadError>(())
-/// ```
-#[must_use]
-pub fn redact_trace(trace: &JsonTrace) -> (JsonTrace, usize) {
-    let mut redactor = Redactor::default();
-    let events = trace
-        .events
-        .iter()
-        .enumerate()
-        .map(|(index, event)| walk::event(&mut redactor, index, event).unwrap_or_else(|| event.clone()))
-        .collect();
-    let metadata = walk::metadata(&mut redactor, &trace.metadata).unwrap_or_else(|| trace.metadata.clone());
-    let clean = Trace { format: trace.format, events, metadata, truncated: trace.truncated, dropped_bytes: trace.dropped_bytes };
-    (clean, redactor.replaced)
-}
-
 /// Redacts a trace one part at a time: each event, and the metadata, as
-/// [`redact_trace`] does, each part rewritten only where something is
+/// [`redact_trace`](crate::read::hygiene::redact_trace) does, each part rewritten only where something is
 /// replaced. Strings found clean are remembered (up to 2^20 distinct ones),
 /// so that a string that recurs in every event is checked once.
 #[derive(Default)]
@@ -150,7 +117,7 @@ pub(crate) struct Redaction {
 
 impl Redaction {
     /// Event number `index`, redacted; `None` when nothing in it is flagged.
-    pub(crate) fn event(&mut self, index: usize, event: &JsonEvent) -> Option<JsonEvent> {
+    pub(crate) fn event(&mut self, index: usize, event: &Map<String, Value>) -> Option<Map<String, Value>> {
         walk::event(&mut self.redactor, index, event)
     }
 

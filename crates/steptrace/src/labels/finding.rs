@@ -62,11 +62,11 @@ impl fmt::Display for Finding {
 pub struct LocatedFinding {
     /// Where: `event 12 name`, `event 12 cat`, `event 3 args.user`,
     /// `event 3 args.user (key)`, `thread name tid 4`, `process name pid
-    /// 1`, `metadata.manifest.data_path`, ... from [`scan_trace`]; `name`,
+    /// 1`, `metadata.manifest.data_path`, ... from [`scan_trace`](crate::read::hygiene::scan_trace); `name`,
     /// `argument key`, the argument's key, `manifest.data_path`, ... from
     /// the trace sink's checks (see [`LabelScanner`]).
     ///
-    /// [`scan_trace`]: super::scan_trace
+    /// [`scan_trace`]: crate::read::hygiene::scan_trace
     /// [`LabelScanner`]: super::LabelScanner
     pub location: String,
     /// What was found.

@@ -108,8 +108,8 @@ fn named_tilde(text: &str, hits: &mut Vec<Hit>) {
 
 #[cfg(test)]
 mod tests {
-    use crate::hygiene::check::{assert_excerpts, assert_kinds};
-    use crate::hygiene::FindingKind::HomePath;
+    use crate::labels::check::{assert_excerpts, assert_kinds};
+    use crate::labels::FindingKind::HomePath;
 
     #[test]
     fn home_paths_are_found() {
@@ -135,7 +135,7 @@ mod tests {
     #[test]
     fn tildes_that_are_not_home_directories_are_not_flagged() {
         for label in ["~1.5 ms", "about ~half of it", "x~y/z", "~-/x", "~+/x", "a ~b"] {
-            assert_eq!(crate::hygiene::check::kinds(label), [], "{label:?}");
+            assert_eq!(crate::labels::check::kinds(label), [], "{label:?}");
         }
     }
 

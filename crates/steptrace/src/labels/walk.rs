@@ -25,7 +25,9 @@
 //! - steptrace's own descriptions are not input content (only secrets,
 //!   private paths and personal numbers are looked for there): the
 //!   metadata's `device_activity` (`metadata.device_activity.kinds[0]`,
-//!   written whole by steptrace and its device collector), and the
+//!   written whole by steptrace and its device collector), the manifest's
+//!   measured limits (`peaks`: how each figure was measured) and cold-start
+//!   breakdown (`startup.cold_start`), and the
 //!   arguments of a device event that describe it in steptrace's words
 //!   ([`DESCRIPTION_ARGS`]: `timing`, `attribution`); the same words
 //!   anywhere else are read as what they look like;
@@ -44,8 +46,8 @@ use super::location::{location, Base, Step};
 use super::scan::{is_diagnostic, NUMERIC_ARRAY};
 use super::{pem, token};
 use crate::format::device::{is_device_work, DESCRIPTION_ARGS};
-use crate::format::names::{keys, meta};
-use crate::reader::{is_segment_header, JsonEvent};
+use crate::format::peaks::PEAKS;
+use crate::format::names::{is_segment_header, keys, meta};
 
 /// Where a visited string sits.
 pub(super) struct Site<'p, 'a> {
@@ -83,6 +85,10 @@ pub(super) trait Visit {
 /// The top-level entry of a steptrace trace that holds its metadata.
 const METADATA: &str = "metadata";
 
+/// The entry of the metadata (and of a partial file's header) that holds
+/// the run manifest.
+const MANIFEST: &str = "manifest";
+
 /// Which rules apply.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Place {
@@ -101,20 +107,32 @@ impl Place {
         match self {
             Place::DeviceArgs if DESCRIPTION_ARGS.contains(&key) => Place::Tool,
             Place::DeviceArgs => Place::Event,
-            Place::Metadata if is_device_activity(base, path) => Place::Tool,
+            Place::Metadata if is_tool_written(base, path) => Place::Tool,
             other => other,
         }
     }
 }
 
-/// Whether `path` from `base` is `metadata.device_activity`.
-fn is_device_activity(base: Base<'_>, path: &[Step<'_>]) -> bool {
-    matches!((base, path), (Base::Metadata, [Step::Key(METADATA), Step::Key(key)]) if *key == keys::DEVICE_ACTIVITY)
+/// Whether `path` from `base` is a part of the metadata steptrace writes
+/// whole in its own words: `metadata.device_activity`, and the manifest's
+/// measured limits (`metadata.manifest.peaks`, whose `method` and `source`
+/// describe how each figure was measured) and cold-start breakdown
+/// (`metadata.manifest.startup.cold_start`), also in a partial file's
+/// header (`args.manifest.peaks`, ...).
+fn is_tool_written(base: Base<'_>, path: &[Step<'_>]) -> bool {
+    let manifest = match (base, path) {
+        (Base::Metadata, [Step::Key(METADATA), Step::Key(key)]) if *key == keys::DEVICE_ACTIVITY => return true,
+        (Base::Metadata, [Step::Key(METADATA), Step::Key(MANIFEST), rest @ ..]) => rest,
+        (Base::Event(_), [Step::Key("args"), Step::Key(MANIFEST), rest @ ..]) => rest,
+        _ => return false,
+    };
+    matches!(manifest, [Step::Key(key)] if *key == PEAKS)
+        || matches!(manifest, [Step::Key("startup"), Step::Key("cold_start")])
 }
 
 /// Walks event number `index`; the rewritten event if anything was
 /// replaced.
-pub(super) fn event(visit: &mut impl Visit, index: usize, event: &JsonEvent) -> Option<JsonEvent> {
+pub(super) fn event(visit: &mut impl Visit, index: usize, event: &Map<String, Value>) -> Option<Map<String, Value>> {
     let field = |key: &str| event.get(key).and_then(Value::as_str);
     let named = match (field("ph"), field("name")) {
         (Some("M"), Some(meta::THREAD_NAME)) => Some(Base::ThreadName(event.get("tid"))),
@@ -289,145 +307,4 @@ fn apply(map: &Map<String, Value>, changes: Vec<(&str, Option<String>, Option<Va
         out.insert(key, value);
     }
     Some(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use crate::hygiene::scan::{assert_located, located};
-    use crate::hygiene::{redact_trace, scan_trace, FindingKind};
-    use crate::reader::parse_json_trace;
-
-    #[test]
-    fn every_field_and_every_key_is_walked() {
-        let json = r#"[{"ph":"X","name":"a","ts":1,"dur":2,
-            "foo":"alice@example.com",
-            "sf":"/home/bob/x",
-            "stack":["ok","ghp_abcdefghijklmnopqrstuvwxyz0123456789"],
-            "estack":[{"frame":"/Users/carol/lib.rs"}],
-            "bp":{"k":{"deeper":["dan@example.com"]}},
-            "erin@example.com":1,
-            "args":{"nested":{"frank@example.com":[1]}}}]"#;
-        assert_located(
-            json,
-            &[
-                ("event 0 args.nested.frank@example.com (key)", FindingKind::Email),
-                ("event 0 bp.k.deeper[0]", FindingKind::Email),
-                ("event 0 erin@example.com (key)", FindingKind::Email),
-                ("event 0 estack[0].frame", FindingKind::HomePath),
-                ("event 0 foo", FindingKind::Email),
-                ("event 0 sf", FindingKind::HomePath),
-                ("event 0 stack[1]", FindingKind::Token),
-            ],
-        );
-    }
-
-    #[test]
-    fn a_partial_header_is_tool_written_like_the_metadata() {
-        let prose = "one sync at the end of each step: ProfilerStep#N is the true step time and phase spans are host launch time";
-        let header = format!(
-            r#"[{{"ph":"M","name":"steptrace_segment","pid":1,"tid":0,"args":{{"worker":"w","manifest":{{"sync_meaning":"{prose}","cache":"/home/alice/.cache","counts":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16]}}}}}},
-               {{"ph":"i","name":"n","ts":1,"args":{{"sync_meaning":"{prose}"}}}}]"#
-        );
-        // The header's prose and settings are not input content; a private
-        // path still is a finding; the same prose in an ordinary event is.
-        assert_eq!(
-            located(&header),
-            [
-                ("event 0 args.manifest.cache".to_owned(), FindingKind::HomePath),
-                ("event 1 args.sync_meaning".to_owned(), FindingKind::InputContent),
-            ]
-        );
-    }
-
-    #[test]
-    fn a_reports_lists_of_what_was_not_observed_are_prose_too() {
-        let prose = "what the allocator held after the failure: the backend does not report memory in use";
-        let other = "the same words under a key of no meaning are still read as what they look like";
-        let json = format!(
-            r#"{{"traceEvents":[{{"ph":"i","name":"n","ts":1,"args":{{"not_observed":["{prose}"]}}}}],
-               "metadata":{{"manifest":{{"out_of_memory":{{"not_observed":["{prose}"],"per_sample":{{"not_known":"{prose}"}},
-               "largest":[{{"description":"{prose}","bytes":8}}],"kept":"{other}"}}}}}}}}"#
-        );
-        // Under the report's diagnostic keys, in the metadata, prose is the tool's;
-        // elsewhere it is still read as input content.
-        assert_eq!(
-            located(&json),
-            [
-                ("event 0 args.not_observed[0]".to_owned(), FindingKind::InputContent),
-                ("metadata.manifest.out_of_memory.kept".to_owned(), FindingKind::InputContent),
-            ]
-        );
-    }
-
-    #[test]
-    fn card_numbers_written_as_json_numbers_are_flagged_and_redacted() {
-        let json = r#"{"traceEvents":[
-            {"ph":"X","name":"pay","ts":1714567890123451,"dur":123456789012347,"pid":1,"tid":1,
-             "args":{"card":4111111111111111,"amount":1999,"list":[1,5555555555554444]}}
-        ],"metadata":{"billing":{"card":378282246310005},"epoch_unix_ms":1714567890123}}"#;
-        assert_eq!(
-            located(json),
-            [
-                ("event 0 args.card".to_owned(), FindingKind::Card),
-                ("event 0 args.list[1]".to_owned(), FindingKind::Card),
-                ("metadata.billing.card".to_owned(), FindingKind::Card),
-            ]
-        );
-        let trace = parse_json_trace(json.as_bytes()).unwrap();
-        let (clean, replaced) = redact_trace(&trace);
-        assert_eq!(replaced, 3);
-        assert_eq!(scan_trace(&clean), []);
-        let text = clean.to_value().to_string();
-        for number in ["4111111111111111", "5555555555554444", "378282246310005"] {
-            assert!(!text.contains(number), "{number} left in {text}");
-        }
-        // Timestamps, durations and amounts are kept as they were.
-        let event = &clean.events[0];
-        assert_eq!((event["ts"].as_u64(), event["args"]["amount"].as_u64()), (Some(1714567890123451), Some(1999)));
-        assert_eq!(event["args"]["card"], "[*** redacted payment card number ***]");
-    }
-
-    #[test]
-    fn a_traces_own_numbers_are_not_card_numbers() {
-        // 4111111111119 passes Luhn's check and has a Visa's shape (13
-        // digits from 4): as ns, 68 minutes; as an id, any id.
-        let json = r#"{"traceEvents":[
-            {"ph":"X","name":"gemm","ts":4111111111119,"dur":4111111111119,"pid":4111111111119,"tid":4111111111119,
-             "id":4111111111119,"args":{"correlation":4111111111119,"External id":4111111111119,
-             "start_ns":4111111111119,"queued_time":4111111111119,"Addr":94111111111119,"bytes":1048576}},
-            {"ph":"X","name":"ProfilerStep#3","ts":1733140000123456,"dur":4111111111111,"pid":1,"tid":1},
-            {"ph":"f","name":"flow","ts":1733140000123999,"pid":1,"tid":1,"id":4111111111119,"bind_id":4111111111119}
-        ],"metadata":{"baseTimeNanoseconds":1733140000123456789,"clock":{"epoch_unix_ms":1733140000123},
-                      "duration_ns":4111111111119}}"#;
-        assert_eq!(located(json), Vec::<(String, FindingKind)>::new());
-        let trace = parse_json_trace(json.as_bytes()).unwrap();
-        let (clean, replaced) = redact_trace(&trace);
-        assert_eq!((replaced, &clean), (0, &trace));
-        // The same number under a key of no figure is a card number.
-        let card = r#"[{"ph":"X","name":"pay","ts":1,"dur":2,"args":{"card":4111111111119}}]"#;
-        assert_located(card, &[("event 0 args.card", FindingKind::Card)]);
-    }
-
-    #[test]
-    fn the_redaction_replaces_what_the_walk_flags_and_keeps_the_rest() {
-        let json = r#"{"traceEvents":[
-            {"ph":"X","name":"a","ts":1,"dur":2,"foo":"alice@example.com","erin@example.com":7,"ok":"fine",
-             "stack":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17]},
-            {"ph":"M","name":"thread_name","tid":3,"args":{"name":"/home/bob/worker"}}
-        ],"otherData":{"api_key":"q8Z3vK1mP0sX7tY2wR9uL4nB"}}"#;
-        let trace = parse_json_trace(json.as_bytes()).unwrap();
-        let (clean, replaced) = redact_trace(&trace);
-        assert_eq!(replaced, 5);
-        assert_eq!(scan_trace(&clean), []);
-        let text = clean.to_value().to_string();
-        for secret in ["alice", "erin", "bob", "q8Z3"] {
-            assert!(!text.contains(secret), "{secret} left in {text}");
-        }
-        let event = &clean.events[0];
-        assert_eq!((event["ok"].as_str(), event["dur"].as_f64()), (Some("fine"), Some(2.0)));
-        assert!(event.keys().any(|k| k.starts_with("[*** redacted e-mail address ***]#")), "{event:?}");
-        // Nothing flagged: nothing copied.
-        let (same, replaced) = redact_trace(&clean);
-        assert_eq!((replaced, same), (0, clean));
-    }
 }

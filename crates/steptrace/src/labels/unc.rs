@@ -50,8 +50,8 @@ pub(super) fn find(text: &str, hits: &mut Vec<Hit>) {
 
 #[cfg(test)]
 mod tests {
-    use crate::hygiene::check::{assert_excerpts, assert_kinds, kinds};
-    use crate::hygiene::FindingKind::NetworkPath;
+    use crate::labels::check::{assert_excerpts, assert_kinds, kinds};
+    use crate::labels::FindingKind::NetworkPath;
 
     #[test]
     fn shares_are_found_plain_and_escaped() {

@@ -185,8 +185,8 @@ pub(super) fn find(text: &str, hits: &mut Vec<Hit>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hygiene::check::{assert_excerpts, assert_kinds, kinds};
-    use crate::hygiene::FindingKind::Card;
+    use crate::labels::check::{assert_excerpts, assert_kinds, kinds};
+    use crate::labels::FindingKind::Card;
 
     #[test]
     fn the_luhn_check_and_the_issuers() {

@@ -42,8 +42,8 @@ pub(super) fn find(text: &str, hits: &mut Vec<Hit>) {
 
 #[cfg(test)]
 mod tests {
-    use crate::hygiene::check::{assert_excerpts, assert_kinds};
-    use crate::hygiene::FindingKind::Email;
+    use crate::labels::check::{assert_excerpts, assert_kinds};
+    use crate::labels::FindingKind::Email;
 
     #[test]
     fn addresses_are_found() {

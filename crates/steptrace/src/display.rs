@@ -47,7 +47,7 @@ fn push_escaped(out: &mut String, c: char) {
 /// # Examples
 ///
 /// ```
-/// use steptrace::read::display::escape;
+/// use steptrace::display::escape;
 ///
 /// assert_eq!(escape("train.step"), "train.step");
 /// assert_eq!(escape("a\u{1b}[2Jb\u{7}"), "a\\x1b[2Jb\\x07");
@@ -64,7 +64,7 @@ pub fn escape(text: &str) -> Cow<'_, str> {
 /// # Examples
 ///
 /// ```
-/// use steptrace::read::display::block;
+/// use steptrace::display::block;
 ///
 /// assert_eq!(block("a\n\u{1b}]0;title\u{7}\n"), "a\n\\x1b]0;title\\x07\n");
 /// ```
@@ -94,7 +94,7 @@ fn escape_but(text: &str, keep: impl Fn(char) -> bool) -> Cow<'_, str> {
 /// # Examples
 ///
 /// ```
-/// use steptrace::read::display::label;
+/// use steptrace::display::label;
 ///
 /// assert_eq!(label("forward", 20), "forward");
 /// assert_eq!(label(&"a".repeat(1000), 4), "aaaa… (1000 bytes)");
@@ -106,6 +106,27 @@ pub fn label(text: &str, max: usize) -> Cow<'_, str> {
         Some((cut, _)) => Cow::Owned(format!("{}… ({} bytes)", escape(&text[..cut]), text.len())),
         None => escape(text),
     }
+}
+
+/// The most characters [`line`] keeps of a text.
+pub const LINE_CHARS: usize = 200;
+
+/// A text from a trace or a cache file (a device's name, when its limits were measured, how)
+/// as one line: escaped, so that a newline cannot forge a line of a report, and cut after
+/// [`LINE_CHARS`] characters.
+///
+/// # Examples
+///
+/// ```
+/// use steptrace::display::line;
+///
+/// assert_eq!(line("NVIDIA H200"), "NVIDIA H200");
+/// assert_eq!(line("H200\n== Hypotheses"), "H200\\n== Hypotheses");
+/// assert!(line(&"x".repeat(10_000_000)).ends_with("… (10000000 bytes)"));
+/// ```
+#[must_use]
+pub fn line(text: &str) -> String {
+    label(text, LINE_CHARS).into_owned()
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
 //! The label scanner, [`LabelScanner`]: it checks strings, remembers which
-//! it has checked, and collects [`LocatedFinding`]s. [`scan_trace`] feeds it
+//! it has checked, and collects [`LocatedFinding`]s. [`scan_trace`](crate::read::hygiene::scan_trace) feeds it
 //! a parsed trace through the walk of every string ([`walk`](super::walk));
 //! the trace sink feeds it each file as it finalises it.
 
@@ -15,7 +15,6 @@ use super::input;
 use super::location::{location, Base};
 use super::text;
 use super::walk::{self, Site, Visit};
-use crate::reader::{JsonEvent, JsonTrace, Trace};
 
 /// Metadata keys whose values are diagnostics written by tools (ours among
 /// them), which read like prose without being input.
@@ -54,93 +53,6 @@ pub(super) const NUMERIC_ARRAY: usize = 16;
 /// memory spent remembering strings already checked.
 const SEEN_CAP: usize = 1 << 20;
 
-/// Scans every string of a trace: in each event, every key and every
-/// string value of every field, known or not (names, categories, string
-/// ids, arguments, `sf`, `stack`, a writer's own fields), at any depth;
-/// thread and process names; and the keys and strings of the metadata.
-///
-/// Each distinct offending string is reported once, at its first location
-/// (events in order, then the metadata). In the metadata (and in a partial
-/// file's `steptrace_segment` header, which carries the same run
-/// description), the natural-language check is skipped for diagnostic
-/// entries (`partial_reason`, `label_warnings`, `backend`, `error`,
-/// `fallback_reason`, `sync_meaning`, ...), which are prose by design. What
-/// steptrace writes in its own words is not read as input content at all
-/// (secrets, private paths and personal numbers are still looked for): the
-/// metadata's `device_activity`, and a device event's `timing` and
-/// `attribution` arguments
-/// ([`DESCRIPTION_ARGS`](crate::format::device::DESCRIPTION_ARGS)).
-///
-/// This is a walk that feeds a [`LabelScanner`]:
-/// [`trace_event`](LabelScanner::trace_event) for each event, then
-/// [`trace_metadata`](LabelScanner::trace_metadata).
-///
-/// # Examples
-///
-/// ```
-/// use steptrace::hygiene::{scan_trace, FindingKind};
-/// use steptrace::reader::parse_json_trace;
-///
-/// let trace = parse_json_trace(br#"{"traceEvents":[
-///     {"ph":"X","name":"train.step","ts":0,"dur":5,"args":{"user":"bob@corp.example.com"}},
-///     {"ph":"M","name":"thread_name","tid":4,"args":{"name":"/home/bob/run"}}
-/// ],"metadata":{"manifest":{"data_path":"~/datasets/private"}}}"#)?;
-/// let findings = scan_trace(&trace);
-/// let located: Vec<(&str, FindingKind)> =
-///     findings.iter().map(|f| (f.location.as_str(), f.finding.kind)).collect();
-/// assert_eq!(
-///     located,
-///     [
-///         ("event 0 args.user", FindingKind::Email),
-///         ("thread name tid 4", FindingKind::HomePath),
-///         ("metadata.manifest.data_path", FindingKind::HomePath),
-///     ]
-/// );
-/// # Ok::<(), steptrace::reader::ReadError>(())
-/// ```
-///
-/// A typed [`Trace`] holds only the fields the reader keeps: to check every
-/// field of a file, scan what [`parse_json_trace`] or
-/// [`read_json_trace_file`] read, or each event [`read_json_events`] reads
-/// (with an [`InventoryBuilder`], as `steptrace inspect` does: no event is
-/// held).
-///
-/// [`parse_json_trace`]: crate::reader::parse_json_trace
-/// [`read_json_trace_file`]: crate::reader::read_json_trace_file
-/// [`read_json_events`]: crate::reader::read_json_events
-/// [`InventoryBuilder`]: crate::analysis::InventoryBuilder
-#[must_use]
-pub fn scan_trace(trace: &impl ScanSource) -> Vec<LocatedFinding> {
-    let mut scanner = LabelScanner::new();
-    trace.scan_into(&mut scanner);
-    scanner.into_findings()
-}
-
-/// A parsed trace [`scan_trace`] can walk: a [`JsonTrace`] (every field of
-/// every event) or a typed [`Trace`] (the fields the reader keeps).
-pub trait ScanSource {
-    /// Feeds every event, then the metadata, to `scanner`.
-    fn scan_into(&self, scanner: &mut LabelScanner);
-}
-
-impl ScanSource for JsonTrace {
-    fn scan_into(&self, scanner: &mut LabelScanner) {
-        for (index, event) in self.events.iter().enumerate() {
-            scanner.trace_event(index, event);
-        }
-        scanner.trace_metadata(&self.metadata);
-    }
-}
-
-impl ScanSource for Trace {
-    fn scan_into(&self, scanner: &mut LabelScanner) {
-        for (index, event) in self.events.iter().enumerate() {
-            scanner.trace_event(index, &event.to_json());
-        }
-        scanner.trace_metadata(&self.metadata);
-    }
-}
-
 /// Checks labels one after another, and collects what they seem to leak,
 /// with where each was found.
 ///
@@ -165,7 +77,7 @@ impl ScanSource for Trace {
 ///   is skipped;
 /// - [`trace_event`](LabelScanner::trace_event) and
 ///   [`trace_metadata`](LabelScanner::trace_metadata): the parts of a
-///   parsed trace, as [`scan_trace`] walks them.
+///   parsed trace, as [`scan_trace`](crate::read::hygiene::scan_trace) walks them.
 ///
 /// # Examples
 ///
@@ -298,19 +210,19 @@ impl LabelScanner {
         }
     }
 
-    /// Checks event number `index` of a parsed trace, as [`scan_trace`]
+    /// Checks event number `index` of a parsed trace, as [`scan_trace`](crate::read::hygiene::scan_trace)
     /// does: every key and string value of every field, at any depth;
     /// string values under secret-sounding keys (`"api_key": "..."`);
     /// arrays of 16 numbers or more; and, for `thread_name` and
     /// `process_name` metadata events, the name. A device event's `timing`
     /// and `attribution`, steptrace's own words, are not read as input
     /// content.
-    pub fn trace_event(&mut self, index: usize, event: &JsonEvent) {
+    pub fn trace_event(&mut self, index: usize, event: &Map<String, Value>) {
         let _ = walk::event(self, index, event);
     }
 
     /// Checks the metadata of a parsed trace (every top-level entry but
-    /// `traceEvents`), as [`scan_trace`] does: keys and strings,
+    /// `traceEvents`), as [`scan_trace`](crate::read::hygiene::scan_trace) does: keys and strings,
     /// recursively, at `metadata.manifest.data_path`, `otherData.note`, ...
     /// The natural-language check is skipped under diagnostic keys
     /// (`partial_reason`, `label_warnings`, `backend`, `error`,
@@ -337,7 +249,7 @@ impl LabelScanner {
 
     /// How many strings (keys and values), card numbers and numeric arrays were flagged,
     /// every occurrence counted: as many as
-    /// [`redact_trace`](super::redact_trace) replaces in the same trace. A string with
+    /// [`redact_trace`](crate::read::hygiene::redact_trace) replaces in the same trace. A string with
     /// two findings counts once.
     #[must_use]
     pub fn flagged(&self) -> usize {
@@ -472,28 +384,6 @@ impl Visit for LabelScanner {
         self.flagged += 1;
         None
     }
-}
-
-/// What [`scan_trace`] finds in a trace's JSON text, and where, sorted.
-#[cfg(test)]
-pub(super) fn located(json: &str) -> Vec<(String, FindingKind)> {
-    let trace = crate::reader::parse_json_trace(json.as_bytes()).expect("a trace");
-    let mut found: Vec<(String, FindingKind)> =
-        scan_trace(&trace).into_iter().map(|f| (f.location, f.finding.kind)).collect();
-    // Arguments come in the order of the JSON map, which depends on
-    // serde_json's features.
-    found.sort();
-    found
-}
-
-/// Asserts what [`scan_trace`] finds in a trace's JSON text, and where, in
-/// any order.
-#[cfg(test)]
-#[track_caller]
-pub(super) fn assert_located(json: &str, expected: &[(&str, FindingKind)]) {
-    let mut expected: Vec<(String, FindingKind)> = expected.iter().map(|&(l, k)| (l.to_owned(), k)).collect();
-    expected.sort();
-    assert_eq!(located(json), expected);
 }
 
 #[cfg(test)]

@@ -32,8 +32,8 @@ pub(super) fn find(text: &str, hits: &mut Vec<Hit>) {
 
 #[cfg(test)]
 mod tests {
-    use crate::hygiene::check::{assert_excerpts, assert_kinds, kinds};
-    use crate::hygiene::FindingKind::NationalId;
+    use crate::labels::check::{assert_excerpts, assert_kinds, kinds};
+    use crate::labels::FindingKind::NationalId;
 
     #[test]
     fn social_security_numbers_are_found() {

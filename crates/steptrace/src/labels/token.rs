@@ -311,8 +311,8 @@ fn url_credentials(text: &str, bytes: &[u8], hits: &mut Vec<Hit>) {
 
 #[cfg(test)]
 mod tests {
-    use crate::hygiene::check::{assert_excerpts, assert_kinds};
-    use crate::hygiene::FindingKind::Token;
+    use crate::labels::check::{assert_excerpts, assert_kinds};
+    use crate::labels::FindingKind::Token;
 
     #[test]
     fn credentials_are_found() {
@@ -356,7 +356,7 @@ mod tests {
             ("task-learn_rate", &[]),
             ("my_hf_transformers_model_loader_function", &[]),
         ]);
-        let clean = crate::hygiene::redact_label("key_AKIAIOSFODNN7EXAMPLE extra_sk_live_4eC39HqLyjWDarjtT1zdp7dc").unwrap();
+        let clean = crate::labels::redact_label("key_AKIAIOSFODNN7EXAMPLE extra_sk_live_4eC39HqLyjWDarjtT1zdp7dc").unwrap();
         assert_eq!(clean, "key_[*** redacted token or secret ***] extra_[*** redacted token or secret ***]");
     }
 

@@ -114,7 +114,7 @@ fn bodies(text: &str, hits: &mut Vec<Hit>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hygiene::{check_label, redact_label};
+    use crate::labels::{check_label, redact_label};
 
     const KEY: &str = "-----BEGIN RSA PRIVATE KEY-----\n\
         MIIEowIBAAKCAQEAv3a9Qk2Zp7Xw1Lm4Nc8Rt6Yb0Hd5Jf2Gs9Tu3Ve7AqWxYz1K\n\

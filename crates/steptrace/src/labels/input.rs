@@ -126,8 +126,8 @@ pub(super) fn find_numbers(text: &str, hits: &mut Vec<Hit>) {
 
 #[cfg(test)]
 mod tests {
-    use crate::hygiene::check::{assert_excerpts, assert_kinds};
-    use crate::hygiene::FindingKind::InputContent;
+    use crate::labels::check::{assert_excerpts, assert_kinds};
+    use crate::labels::FindingKind::InputContent;
 
     #[test]
     fn input_content_is_found() {

@@ -83,8 +83,8 @@ pub(super) fn find(text: &str, hits: &mut Vec<Hit>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hygiene::check::{assert_excerpts, assert_kinds, kinds};
-    use crate::hygiene::FindingKind::Iban;
+    use crate::labels::check::{assert_excerpts, assert_kinds, kinds};
+    use crate::labels::FindingKind::Iban;
 
     #[test]
     fn the_check_digits() {
