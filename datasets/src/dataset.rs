@@ -171,11 +171,7 @@ impl ImageDataset {
     /// `[0, 1]` (NaN counts as 0).
     pub fn split(self, test_fraction: f64, seed: u64) -> (Self, Self) {
         let n = self.len();
-        let fraction = if test_fraction.is_nan() {
-            0.0
-        } else {
-            test_fraction.clamp(0.0, 1.0)
-        };
+        let fraction = if test_fraction.is_nan() { 0.0 } else { test_fraction.clamp(0.0, 1.0) };
         let n_test = ((n as f64) * fraction).round() as usize;
         let mut order: Vec<usize> = (0..n).collect();
         SplitMix64::new(seed).shuffle(&mut order);
@@ -188,8 +184,7 @@ impl ImageDataset {
         let mut test = self.empty_like(n_test);
         for (i, &t) in is_test.iter().enumerate() {
             let part = if t { &mut test } else { &mut train };
-            part.images
-                .extend_from_slice(&self.images[i * f..(i + 1) * f]);
+            part.images.extend_from_slice(&self.images[i * f..(i + 1) * f]);
             part.labels.push(self.labels[i]);
         }
         (train, test)
@@ -294,17 +289,8 @@ mod tests {
 
     #[test]
     fn source_display() {
-        assert_eq!(
-            DataSource::Embedded { file: "data/x.gz" }.to_string(),
-            "embedded:data/x.gz"
-        );
-        assert_eq!(
-            DataSource::File {
-                path: "/a/b".into()
-            }
-            .to_string(),
-            "file:/a/b"
-        );
+        assert_eq!(DataSource::Embedded { file: "data/x.gz" }.to_string(), "embedded:data/x.gz");
+        assert_eq!(DataSource::File { path: "/a/b".into() }.to_string(), "file:/a/b");
         assert_eq!(DataSource::Synthetic.to_string(), "synthetic");
         assert!(DataSource::Synthetic.is_synthetic());
         assert!(!DataSource::Embedded { file: "x" }.is_synthetic());

@@ -14,8 +14,7 @@ const DIGITS_GZ: &[u8] = include_bytes!("../data/digits.csv.gz");
 pub const DIGITS_LICENCE: &str = "CC BY 4.0";
 
 /// Attribution for the digits data.
-pub const DIGITS_ATTRIBUTION: &str =
-    "E. Alpaydin and C. Kaynak, \"Optical Recognition of Handwritten \
+pub const DIGITS_ATTRIBUTION: &str = "E. Alpaydin and C. Kaynak, \"Optical Recognition of Handwritten \
 Digits\", UCI Machine Learning Repository, 1998, https://doi.org/10.24432/C50P49 \
 (copy of the test set, as shipped in scikit-learn's sklearn/datasets/data/digits.csv.gz)";
 
@@ -31,11 +30,8 @@ pub const DIGITS_SAMPLE_SHAPE: [usize; 3] = [1, 8, 8];
 pub fn digits() -> Result<ImageDataset, DatasetError> {
     let label = embedded_label(DIGITS_FILE);
     let csv = maybe_gunzip(DATASET, &label, DIGITS_GZ.to_vec())?;
-    let (images, labels) = parse_digits_csv(&csv).map_err(|problem| DatasetError::Corrupt {
-        dataset: DATASET,
-        file: label,
-        problem,
-    })?;
+    let (images, labels) =
+        parse_digits_csv(&csv).map_err(|problem| DatasetError::Corrupt { dataset: DATASET, file: label, problem })?;
     Ok(ImageDataset {
         name: DATASET,
         images,
@@ -65,18 +61,13 @@ fn parse_digits_csv(csv: &[u8]) -> Result<(Vec<f32>, Vec<u8>), String> {
             ));
         }
         for (col, field) in fields.iter().enumerate() {
-            let value: u8 = field.trim().parse().map_err(|_| {
-                format!(
-                    "line {line_no}, column {}: {field:?} is not an integer",
-                    col + 1
-                )
-            })?;
+            let value: u8 = field
+                .trim()
+                .parse()
+                .map_err(|_| format!("line {line_no}, column {}: {field:?} is not an integer", col + 1))?;
             if col < 64 {
                 if value > 16 {
-                    return Err(format!(
-                        "line {line_no}, column {}: pixel value {value} is outside 0..=16",
-                        col + 1
-                    ));
+                    return Err(format!("line {line_no}, column {}: pixel value {value} is outside 0..=16", col + 1));
                 }
                 images.push(f32::from(value) / 16.0);
             } else {
@@ -111,10 +102,7 @@ mod tests {
         // Every class is present, roughly 180 each (the UCI test set is nearly balanced).
         let counts = d.class_counts();
         assert_eq!(counts.iter().sum::<usize>(), DIGITS_SAMPLES);
-        assert!(
-            counts.iter().all(|&c| (170..=190).contains(&c)),
-            "{counts:?}"
-        );
+        assert!(counts.iter().all(|&c| (170..=190).contains(&c)), "{counts:?}");
         // First row of the file is a zero: 0,0,5,13,9,1,0,0,...,0
         let (x, y) = d.sample(0);
         assert_eq!(y, 0);
@@ -128,10 +116,7 @@ mod tests {
     #[test]
     fn corrupt_csv_rows_are_reported_with_line_numbers() {
         let good = vec!["0"; 64].join(",") + ",3";
-        assert_eq!(
-            parse_digits_csv(good.as_bytes()).map(|(_, y)| y),
-            Ok(vec![3])
-        );
+        assert_eq!(parse_digits_csv(good.as_bytes()).map(|(_, y)| y), Ok(vec![3]));
         let short = format!("{good}\n1,2,3\n");
         let err = parse_digits_csv(short.as_bytes()).unwrap_err();
         assert!(err.starts_with("line 2: expected 65"), "{err}");
@@ -139,13 +124,9 @@ mod tests {
         let err = parse_digits_csv(bad_pixel.as_bytes()).unwrap_err();
         assert!(err.contains("pixel value 17"), "{err}");
         let bad_label = vec!["0"; 64].join(",") + ",10";
-        assert!(parse_digits_csv(bad_label.as_bytes())
-            .unwrap_err()
-            .contains("label 10"));
+        assert!(parse_digits_csv(bad_label.as_bytes()).unwrap_err().contains("label 10"));
         let not_int = good.replacen('0', "x", 1);
-        assert!(parse_digits_csv(not_int.as_bytes())
-            .unwrap_err()
-            .contains("\"x\" is not an integer"));
+        assert!(parse_digits_csv(not_int.as_bytes()).unwrap_err().contains("\"x\" is not an integer"));
         assert_eq!(parse_digits_csv(b"\n").unwrap_err(), "contains no samples");
     }
 }

@@ -25,24 +25,13 @@ const T10K_LABELS_GZ: &[u8] = include_bytes!("../data/fashion-mnist/t10k-labels-
 pub const FASHION_MNIST_LICENCE: &str = "MIT";
 
 /// Attribution for Fashion-MNIST.
-pub const FASHION_MNIST_ATTRIBUTION: &str =
-    "Fashion-MNIST, Copyright (c) 2017 Zalando SE; H. Xiao, \
+pub const FASHION_MNIST_ATTRIBUTION: &str = "Fashion-MNIST, Copyright (c) 2017 Zalando SE; H. Xiao, \
 K. Rasul and R. Vollgraf, arXiv:1708.07747; https://github.com/zalandoresearch/fashion-mnist \
 (files as packaged in Debian's dataset-fashion-mnist)";
 
 /// The ten class names, indexed by label.
-pub const FASHION_MNIST_CLASSES: [&str; 10] = [
-    "T-shirt/top",
-    "Trouser",
-    "Pullover",
-    "Dress",
-    "Coat",
-    "Sandal",
-    "Shirt",
-    "Sneaker",
-    "Bag",
-    "Ankle boot",
-];
+pub const FASHION_MNIST_CLASSES: [&str; 10] =
+    ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"];
 
 /// Which Fashion-MNIST split to load.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -88,10 +77,7 @@ impl FashionSplit {
 /// Missing or malformed files give a [`DatasetError`] naming the file and the problem:
 /// bad magic number, truncated or oversized data, image size other than 28x28, image and
 /// label counts that differ, labels above 9, corrupt gzip.
-pub fn fashion_mnist(
-    dir: Option<&Path>,
-    split: FashionSplit,
-) -> Result<ImageDataset, DatasetError> {
+pub fn fashion_mnist(dir: Option<&Path>, split: FashionSplit) -> Result<ImageDataset, DatasetError> {
     match (dir, split) {
         (None, FashionSplit::Test) => load_embedded_t10k(),
         (None, FashionSplit::Train) => load_dir(Path::new(FASHION_MNIST_DEBIAN_DIR), split),
@@ -108,9 +94,7 @@ fn load_embedded_t10k() -> Result<ImageDataset, DatasetError> {
         FashionSplit::Test,
         (&images, &images_label),
         (&labels, &labels_label),
-        DataSource::Embedded {
-            file: FASHION_T10K_IMAGES_FILE,
-        },
+        DataSource::Embedded { file: FASHION_T10K_IMAGES_FILE },
     )
 }
 
@@ -132,14 +116,7 @@ fn load_dir(dir: &Path, split: FashionSplit) -> Result<ImageDataset, DatasetErro
     let labels_label = labels_path.display().to_string();
     let images = maybe_gunzip(DATASET, &images_label, read_file(DATASET, &images_path)?)?;
     let labels = maybe_gunzip(DATASET, &labels_label, read_file(DATASET, &labels_path)?)?;
-    build(
-        split,
-        (&images, &images_label),
-        (&labels, &labels_label),
-        DataSource::File {
-            path: dir.to_path_buf(),
-        },
-    )
+    build(split, (&images, &images_label), (&labels, &labels_label), DataSource::File { path: dir.to_path_buf() })
 }
 
 /// `dir/stem` if it exists, else `dir/stem.gz`; an error naming both when neither does.
@@ -152,20 +129,11 @@ fn find_file(dir: &Path, stem: &str) -> Result<PathBuf, DatasetError> {
     if gz.exists() {
         return Ok(gz);
     }
-    Err(DatasetError::NotFound {
-        dataset: DATASET,
-        path: gz,
-        what: "file",
-        hint: format!(" (nor {})", raw.display()),
-    })
+    Err(DatasetError::NotFound { dataset: DATASET, path: gz, what: "file", hint: format!(" (nor {})", raw.display()) })
 }
 
 fn corrupt(file: &str, problem: String) -> DatasetError {
-    DatasetError::Corrupt {
-        dataset: DATASET,
-        file: file.to_string(),
-        problem,
-    }
+    DatasetError::Corrupt { dataset: DATASET, file: file.to_string(), problem }
 }
 
 fn build(
@@ -174,36 +142,19 @@ fn build(
     (labels, labels_file): (&[u8], &str),
     source: DataSource,
 ) -> Result<ImageDataset, DatasetError> {
-    let IdxImages {
-        count,
-        rows,
-        cols,
-        pixels,
-    } = parse_images(images).map_err(|p| corrupt(images_file, p))?;
+    let IdxImages { count, rows, cols, pixels } = parse_images(images).map_err(|p| corrupt(images_file, p))?;
     if (rows, cols) != (28, 28) {
-        return Err(corrupt(
-            images_file,
-            format!("images are {rows}x{cols}, expected 28x28"),
-        ));
+        return Err(corrupt(images_file, format!("images are {rows}x{cols}, expected 28x28")));
     }
     if count == 0 {
         return Err(corrupt(images_file, "contains no images".to_string()));
     }
     let labels = parse_labels(labels).map_err(|p| corrupt(labels_file, p))?;
     if labels.len() != count {
-        return Err(corrupt(
-            labels_file,
-            format!(
-                "has {} labels but {images_file} has {count} images",
-                labels.len()
-            ),
-        ));
+        return Err(corrupt(labels_file, format!("has {} labels but {images_file} has {count} images", labels.len())));
     }
     if let Some((i, &y)) = labels.iter().enumerate().find(|(_, &y)| y > 9) {
-        return Err(corrupt(
-            labels_file,
-            format!("label {y} at index {i} is outside 0..=9"),
-        ));
+        return Err(corrupt(labels_file, format!("label {y} at index {i} is outside 0..=9")));
     }
     Ok(ImageDataset {
         name: split.dataset_name(),
@@ -235,22 +186,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let images = images_file(n, 28, 28, n as usize * 784);
         let labels = labels_file(&(0..n).map(|i| (i % 10) as u8).collect::<Vec<_>>());
-        let (img, lbl) = if gzipped {
-            (gz(&images), gz(&labels))
-        } else {
-            (images, labels)
-        };
+        let (img, lbl) = if gzipped { (gz(&images), gz(&labels)) } else { (images, labels) };
         let suffix = if gzipped { ".gz" } else { "" };
-        std::fs::write(
-            dir.path().join(format!("t10k-images-idx3-ubyte{suffix}")),
-            img,
-        )
-        .unwrap();
-        std::fs::write(
-            dir.path().join(format!("t10k-labels-idx1-ubyte{suffix}")),
-            lbl,
-        )
-        .unwrap();
+        std::fs::write(dir.path().join(format!("t10k-images-idx3-ubyte{suffix}")), img).unwrap();
+        std::fs::write(dir.path().join(format!("t10k-labels-idx1-ubyte{suffix}")), lbl).unwrap();
         dir
     }
 
@@ -270,9 +209,7 @@ mod tests {
     }
 
     fn err_text(dir: &Path) -> String {
-        fashion_mnist(Some(dir), FashionSplit::Test)
-            .unwrap_err()
-            .to_string()
+        fashion_mnist(Some(dir), FashionSplit::Test).unwrap_err().to_string()
     }
 
     #[test]
@@ -289,10 +226,7 @@ mod tests {
         // First test labels of Fashion-MNIST: 9 (ankle boot), 2, 1, 1, 6.
         assert_eq!(&d.labels[..5], &[9, 2, 1, 1, 6]);
         assert_eq!(d.name, "fashion-mnist-t10k");
-        assert_eq!(
-            d.info().source,
-            "embedded:data/fashion-mnist/t10k-images-idx3-ubyte.gz"
-        );
+        assert_eq!(d.info().source, "embedded:data/fashion-mnist/t10k-images-idx3-ubyte.gz");
     }
 
     #[test]
@@ -302,12 +236,7 @@ mod tests {
             let d = fashion_mnist(Some(dir.path()), FashionSplit::Test).unwrap();
             assert_eq!(d.len(), 3);
             assert_eq!(d.labels, vec![0, 1, 2]);
-            assert_eq!(
-                d.source,
-                DataSource::File {
-                    path: dir.path().to_path_buf()
-                }
-            );
+            assert_eq!(d.source, DataSource::File { path: dir.path().to_path_buf() });
             assert_eq!(d.sample(0).0[1], 1.0 / 255.0);
         }
     }
@@ -315,18 +244,13 @@ mod tests {
     #[test]
     fn missing_directory_and_files_are_named() {
         let e = err_text(Path::new("/nonexistent/fmnist"));
-        assert!(
-            e.starts_with("fashion-mnist: /nonexistent/fmnist: directory not found; install"),
-            "{e}"
-        );
+        assert!(e.starts_with("fashion-mnist: /nonexistent/fmnist: directory not found; install"), "{e}");
         let dir = tempfile::tempdir().unwrap();
         let e = err_text(dir.path());
         let p = dir.path().display();
         assert_eq!(
             e,
-            format!(
-                "fashion-mnist: {p}/t10k-images-idx3-ubyte.gz: file not found (nor {p}/t10k-images-idx3-ubyte)"
-            )
+            format!("fashion-mnist: {p}/t10k-images-idx3-ubyte.gz: file not found (nor {p}/t10k-images-idx3-ubyte)")
         );
         // Images present, labels missing.
         let dir = dir_with(2, true);
@@ -341,14 +265,12 @@ mod tests {
         std::fs::write(&images, gz(&[0u8; 16 + 2 * 784])).unwrap();
         assert_eq!(
             err_text(dir.path()),
-            format!(
-                "fashion-mnist: {}: bad magic 0x00000000, expected 0x00000803",
-                images.display()
-            )
+            format!("fashion-mnist: {}: bad magic 0x00000000, expected 0x00000803", images.display())
         );
         std::fs::write(&images, gz(&[0, 0, 8, 3])).unwrap();
-        assert!(err_text(dir.path())
-            .ends_with("file too short: 4 bytes, but an IDX header with 3 dimension(s) needs 16"));
+        assert!(
+            err_text(dir.path()).ends_with("file too short: 4 bytes, but an IDX header with 3 dimension(s) needs 16")
+        );
         std::fs::write(&images, gz(&images_file(2, 28, 28, 784 + 10))).unwrap();
         assert!(err_text(dir.path()).contains(
             "truncated: the header promises 2 images of 28x28 (1568 bytes of data) but only 794 bytes follow"
@@ -365,19 +287,13 @@ mod tests {
         data.truncate(data.len() / 2);
         std::fs::write(&images, data).unwrap();
         let e = err_text(dir.path());
-        assert!(
-            e.contains("t10k-images-idx3-ubyte.gz: gzip data is corrupt or truncated"),
-            "{e}"
-        );
+        assert!(e.contains("t10k-images-idx3-ubyte.gz: gzip data is corrupt or truncated"), "{e}");
 
         let dir = dir_with(2, false);
         let labels = dir.path().join("t10k-labels-idx1-ubyte");
         std::fs::write(&labels, labels_file(&[1, 2, 3])).unwrap();
         let e = err_text(dir.path());
-        assert!(
-            e.contains("t10k-labels-idx1-ubyte: has 3 labels but"),
-            "{e}"
-        );
+        assert!(e.contains("t10k-labels-idx1-ubyte: has 3 labels but"), "{e}");
         assert!(e.ends_with("has 2 images"), "{e}");
         std::fs::write(&labels, labels_file(&[1, 12])).unwrap();
         assert!(err_text(dir.path()).ends_with("label 12 at index 1 is outside 0..=9"));
@@ -391,19 +307,11 @@ mod tests {
             Ok(d) => {
                 assert_eq!(d.len(), 60_000);
                 assert_eq!(d.class_counts(), vec![6000; 10]);
-                assert_eq!(
-                    d.source,
-                    DataSource::File {
-                        path: dir.to_path_buf()
-                    }
-                );
+                assert_eq!(d.source, DataSource::File { path: dir.to_path_buf() });
                 // The embedded t10k files are the Debian package's.
                 let from_dir = fashion_mnist(Some(dir), FashionSplit::Test).unwrap();
                 let embedded = fashion_mnist(None, FashionSplit::Test).unwrap();
-                assert_eq!(
-                    (from_dir.images, from_dir.labels),
-                    (embedded.images, embedded.labels)
-                );
+                assert_eq!((from_dir.images, from_dir.labels), (embedded.images, embedded.labels));
             }
             Err(e) => {
                 assert!(!dir.join("train-images-idx3-ubyte.gz").exists(), "{e}");

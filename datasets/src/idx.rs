@@ -36,18 +36,11 @@ fn header(bytes: &[u8], magic: u32, ndims: usize) -> Result<Vec<usize>, String> 
     if found != magic {
         return Err(format!("bad magic 0x{found:08x}, expected 0x{magic:08x}"));
     }
-    Ok((0..ndims)
-        .map(|d| be_u32(bytes, 4 + 4 * d).unwrap_or(0) as usize)
-        .collect())
+    Ok((0..ndims).map(|d| be_u32(bytes, 4 + 4 * d).unwrap_or(0) as usize).collect())
 }
 
 /// Checks that exactly `expected` element bytes follow a header of `header_len` bytes.
-fn body<'a>(
-    bytes: &'a [u8],
-    header_len: usize,
-    expected: usize,
-    what: &str,
-) -> Result<&'a [u8], String> {
+fn body<'a>(bytes: &'a [u8], header_len: usize, expected: usize, what: &str) -> Result<&'a [u8], String> {
     let found = bytes.len().saturating_sub(header_len);
     if found < expected {
         return Err(format!(
@@ -55,10 +48,7 @@ fn body<'a>(
         ));
     }
     if found > expected {
-        return Err(format!(
-            "{} unexpected trailing bytes after {what} ({expected} bytes of data)",
-            found - expected
-        ));
+        return Err(format!("{} unexpected trailing bytes after {what} ({expected} bytes of data)", found - expected));
     }
     Ok(&bytes[header_len..])
 }
@@ -73,12 +63,7 @@ pub(crate) fn parse_images(bytes: &[u8]) -> Result<IdxImages, String> {
         .and_then(|n| n.checked_mul(cols))
         .ok_or_else(|| format!("implausible dimensions: {what}"))?;
     let pixels = body(bytes, 16, expected, &what)?.to_vec();
-    Ok(IdxImages {
-        count,
-        rows,
-        cols,
-        pixels,
-    })
+    Ok(IdxImages { count, rows, cols, pixels })
 }
 
 /// Parses an IDX1 file of unsigned-byte labels.
@@ -114,34 +99,17 @@ pub(crate) mod tests {
     #[test]
     fn parses_well_formed_files() {
         let img = parse_images(&images_file(2, 3, 4, 24)).unwrap();
-        assert_eq!(
-            (img.count, img.rows, img.cols, img.pixels.len()),
-            (2, 3, 4, 24)
-        );
-        assert_eq!(
-            parse_labels(&labels_file(&[1, 2, 3])).unwrap(),
-            vec![1, 2, 3]
-        );
+        assert_eq!((img.count, img.rows, img.cols, img.pixels.len()), (2, 3, 4, 24));
+        assert_eq!(parse_labels(&labels_file(&[1, 2, 3])).unwrap(), vec![1, 2, 3]);
     }
 
     #[test]
     fn rejects_malformed_files() {
-        assert_eq!(
-            parse_images(&[0u8; 16]).unwrap_err(),
-            "bad magic 0x00000000, expected 0x00000803"
-        );
-        assert_eq!(
-            parse_labels(&images_file(1, 1, 1, 1)).unwrap_err(),
-            "bad magic 0x00000803, expected 0x00000801"
-        );
-        assert!(parse_images(&[0, 0, 8, 3, 0])
-            .unwrap_err()
-            .starts_with("file too short: 5 bytes"));
+        assert_eq!(parse_images(&[0u8; 16]).unwrap_err(), "bad magic 0x00000000, expected 0x00000803");
+        assert_eq!(parse_labels(&images_file(1, 1, 1, 1)).unwrap_err(), "bad magic 0x00000803, expected 0x00000801");
+        assert!(parse_images(&[0, 0, 8, 3, 0]).unwrap_err().starts_with("file too short: 5 bytes"));
         let e = parse_images(&images_file(2, 3, 4, 23)).unwrap_err();
-        assert_eq!(
-            e,
-            "truncated: the header promises 2 images of 3x4 (24 bytes of data) but only 23 bytes follow"
-        );
+        assert_eq!(e, "truncated: the header promises 2 images of 3x4 (24 bytes of data) but only 23 bytes follow");
         let e = parse_images(&images_file(2, 3, 4, 25)).unwrap_err();
         assert!(e.starts_with("1 unexpected trailing bytes"), "{e}");
         let mut labels = labels_file(&[1, 2, 3]);

@@ -11,18 +11,9 @@ use crate::DatasetError;
 pub(crate) fn read_file(dataset: &'static str, path: &Path) -> Result<Vec<u8>, DatasetError> {
     std::fs::read(path).map_err(|error| {
         if error.kind() == std::io::ErrorKind::NotFound {
-            DatasetError::NotFound {
-                dataset,
-                path: path.to_path_buf(),
-                what: "file",
-                hint: String::new(),
-            }
+            DatasetError::NotFound { dataset, path: path.to_path_buf(), what: "file", hint: String::new() }
         } else {
-            DatasetError::Io {
-                dataset,
-                path: path.to_path_buf(),
-                error,
-            }
+            DatasetError::Io { dataset, path: path.to_path_buf(), error }
         }
     })
 }
@@ -34,23 +25,17 @@ pub(crate) fn is_gzip(bytes: &[u8]) -> bool {
 
 /// Decompresses `bytes` if they are gzip (by magic number, not by file name);
 /// otherwise returns them unchanged.
-pub(crate) fn maybe_gunzip(
-    dataset: &'static str,
-    file: &str,
-    bytes: Vec<u8>,
-) -> Result<Vec<u8>, DatasetError> {
+pub(crate) fn maybe_gunzip(dataset: &'static str, file: &str, bytes: Vec<u8>) -> Result<Vec<u8>, DatasetError> {
     if !is_gzip(&bytes) {
         return Ok(bytes);
     }
     let mut out = Vec::with_capacity(bytes.len().saturating_mul(2));
     // Every member: a valid gzip file may be several concatenated members.
-    MultiGzDecoder::new(bytes.as_slice())
-        .read_to_end(&mut out)
-        .map_err(|e| DatasetError::Corrupt {
-            dataset,
-            file: file.to_string(),
-            problem: format!("gzip data is corrupt or truncated: {e}"),
-        })?;
+    MultiGzDecoder::new(bytes.as_slice()).read_to_end(&mut out).map_err(|e| DatasetError::Corrupt {
+        dataset,
+        file: file.to_string(),
+        problem: format!("gzip data is corrupt or truncated: {e}"),
+    })?;
     Ok(out)
 }
 

@@ -40,30 +40,22 @@ mod synthetic;
 use std::path::Path;
 
 pub use dataset::{DataInfo, DataKind, DataSource, ImageDataset};
-pub use digits::{
-    digits, DIGITS_ATTRIBUTION, DIGITS_FILE, DIGITS_LICENCE, DIGITS_SAMPLES, DIGITS_SAMPLE_SHAPE,
-};
+pub use digits::{digits, DIGITS_ATTRIBUTION, DIGITS_FILE, DIGITS_LICENCE, DIGITS_SAMPLES, DIGITS_SAMPLE_SHAPE};
 pub use error::DatasetError;
 pub use fashion::{
-    fashion_mnist, FashionSplit, FASHION_MNIST_ATTRIBUTION, FASHION_MNIST_CLASSES,
-    FASHION_MNIST_DEBIAN_DIR, FASHION_MNIST_LICENCE, FASHION_T10K_IMAGES_FILE,
-    FASHION_SAMPLE_SHAPE, FASHION_T10K_LABELS_FILE,
+    fashion_mnist, FashionSplit, FASHION_MNIST_ATTRIBUTION, FASHION_MNIST_CLASSES, FASHION_MNIST_DEBIAN_DIR,
+    FASHION_MNIST_LICENCE, FASHION_SAMPLE_SHAPE, FASHION_T10K_IMAGES_FILE, FASHION_T10K_LABELS_FILE,
 };
 pub use rng::SplitMix64;
 pub use shakespeare::{
-    shakespeare, CharCorpus, CorpusSplit, TokenBatch, DEFAULT_VALID_FRACTION,
-    SHAKESPEARE_ATTRIBUTION, SHAKESPEARE_FILE, SHAKESPEARE_LICENCE,
+    shakespeare, CharCorpus, CorpusSplit, TokenBatch, DEFAULT_VALID_FRACTION, SHAKESPEARE_ATTRIBUTION,
+    SHAKESPEARE_FILE, SHAKESPEARE_LICENCE,
 };
 pub use synthetic::{synthetic, SyntheticConfig};
 
 /// The image dataset names [`from_name`] accepts.
-pub const IMAGE_DATASET_NAMES: &[&str] = &[
-    "digits",
-    "fashion-mnist",
-    "fashion-mnist-t10k",
-    "fashion-mnist-train",
-    "synthetic",
-];
+pub const IMAGE_DATASET_NAMES: &[&str] =
+    &["digits", "fashion-mnist", "fashion-mnist-t10k", "fashion-mnist-train", "synthetic"];
 
 /// The sample shape `[C, H, W]` of a named image dataset with a fixed shape,
 /// known without loading it (`None` for `synthetic`, whose shape is
@@ -78,14 +70,8 @@ pub fn sample_shape_of(name: &str) -> Option<[usize; 3]> {
 
 /// Every dataset name, images and text ([`shakespeare`] is loaded by its own
 /// function).
-pub const DATASET_NAMES: &[&str] = &[
-    "digits",
-    "fashion-mnist",
-    "fashion-mnist-t10k",
-    "fashion-mnist-train",
-    "shakespeare",
-    "synthetic",
-];
+pub const DATASET_NAMES: &[&str] =
+    &["digits", "fashion-mnist", "fashion-mnist-t10k", "fashion-mnist-train", "shakespeare", "synthetic"];
 
 /// Loads an image dataset by name, for command-line use.
 ///
@@ -102,10 +88,7 @@ pub fn from_name(name: &str, dir: Option<&Path>) -> Result<ImageDataset, Dataset
     let no_dir = |dataset: &'static str| match dir {
         Some(d) => Err(DatasetError::InvalidArgument {
             dataset,
-            reason: format!(
-                "this dataset reads no files, but a directory was given: {}",
-                d.display()
-            ),
+            reason: format!("this dataset reads no files, but a directory was given: {}", d.display()),
         }),
         None => Ok(()),
     };
@@ -120,10 +103,7 @@ pub fn from_name(name: &str, dir: Option<&Path>) -> Result<ImageDataset, Dataset
         }),
         // The text corpus has its own loader, but a user choosing by name
         // must see it among the choices.
-        _ => Err(DatasetError::UnknownDataset {
-            name: name.to_string(),
-            valid: DATASET_NAMES,
-        }),
+        _ => Err(DatasetError::UnknownDataset { name: name.to_string(), valid: DATASET_NAMES }),
     }
 }
 
@@ -143,20 +123,10 @@ mod tests {
             "unknown dataset \"mnist\"; valid names: digits, fashion-mnist, fashion-mnist-t10k, \
              fashion-mnist-train, shakespeare, synthetic"
         );
-        let e = from_name("digits", Some(Path::new("/tmp")))
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.starts_with("digits: invalid argument: this dataset reads no files"),
-            "{e}"
-        );
-        let e = from_name("fashion-mnist-train", Some(Path::new("/nonexistent")))
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.starts_with("fashion-mnist: /nonexistent: directory not found"),
-            "{e}"
-        );
+        let e = from_name("digits", Some(Path::new("/tmp"))).unwrap_err().to_string();
+        assert!(e.starts_with("digits: invalid argument: this dataset reads no files"), "{e}");
+        let e = from_name("fashion-mnist-train", Some(Path::new("/nonexistent"))).unwrap_err().to_string();
+        assert!(e.starts_with("fashion-mnist: /nonexistent: directory not found"), "{e}");
     }
 
     #[test]
@@ -166,10 +136,7 @@ mod tests {
         assert_eq!(info.kind, DataKind::Images);
         assert_eq!(info.source, "embedded:data/digits.csv.gz");
         assert!(!info.synthetic);
-        assert_eq!(
-            (info.samples, info.sample_shape.as_slice(), info.num_classes),
-            (1797, &[1, 8, 8][..], 10)
-        );
+        assert_eq!((info.samples, info.sample_shape.as_slice(), info.num_classes), (1797, &[1, 8, 8][..], 10));
         assert!(info.attribution.contains("Alpaydin"));
         let info = synthetic(&SyntheticConfig::default()).unwrap().info();
         assert!(info.synthetic);

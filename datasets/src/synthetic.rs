@@ -22,12 +22,7 @@ pub struct SyntheticConfig {
 impl Default for SyntheticConfig {
     /// 10 000 samples of `[1, 28, 28]` in 10 classes (Fashion-MNIST-sized), seed 0.
     fn default() -> Self {
-        Self {
-            samples: 10_000,
-            sample_shape: [1, 28, 28],
-            classes: 10,
-            seed: 0,
-        }
+        Self { samples: 10_000, sample_shape: [1, 28, 28], classes: 10, seed: 0 }
     }
 }
 
@@ -45,10 +40,7 @@ impl Default for SyntheticConfig {
 /// Errors if `samples` or any dimension is 0, `classes` is outside 1..=256, or the total
 /// size overflows `usize`.
 pub fn synthetic(cfg: &SyntheticConfig) -> Result<ImageDataset, DatasetError> {
-    let invalid = |reason: String| DatasetError::InvalidArgument {
-        dataset: DATASET,
-        reason,
-    };
+    let invalid = |reason: String| DatasetError::InvalidArgument { dataset: DATASET, reason };
     if cfg.samples == 0 || cfg.sample_shape.contains(&0) {
         return Err(invalid(format!(
             "samples ({}) and every dimension of sample_shape {:?} must be positive",
@@ -56,27 +48,17 @@ pub fn synthetic(cfg: &SyntheticConfig) -> Result<ImageDataset, DatasetError> {
         )));
     }
     if !(1..=256).contains(&cfg.classes) {
-        return Err(invalid(format!(
-            "classes ({}) must be in 1..=256",
-            cfg.classes
-        )));
+        return Err(invalid(format!("classes ({}) must be in 1..=256", cfg.classes)));
     }
     let features = cfg
         .sample_shape
         .iter()
         .try_fold(1usize, |acc, &d| acc.checked_mul(d))
         .and_then(|f| f.checked_mul(cfg.samples).map(|_| f))
-        .ok_or_else(|| {
-            invalid(format!(
-                "{} samples of {:?} overflow usize",
-                cfg.samples, cfg.sample_shape
-            ))
-        })?;
+        .ok_or_else(|| invalid(format!("{} samples of {:?} overflow usize", cfg.samples, cfg.sample_shape)))?;
 
     let mut rng = SplitMix64::new(cfg.seed);
-    let prototypes: Vec<f32> = (0..cfg.classes * features)
-        .map(|_| rng.next_f32())
-        .collect();
+    let prototypes: Vec<f32> = (0..cfg.classes * features).map(|_| rng.next_f32()).collect();
     let mut labels: Vec<u8> = (0..cfg.samples).map(|i| (i % cfg.classes) as u8).collect();
     rng.shuffle(&mut labels);
     let mut images = Vec::with_capacity(cfg.samples * features);
@@ -101,12 +83,7 @@ mod tests {
     use super::*;
 
     fn cfg(seed: u64) -> SyntheticConfig {
-        SyntheticConfig {
-            samples: 500,
-            sample_shape: [3, 4, 5],
-            classes: 7,
-            seed,
-        }
+        SyntheticConfig { samples: 500, sample_shape: [3, 4, 5], classes: 7, seed }
     }
 
     #[test]
@@ -122,10 +99,7 @@ mod tests {
         assert_eq!(a.class_counts(), vec![72, 72, 72, 71, 71, 71, 71]);
         let info = a.info();
         assert!(info.synthetic);
-        assert_eq!(
-            (info.name.as_str(), info.source.as_str()),
-            ("synthetic", "synthetic")
-        );
+        assert_eq!((info.name.as_str(), info.source.as_str()), ("synthetic", "synthetic"));
     }
 
     #[test]
@@ -144,60 +118,26 @@ mod tests {
         let correct = (0..test.len())
             .filter(|&i| {
                 let (x, y) = test.sample(i);
-                let dist = |c: usize| -> f32 {
-                    means[c * f..(c + 1) * f]
-                        .iter()
-                        .zip(x)
-                        .map(|(m, v)| (m - v) * (m - v))
-                        .sum()
-                };
+                let dist =
+                    |c: usize| -> f32 { means[c * f..(c + 1) * f].iter().zip(x).map(|(m, v)| (m - v) * (m - v)).sum() };
                 (0..7).min_by(|&a, &b| dist(a).total_cmp(&dist(b))) == Some(usize::from(y))
             })
             .count();
-        assert!(
-            correct as f64 / test.len() as f64 > 0.95,
-            "{correct}/{}",
-            test.len()
-        );
+        assert!(correct as f64 / test.len() as f64 > 0.95, "{correct}/{}", test.len());
     }
 
     #[test]
     fn rejects_bad_configs() {
         for bad in [
-            SyntheticConfig {
-                samples: 0,
-                ..cfg(0)
-            },
-            SyntheticConfig {
-                sample_shape: [1, 0, 2],
-                ..cfg(0)
-            },
-            SyntheticConfig {
-                classes: 0,
-                ..cfg(0)
-            },
-            SyntheticConfig {
-                classes: 257,
-                ..cfg(0)
-            },
-            SyntheticConfig {
-                samples: usize::MAX,
-                sample_shape: [1, 1, 2],
-                ..cfg(0)
-            },
+            SyntheticConfig { samples: 0, ..cfg(0) },
+            SyntheticConfig { sample_shape: [1, 0, 2], ..cfg(0) },
+            SyntheticConfig { classes: 0, ..cfg(0) },
+            SyntheticConfig { classes: 257, ..cfg(0) },
+            SyntheticConfig { samples: usize::MAX, sample_shape: [1, 1, 2], ..cfg(0) },
         ] {
             let e = synthetic(&bad).unwrap_err().to_string();
             assert!(e.starts_with("synthetic: invalid argument:"), "{e}");
         }
-        assert_eq!(
-            synthetic(&SyntheticConfig {
-                classes: 256,
-                samples: 300,
-                ..cfg(0)
-            })
-            .unwrap()
-            .num_classes,
-            256
-        );
+        assert_eq!(synthetic(&SyntheticConfig { classes: 256, samples: 300, ..cfg(0) }).unwrap().num_classes, 256);
     }
 }

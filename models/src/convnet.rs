@@ -80,9 +80,7 @@ impl ConvNetConfig {
         );
         let kernel = [self.kernel_size, self.kernel_size];
         let conv = |c_in: usize, c_out: usize| {
-            Conv2dConfig::new([c_in, c_out], kernel)
-                .with_padding(PaddingConfig2d::Same)
-                .init(device)
+            Conv2dConfig::new([c_in, c_out], kernel).with_padding(PaddingConfig2d::Same).init(device)
         };
         ConvNet {
             conv1: conv(self.in_channels, self.channels[0]),
@@ -185,10 +183,7 @@ mod tests {
             (ConvNetConfig::new(3, 9, 13, 5).with_dropout(0.2), 4),
         ] {
             let model = config.init(&device);
-            let input = Tensor::<4>::zeros(
-                [batch, config.in_channels, config.height, config.width],
-                &device,
-            );
+            let input = Tensor::<4>::zeros([batch, config.in_channels, config.height, config.width], &device);
             assert_eq!(model.forward(input).dims(), [batch, config.n_classes]);
             assert_eq!(model.n_classes(), config.n_classes);
         }

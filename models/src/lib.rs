@@ -176,10 +176,7 @@ mod tests {
     fn unknown_model_kind_lists_valid_names() {
         let err = "resnet".parse::<ModelKind>().unwrap_err();
         assert_eq!(err.input(), "resnet");
-        assert_eq!(
-            err.to_string(),
-            "unknown model \"resnet\"; valid models: mlp, convnet, transformer"
-        );
+        assert_eq!(err.to_string(), "unknown model \"resnet\"; valid models: mlp, convnet, transformer");
     }
 
     #[test]
@@ -210,8 +207,7 @@ mod tests {
         let logits = Tensor::<3>::from_data(TensorData::new(values, [2, 3, 5]), &device);
         let targets = Tensor::<2, Int>::from_data([[0i64, 1, 2], [3, 4, 0]], &device);
         let lm: f32 = lm_loss(logits.clone(), targets.clone()).into_scalar();
-        let flat: f32 =
-            classification_loss(logits.reshape([6, 5]), targets.reshape([6])).into_scalar();
+        let flat: f32 = classification_loss(logits.reshape([6, 5]), targets.reshape([6])).into_scalar();
         assert!((lm - flat).abs() < 1e-6, "{lm} vs {flat}");
         assert!(lm > 0.0);
     }

@@ -115,12 +115,7 @@ mod tests {
 
     /// A tiny deterministic dataset: `n` examples of `d` features, labels `i % classes`,
     /// each class having a distinct pattern plus a small per-example perturbation.
-    fn tiny_batch(
-        n: usize,
-        d: usize,
-        classes: usize,
-        device: &Device,
-    ) -> (Tensor<2>, Tensor<1, Int>) {
+    fn tiny_batch(n: usize, d: usize, classes: usize, device: &Device) -> (Tensor<2>, Tensor<1, Int>) {
         let mut xs = Vec::with_capacity(n * d);
         let mut ys = Vec::with_capacity(n);
         for i in 0..n {
@@ -131,10 +126,7 @@ mod tests {
             }
             ys.push(class as i64);
         }
-        (
-            Tensor::from_data(TensorData::new(xs, [n, d]), device),
-            Tensor::from_data(TensorData::new(ys, [n]), device),
-        )
+        (Tensor::from_data(TensorData::new(xs, [n, d]), device), Tensor::from_data(TensorData::new(ys, [n]), device))
     }
 
     #[test]
@@ -182,9 +174,7 @@ mod tests {
         let mut optim = AdamConfig::new().init();
         let (x, y) = tiny_batch(40, 64, 10, &device);
 
-        let loss_of = |model: &Mlp| -> f32 {
-            classification_loss(model.forward(x.clone()), y.clone()).into_scalar()
-        };
+        let loss_of = |model: &Mlp| -> f32 { classification_loss(model.forward(x.clone()), y.clone()).into_scalar() };
         let initial = loss_of(&model);
         for _ in 0..40 {
             let loss = classification_loss(model.forward(x.clone()), y.clone());

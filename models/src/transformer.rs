@@ -85,15 +85,10 @@ impl CharTransformerConfig {
             position_embedding: EmbeddingConfig::new(self.max_seq_len, self.d_model)
                 .with_initializer(embedding_init)
                 .init(device),
-            encoder: TransformerEncoderConfig::new(
-                self.d_model,
-                self.d_ff,
-                self.n_heads,
-                self.n_layers,
-            )
-            .with_dropout(self.dropout)
-            .with_norm_first(true)
-            .init(device),
+            encoder: TransformerEncoderConfig::new(self.d_model, self.d_ff, self.n_heads, self.n_layers)
+                .with_dropout(self.dropout)
+                .with_norm_first(true)
+                .init(device),
             final_norm: LayerNormConfig::new(self.d_model).init(device),
             head: LinearConfig::new(self.d_model, self.vocab_size).init(device),
             vocab_size: self.vocab_size,
@@ -141,9 +136,8 @@ impl CharTransformer {
         let device = tokens.device();
         let positions = Tensor::<1, Int>::arange(0..seq as i64, &device).reshape([1, seq]);
         // [batch, seq, d_model] + [1, seq, d_model] (broadcast over the batch).
-        let x = layer("embedding", || {
-            self.token_embedding.forward(tokens) + self.position_embedding.forward(positions)
-        });
+        let x =
+            layer("embedding", || self.token_embedding.forward(tokens) + self.position_embedding.forward(positions));
         let mask = generate_autoregressive_mask(batch, seq, &device);
         // burn's `TransformerEncoder::forward`, a layer at a time, each in a span of its own
         // (`steptrace::layer`): the trace's span tree shows the forward pass layer by layer.
@@ -238,9 +232,7 @@ mod tests {
         // A cyclic "alphabet" of 8 symbols: each next token is determined by the
         // current one, so the model can drive the loss far below ln(8).
         let (vocab, seq, batch) = (8usize, 16usize, 4usize);
-        let window = |start: usize| -> Vec<i64> {
-            (start..start + seq + 1).map(|i| (i % vocab) as i64).collect()
-        };
+        let window = |start: usize| -> Vec<i64> { (start..start + seq + 1).map(|i| (i % vocab) as i64).collect() };
         let windows: Vec<Vec<i64>> = (0..batch).map(|b| window(3 * b)).collect();
         let inputs = tokens(windows.iter().map(|w| w[..seq].to_vec()).collect(), &device);
         let targets = tokens(windows.iter().map(|w| w[1..].to_vec()).collect(), &device);

@@ -9,8 +9,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use steptrace::collect::device::{CopyRecord, DeviceError, KernelRecord, LaunchRecord};
-use steptrace::collect::{DeviceCollector, DeviceWindow};
+use steptrace::device::{CopyRecord, DeviceError, KernelRecord, LaunchRecord};
+use steptrace::device::{DeviceCollector, DeviceWindow};
 use steptrace::format::device::{DeviceProperties, KernelArgs, MemcpyArgs};
 
 /// See the [module docs](self).
@@ -82,7 +82,12 @@ impl DeviceCollector for FakeGpu {
             let mut args = KernelArgs::default();
             (args.device, args.stream, args.correlation, args.grid, args.block) =
                 (self.device, self.stream, correlation, Some([8, 1, 1]), Some([128, 1, 1]));
-            window.kernels.push(KernelRecord { start_us: start, end_us: start + us(self.kernel), name: name.clone(), args });
+            window.kernels.push(KernelRecord {
+                start_us: start,
+                end_us: start + us(self.kernel),
+                name: name.clone(),
+                args,
+            });
             if self.orphan_every == 0 || !n.is_multiple_of(self.orphan_every) {
                 let launch_start = start - us(self.launch_lead);
                 window.launches.push(LaunchRecord {

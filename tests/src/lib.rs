@@ -54,8 +54,7 @@ impl Workload {
     /// traces (read from the directory when the profiler was dropped).
     pub fn run(&self) -> Result<Vec<SavedTrace>, steptrace::Error> {
         let schedule: Schedule = self.schedule.parse()?;
-        let mut builder =
-            Profiler::builder(schedule).out_dir(&self.out).worker("fake").manifest("workload", "fake");
+        let mut builder = Profiler::builder(schedule).out_dir(&self.out).worker("fake").manifest("workload", "fake");
         builder = match &self.device {
             Some(Ok(gpu)) => builder.device_collector(Box::new(gpu.clone())),
             Some(Err(reason)) => builder.device_not_observed(reason.clone()),
@@ -79,7 +78,8 @@ impl Workload {
                             ready.wait();
                             while !stop.load(Ordering::Relaxed) {
                                 {
-                                    let _load = tracing::info_span!(target: "steptrace", "data.load", worker = i).entered();
+                                    let _load =
+                                        tracing::info_span!(target: "steptrace", "data.load", worker = i).entered();
                                     // Sleep rather than spin: on a loaded machine
                                     // the loaders still get scheduled.
                                     thread::sleep(phase * 2);
@@ -99,7 +99,10 @@ impl Workload {
                 one_step(self.phase);
                 // Each step holds at least one finished load (or a second's wait for one).
                 let deadline = std::time::Instant::now() + Duration::from_secs(1);
-                while self.loaders > 0 && loads.load(Ordering::Acquire) == before && std::time::Instant::now() < deadline {
+                while self.loaders > 0
+                    && loads.load(Ordering::Acquire) == before
+                    && std::time::Instant::now() < deadline
+                {
                     thread::sleep(Duration::from_micros(50));
                 }
                 profiler.step();
@@ -157,7 +160,15 @@ pub fn busy(d: Duration) {
 
 /// torch.profiler's `schedule_fn`, written independently of
 /// `steptrace::Schedule`: returns 0 none, 1 warmup, 2 record, 3 record-and-save.
-pub fn torch_action(skip_first: u64, wait: u64, warmup: u64, active: u64, repeat: u64, skip_first_wait: bool, step: u64) -> u8 {
+pub fn torch_action(
+    skip_first: u64,
+    wait: u64,
+    warmup: u64,
+    active: u64,
+    repeat: u64,
+    skip_first_wait: bool,
+    step: u64,
+) -> u8 {
     if step < skip_first {
         return 0;
     }
@@ -185,7 +196,15 @@ pub fn torch_action(skip_first: u64, wait: u64, warmup: u64, active: u64, repeat
 /// `steps` iterations, each ending in `step()`: a file closes after each
 /// record-and-save step, and a cycle cut short by the end of the loop is
 /// saved as a partial file.
-pub fn expected_files(skip_first: u64, wait: u64, warmup: u64, active: u64, repeat: u64, sfw: bool, steps: u64) -> Vec<Vec<u64>> {
+pub fn expected_files(
+    skip_first: u64,
+    wait: u64,
+    warmup: u64,
+    active: u64,
+    repeat: u64,
+    sfw: bool,
+    steps: u64,
+) -> Vec<Vec<u64>> {
     let mut files = Vec::new();
     let mut current = Vec::new();
     for step in 0..steps {

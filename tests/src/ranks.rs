@@ -66,7 +66,7 @@ impl RankWorkload {
                     if self.slow.is_some_and(|(r, _)| r == rank) {
                         gpu.kernel *= 2;
                     }
-                    Box::new(gpu) as Box<dyn steptrace::collect::DeviceCollector>
+                    Box::new(gpu) as Box<dyn steptrace::device::DeviceCollector>
                 })
                 .collect();
             builder = builder.rank_device_collectors(gpus);
@@ -82,12 +82,17 @@ impl RankWorkload {
                     std::thread::Builder::new()
                         .name(format!("rank-{rank}"))
                         .spawn_scoped(s, move || {
-                            tracing::dispatcher::with_default(dispatch, || self.rank(group, rank, extra, all_reduce, dispatch))
+                            tracing::dispatcher::with_default(dispatch, || {
+                                self.rank(group, rank, extra, all_reduce, dispatch)
+                            })
                         })
                         .expect("spawn a rank")
                 })
                 .collect();
-            handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(steptrace::Error::Install("a rank panicked".into())))).collect()
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|_| Err(steptrace::Error::Install("a rank panicked".into()))))
+                .collect()
         })
     }
 

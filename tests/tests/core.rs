@@ -135,7 +135,10 @@ fn an_existing_file_is_never_overwritten() {
         .build::<tracing_subscriber::Registry>()
         .unwrap_err();
     let msg = err.to_string();
-    assert!(msg.contains("already exists") && msg.contains("run.trace.json") && msg.contains("never overwrites"), "{msg}");
+    assert!(
+        msg.contains("already exists") && msg.contains("run.trace.json") && msg.contains("never overwrites"),
+        "{msg}"
+    );
     assert_eq!(fs::read(&existing).unwrap(), b"precious");
 
     // A later cycle's name taken by another file: that cycle fails clearly,
@@ -171,11 +174,8 @@ fn an_existing_file_is_never_overwritten() {
 fn a_write_failure_is_an_error_not_a_panic() {
     let dir = tempfile::tempdir().unwrap();
     let schedule: steptrace::Schedule = "wait=0,warmup=1,active=3,repeat=1".parse().unwrap();
-    let (layer, mut profiler) = steptrace::Profiler::builder(schedule)
-        .out_dir(dir.path())
-        .max_file_bytes(2_000)
-        .build()
-        .unwrap();
+    let (layer, mut profiler) =
+        steptrace::Profiler::builder(schedule).out_dir(dir.path()).max_file_bytes(2_000).build().unwrap();
     let finished = steptrace_tests::with_layer(layer, || {
         profiler.start();
         for _ in 0..6 {
@@ -278,10 +278,8 @@ fn other_crates_spans_are_opt_in() {
 #[test]
 fn suspicious_labels_are_reported_at_finalisation() {
     let dir = tempfile::tempdir().unwrap();
-    let (layer, mut profiler) = steptrace::Profiler::builder("active=1,repeat=1".parse().unwrap())
-        .out_dir(dir.path())
-        .build()
-        .unwrap();
+    let (layer, mut profiler) =
+        steptrace::Profiler::builder("active=1,repeat=1".parse().unwrap()).out_dir(dir.path()).build().unwrap();
     let saved = steptrace_tests::with_layer(layer, || {
         profiler.start();
         let _s = tracing::info_span!(target: "steptrace", "data.load", user = "alice@example.org").entered();

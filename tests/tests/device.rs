@@ -80,16 +80,18 @@ fn kernels_copies_and_launches_are_written_on_their_tracks_inside_the_window() {
     // Kernels on one stream do not overlap.
     let mut by_stream: BTreeMap<u64, Vec<(f64, f64)>> = BTreeMap::new();
     for k in &kernels {
-        by_stream.entry(arg_u64(k, "stream").unwrap()).or_default().push((k.ts.unwrap(), k.ts.unwrap() + k.dur.unwrap()));
+        by_stream
+            .entry(arg_u64(k, "stream").unwrap())
+            .or_default()
+            .push((k.ts.unwrap(), k.ts.unwrap() + k.dur.unwrap()));
     }
     for list in by_stream.values_mut() {
         list.sort_by(|a, b| a.0.total_cmp(&b.0));
         assert!(list.windows(2).all(|w| w[0].1 <= w[1].0), "{list:?}");
     }
     // The tracks are named, and the device is described at the top level.
-    let named = |pid: u64, what: &str| {
-        trace.events.iter().any(|e| e.ph == "M" && e.name == what && num(&e.pid) == Some(pid))
-    };
+    let named =
+        |pid: u64, what: &str| trace.events.iter().any(|e| e.ph == "M" && e.name == what && num(&e.pid) == Some(pid));
     assert!(named(100, "process_name") && named(100, "thread_name"));
     let process = trace.events.iter().find(|e| e.name == "process_name" && num(&e.pid) == Some(100)).unwrap();
     assert_eq!(process.arg("name").and_then(Value::as_str), Some("GPU 0: Fake GPU"));

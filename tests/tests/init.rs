@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use steptrace::reader::read_trace_file;
 use steptrace::Profiler;
 use steptrace_burn::backend::{self, BackendChoice, CacheConfig};
+use steptrace_models::ModelKind;
 use steptrace_workload::init::InitError;
 use steptrace_workload::{BackendSetting, ConfigError, Error, RunConfig, Trained as RunSummary};
-use steptrace_models::ModelKind;
 
 /// burn's backends keep one process-wide seed each: runs take turns.
 static RUNS: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -95,7 +95,11 @@ fn cpu_and_wgpu_from_one_record_have_the_same_first_loss() {
     wgpu.init = Some(record.clone());
     let on_wgpu = run(&wgpu, &dir.path().join("wgpu")).unwrap();
     let (a, b) = (on_cpu.first_loss.unwrap(), on_wgpu.first_loss.unwrap());
-    eprintln!("first loss from one record: cpu {a:.9}, wgpu {b:.9} (difference {:.3e}) on {}", (a - b).abs(), on_wgpu.backend);
+    eprintln!(
+        "first loss from one record: cpu {a:.9}, wgpu {b:.9} (difference {:.3e}) on {}",
+        (a - b).abs(),
+        on_wgpu.backend
+    );
     assert!((a - b).abs() <= CROSS_BACKEND_TOLERANCE, "cpu {a} vs wgpu {b}");
     assert_eq!(manifest(&on_wgpu)["init"], "record shared.mpk");
     assert_eq!(manifest(&on_wgpu)["backend_kind"], "wgpu");

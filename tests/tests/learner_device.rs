@@ -29,7 +29,8 @@ fn device_activity_lands_in_the_learner_windows() {
             .filter(|e| e.name.starts_with("ProfilerStep#") && e.ph == "X")
             .filter_map(|e| Some((e.ts?, e.ts? + e.dur?)))
             .collect();
-        let (first, last) = (steps.iter().map(|s| s.0).fold(f64::MAX, f64::min), steps.iter().map(|s| s.1).fold(f64::MIN, f64::max));
+        let (first, last) =
+            (steps.iter().map(|s| s.0).fold(f64::MAX, f64::min), steps.iter().map(|s| s.1).fold(f64::MIN, f64::max));
         let kernels: Vec<_> = trace.events.iter().filter(|e| e.cat.as_deref() == Some("kernel")).collect();
         assert!(!kernels.is_empty(), "{}", saved.path.display());
         for k in &kernels {

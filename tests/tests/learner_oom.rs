@@ -7,8 +7,8 @@
 
 use steptrace::reader::read_trace_file;
 use steptrace_burn::backend::BackendChoice;
-use steptrace_burn::learner::LearnerError;
 use steptrace_burn::failure::oom::Shortage;
+use steptrace_burn::learner::LearnerError;
 
 #[path = "../../crates/steptrace-burn/examples/learner.rs"]
 #[allow(dead_code)]

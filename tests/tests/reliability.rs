@@ -70,7 +70,11 @@ fn every_saved_file_and_every_error_is_reported_once_in_order() {
         .collect();
     assert_eq!(summary.len(), 5, "{summary:#?}");
     assert_eq!(summary[0], "ok w.0.trace.json");
-    assert!(summary[1].starts_with("err ") && summary[1].contains("w.1.trace.json") && summary[1].contains("already exists"));
+    assert!(
+        summary[1].starts_with("err ")
+            && summary[1].contains("w.1.trace.json")
+            && summary[1].contains("already exists")
+    );
     assert_eq!(summary[2], "ok w.2.trace.json");
     assert!(summary[3].starts_with("err ") && summary[3].contains("w.3.trace.json.partial"), "{}", summary[3]);
     assert_eq!(summary[4], "ok w.4.trace.json");
@@ -124,7 +128,10 @@ fn a_failed_write_says_what_was_kept_or_that_nothing_was() {
     let err = outcomes.into_iter().next().unwrap().unwrap_err().to_string();
     let partial = dir.path().join("w.0.trace.json.partial");
     let bytes = fs::metadata(&partial).unwrap().len();
-    assert!(err.contains(&format!("{bytes} bytes written so far are kept in")) && err.contains("w.0.trace.json.partial"), "{err}");
+    assert!(
+        err.contains(&format!("{bytes} bytes written so far are kept in")) && err.contains("w.0.trace.json.partial"),
+        "{err}"
+    );
 }
 
 #[test]

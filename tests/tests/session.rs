@@ -29,7 +29,11 @@ struct Net {
 
 impl Net {
     fn new(device: &Device) -> Net {
-        Net { hidden: LinearConfig::new(8, 16).init(device), out: LinearConfig::new(16, 3).init(device), relu: Relu::new() }
+        Net {
+            hidden: LinearConfig::new(8, 16).init(device),
+            out: LinearConfig::new(16, 3).init(device),
+            relu: Relu::new(),
+        }
     }
 
     fn forward(&self, x: Tensor<2>) -> Tensor<2> {
@@ -68,7 +72,8 @@ fn train(session: &mut Session, steps: u64, stop: Option<(&AtomicUsize, u64)>) -
     session.watch(&model);
     let mut data = (0..steps).map(batch);
     while let Some((x, y)) = session.load(|| data.next())? {
-        let (x, y) = session.copy((x, y), |(x, y)| (Tensor::<2>::from_data(x, &device), Tensor::<1, Int>::from_data(y, &device)))?;
+        let (x, y) = session
+            .copy((x, y), |(x, y)| (Tensor::<2>::from_data(x, &device), Tensor::<1, Int>::from_data(y, &device)))?;
         let logits = session.forward(|| model.forward(x))?;
         let loss = session.loss(|| loss_fn.forward(logits, y))?;
         let grads = session.backward(|| loss.backward())?;

@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use steptrace::reader::{read_trace_file, validate, Trace};
 use steptrace::Profiler;
 use steptrace_burn::backend::{self, BackendChoice, BackendKind, CacheConfig};
-use steptrace_workload::{BackendSetting, RunConfig, Trained as RunSummary};
 use steptrace_models::ModelKind;
 use steptrace_tests::expected_files;
+use steptrace_workload::{BackendSetting, RunConfig, Trained as RunSummary};
 
 const SCHEDULE: &str = "wait=1,warmup=1,active=2,repeat=2";
 
@@ -20,7 +20,8 @@ const SCHEDULE: &str = "wait=1,warmup=1,active=2,repeat=2";
 static CPU_RUNS: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn cpu_turn(choice: BackendChoice) -> Option<std::sync::MutexGuard<'static, ()>> {
-    matches!(choice, BackendChoice::Cpu | BackendChoice::Auto).then(|| CPU_RUNS.lock().unwrap_or_else(|e| e.into_inner()))
+    matches!(choice, BackendChoice::Cpu | BackendChoice::Auto)
+        .then(|| CPU_RUNS.lock().unwrap_or_else(|e| e.into_inner()))
 }
 
 fn cache() -> CacheConfig {
@@ -29,7 +30,13 @@ fn cache() -> CacheConfig {
     CacheConfig::at(PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cubecl-cache"))
 }
 
-fn train(model: ModelKind, dataset: &str, choice: BackendChoice, steps: u64, out: &Path) -> Option<(RunSummary, Vec<Trace>)> {
+fn train(
+    model: ModelKind,
+    dataset: &str,
+    choice: BackendChoice,
+    steps: u64,
+    out: &Path,
+) -> Option<(RunSummary, Vec<Trace>)> {
     let selection = steptrace_tests::select_or_skip(choice)?;
     let mut cfg = RunConfig::new();
     cfg.model = model;
@@ -55,10 +62,17 @@ fn steps_in(trace: &Trace) -> Vec<u64> {
 /// The span paths (`a>b>c`) on the thread that runs `ProfilerStep`s, step
 /// numbers left out.
 fn paths(trace: &Trace) -> BTreeSet<String> {
-    let Some(anchor) = trace.events.iter().find(|e| e.name.starts_with("ProfilerStep#")) else { return BTreeSet::new() };
+    let Some(anchor) = trace.events.iter().find(|e| e.name.starts_with("ProfilerStep#")) else {
+        return BTreeSet::new();
+    };
     steptrace_tests::nesting_paths(trace, &anchor.name)
         .into_iter()
-        .map(|p| p.split('>').map(|n| if n.starts_with("ProfilerStep#") { "ProfilerStep" } else { n }).collect::<Vec<_>>().join(">"))
+        .map(|p| {
+            p.split('>')
+                .map(|n| if n.starts_with("ProfilerStep#") { "ProfilerStep" } else { n })
+                .collect::<Vec<_>>()
+                .join(">")
+        })
         .collect()
 }
 
@@ -112,7 +126,9 @@ fn cold_start_checked(summary: &RunSummary, trace: &Trace, choice: BackendChoice
     // The trace holds the same breakdown (its floats may differ in the last digit).
     let written: Figure<steptrace::format::ColdStart> = serde_json::from_value(startup["cold_start"].clone()).unwrap();
     match (&written, cold) {
-        (Figure::Known(w), Figure::Known(c)) => assert_eq!((&w.cache, &w.first_step.compile.kernels), (&c.cache, &c.first_step.compile.kernels)),
+        (Figure::Known(w), Figure::Known(c)) => {
+            assert_eq!((&w.cache, &w.first_step.compile.kernels), (&c.cache, &c.first_step.compile.kernels))
+        }
         (w, c) => assert_eq!(w, c),
     }
     match (choice, cold) {
@@ -173,7 +189,11 @@ fn auto_without_cuda_is_labelled_as_a_fallback() {
     let dir = tempfile::tempdir().unwrap();
     let (summary, traces) = train(ModelKind::Mlp, "digits", BackendChoice::Auto, 6, dir.path()).unwrap();
     assert!(summary.fallback);
-    assert!(summary.backend.contains("FALLBACK") && summary.backend.contains("CUDA unavailable"), "{}", summary.backend);
+    assert!(
+        summary.backend.contains("FALLBACK") && summary.backend.contains("CUDA unavailable"),
+        "{}",
+        summary.backend
+    );
     for trace in &traces {
         let manifest = &trace.metadata["metadata"]["manifest"];
         assert!(manifest["fallback_reason"].as_str().unwrap().contains("CUDA"), "{manifest}");
@@ -227,10 +247,9 @@ fn run_with(cfg: &RunConfig, schedule: &str, out: &Path) -> (RunSummary, Vec<Tra
     let state = backend::configure_cubecl_cache(&cache());
     let _turn = cpu_turn(cfg.backend.requested());
     let (layer, profiler) = Profiler::builder(schedule.parse().unwrap()).out_dir(out).worker("e2e").build().unwrap();
-    let summary = steptrace_tests::with_layer(layer, || {
-        steptrace_workload::run(cfg, &state, Some(profiler), &mut |_| {})
-    })
-    .unwrap();
+    let summary =
+        steptrace_tests::with_layer(layer, || steptrace_workload::run(cfg, &state, Some(profiler), &mut |_| {}))
+            .unwrap();
     let traces = summary.traces.iter().map(|t| read_trace_file(&t.path).unwrap()).collect();
     (summary, traces)
 }

@@ -48,7 +48,11 @@ struct Net {
 
 impl Net {
     fn new(device: &Device) -> Net {
-        Net { hidden: LinearConfig::new(FEATURES, 64).init(device), out: LinearConfig::new(64, CLASSES).init(device), relu: Relu::new() }
+        Net {
+            hidden: LinearConfig::new(FEATURES, 64).init(device),
+            out: LinearConfig::new(64, CLASSES).init(device),
+            relu: Relu::new(),
+        }
     }
 
     fn forward(&self, x: Tensor<2>) -> Tensor<2> {
@@ -62,9 +66,19 @@ struct Points;
 
 impl BatchSource for Points {
     fn batch(&self, index: u64) -> Result<HostBatch, SourceError> {
-        let x: Vec<f32> = (0..BATCH * FEATURES).map(|i| (((i as u64 + 1) * (index + 7) * 2_654_435_761) % 1000) as f32 / 1000.0).collect();
-        let y: Vec<i64> = x.chunks(FEATURES).map(|row| (0..CLASSES).max_by(|&a, &b| row[a].total_cmp(&row[b])).unwrap_or(0) as i64).collect();
-        Ok(HostBatch { index, input: TensorData::new(x, [BATCH, FEATURES]), target: TensorData::new(y, [BATCH]), samples: BATCH })
+        let x: Vec<f32> = (0..BATCH * FEATURES)
+            .map(|i| (((i as u64 + 1) * (index + 7) * 2_654_435_761) % 1000) as f32 / 1000.0)
+            .collect();
+        let y: Vec<i64> = x
+            .chunks(FEATURES)
+            .map(|row| (0..CLASSES).max_by(|&a, &b| row[a].total_cmp(&row[b])).unwrap_or(0) as i64)
+            .collect();
+        Ok(HostBatch {
+            index,
+            input: TensorData::new(x, [BATCH, FEATURES]),
+            target: TensorData::new(y, [BATCH]),
+            samples: BATCH,
+        })
     }
 
     fn batch_size(&self) -> usize {
@@ -94,7 +108,9 @@ fn args() -> Result<Args, String> {
                 args.backend = value.parse().map_err(|e| format!("--backend {value}: {e}"))?;
             }
             "--out" => args.out = it.next().ok_or("--out needs a directory")?.into(),
-            other => return Err(format!("unknown argument {other:?}; usage: four_step [--backend B] [--gpu] [--out DIR]")),
+            other => {
+                return Err(format!("unknown argument {other:?}; usage: four_step [--backend B] [--gpu] [--out DIR]"))
+            }
         }
     }
     Ok(args)
@@ -124,7 +140,10 @@ fn run() -> Result<ExitCode, AnyError> {
     if !selection.is_gpu() {
         if args.gpu {
             eprintln!("four_step: refused: --gpu asks for a GPU analysis, but this backend is not a GPU.");
-            eprintln!("Its trace would time {}, not a GPU. Run without --gpu to profile it as what it is.", selection.kind);
+            eprintln!(
+                "Its trace would time {}, not a GPU. Run without --gpu to profile it as what it is.",
+                selection.kind
+            );
             return Ok(ExitCode::from(2));
         }
         println!("NOTE: not a GPU: this trace describes {} and is labelled so.", selection.kind);

@@ -36,8 +36,8 @@ use burn::train::{
     TrainStep,
 };
 use steptrace_burn::backend::BackendChoice;
-use steptrace_burn::{Console, Session, SignalHandling};
 use steptrace_burn::learner::{self, LearnerProfiler, ProfiledRun};
+use steptrace_burn::{Console, Session, SignalHandling};
 use steptrace_models::{classification_loss, Mlp, MlpConfig};
 
 /// Skip 5 steps, then two cycles of 5 waiting, 2 warm-up and 4 recorded
@@ -233,13 +233,14 @@ pub fn run(settings: &Settings) -> Result<Outcome, Box<dyn Error>> {
         .num_epochs(settings.epochs);
     if settings.devices > 1 {
         let devices = vec![device.clone(); settings.devices];
-        training = training.with_training_strategy(ExecutionStrategy::multi(devices, MultiDeviceOptim::OptimMainDevice).into());
+        training = training
+            .with_training_strategy(ExecutionStrategy::multi(devices, MultiDeviceOptim::OptimMainDevice).into());
     }
     let config = MlpConfig::new(features, info.num_classes).with_hidden(settings.hidden.clone());
     let model = Classifier { mlp: config.init(&device) };
     let optimizer = profiler.optimizer(AdamConfig::new().build(), &model); // steptrace: was `AdamConfig::new().init()`
-    // steptrace: was `training.launch(Learner::new(model, optimizer, 1e-3))`; a failed step
-    // comes back as an error, its cycle saved and an out-of-memory explained.
+                                                                           // steptrace: was `training.launch(Learner::new(model, optimizer, 1e-3))`; a failed step
+                                                                           // comes back as an error, its cycle saved and an out-of-memory explained.
     let (_trained, run) = profiler.launch(training, Learner::new(model, optimizer, 1e-3))?;
 
     Ok(Outcome { run, train_items: train_len })
@@ -312,7 +313,8 @@ fn parse(args: Vec<String>) -> Result<(Settings, Option<tempfile::TempDir>), Str
             None
         }
         None => {
-            let dir = tempfile::tempdir().map_err(|e| format!("no temporary folder for burn-train's artifacts: {e}"))?;
+            let dir =
+                tempfile::tempdir().map_err(|e| format!("no temporary folder for burn-train's artifacts: {e}"))?;
             flags.artifacts = dir.path().to_owned();
             Some(dir)
         }
@@ -331,7 +333,10 @@ fn main() -> ExitCode {
     match run(&settings) {
         Ok(Outcome { run, train_items }) => {
             println!("{} optimizer updates ({train_items} training images), one ProfilerStep each", run.updates);
-            println!("epoch boundaries (steps that also ran validation and checkpointing): {:?}", run.epoch_boundary_steps);
+            println!(
+                "epoch boundaries (steps that also ran validation and checkpointing): {:?}",
+                run.epoch_boundary_steps
+            );
             println!("read the traces back with: steptrace report {}", settings.traces.display());
             ExitCode::SUCCESS
         }

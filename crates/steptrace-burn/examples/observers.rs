@@ -145,7 +145,8 @@ fn main() {
     let mut model = MlpConfig::new(64, 10).init(&device);
     let mut optim = AdamConfig::new().init();
     let input = Tensor::<2>::random([32, 64], burn::tensor::Distribution::Default, &device);
-    let target = Tensor::<1, Int>::from_data(TensorData::new((0..32).map(|i| i % 10).collect::<Vec<i64>>(), [32]), &device);
+    let target =
+        Tensor::<1, Int>::from_data(TensorData::new((0..32).map(|i| i % 10).collect::<Vec<i64>>(), [32]), &device);
 
     // Two unobserved steps first: autotune and compilation out of the way.
     for _ in 0..2 {
@@ -189,7 +190,12 @@ fn main() {
     }
     println!("registered operations: {} by phase of their output id: {by_phase:?}", seen.registered.len());
     let kernels: usize = seen.blocks.iter().map(|b| b.1.len()).sum();
-    println!("blocks: {}, kernels launched in blocks: {kernels}, outside any block: {} {:?}", seen.blocks.len(), seen.loose.len(), seen.loose);
+    println!(
+        "blocks: {}, kernels launched in blocks: {kernels}, outside any block: {} {:?}",
+        seen.blocks.len(),
+        seen.loose.len(),
+        seen.loose
+    );
     for (ops, launched) in seen.blocks.iter().filter(|b| !b.1.is_empty()).take(12) {
         let phases: Vec<&str> = ops.iter().map(|(_, id)| phase_of(*id)).collect();
         let kinds: Vec<&str> = ops.iter().map(|(k, _)| k.as_str()).collect();

@@ -38,7 +38,11 @@ struct Block {
 
 impl Block {
     fn new(width: usize, hidden: usize, device: &Device) -> Block {
-        Block { inner: LinearConfig::new(width, hidden).init(device), out: LinearConfig::new(hidden, width).init(device), relu: Relu::new() }
+        Block {
+            inner: LinearConfig::new(width, hidden).init(device),
+            out: LinearConfig::new(hidden, width).init(device),
+            relu: Relu::new(),
+        }
     }
 
     fn forward(&self, x: Tensor<2>) -> Tensor<2> {
@@ -59,7 +63,11 @@ impl ResMlp {
     /// Blocks of `hidden` units, but block 1 of `hidden * wide`.
     fn new(features: usize, width: usize, hidden: usize, wide: usize, classes: usize, device: &Device) -> ResMlp {
         let blocks = (0..3).map(|i| Block::new(width, if i == 1 { hidden * wide } else { hidden }, device)).collect();
-        ResMlp { input: LinearConfig::new(features, width).init(device), blocks, head: LinearConfig::new(width, classes).init(device) }
+        ResMlp {
+            input: LinearConfig::new(features, width).init(device),
+            blocks,
+            head: LinearConfig::new(width, classes).init(device),
+        }
     }
 
     fn forward(&self, x: Tensor<2>, spans: bool) -> Tensor<2> {
@@ -188,7 +196,8 @@ fn train(a: &Args) -> Result<(), Error> {
     session.watch(&model); // steptrace
     let mut data = (0..a.steps).map(|k| batch(k, a.batch, features, classes));
     while let Some((x, y)) = session.load(|| data.next())? {
-        let (x, y) = session.copy((x, y), |(x, y)| (Tensor::<2>::from_data(x, &device), Tensor::<1, Int>::from_data(y, &device)))?;
+        let (x, y) = session
+            .copy((x, y), |(x, y)| (Tensor::<2>::from_data(x, &device), Tensor::<1, Int>::from_data(y, &device)))?;
         let logits = session.forward(|| model.forward(x, a.spans))?;
         let loss = session.loss(|| loss_fn.forward(logits, y))?;
         let grads = session.backward(|| loss.backward())?;

@@ -159,9 +159,18 @@ impl MemorySampler {
     pub(crate) fn query_times(&self) -> Option<String> {
         let (median, max) = median_and_most(&self.query_ns)?;
         let us = |n: u64| n as f64 / 1_000.0;
-        let mut text = format!("{} allocator queries took {:.1} µs each at the median ({:.1} µs at most)", self.query_ns.len(), us(median), us(max));
+        let mut text = format!(
+            "{} allocator queries took {:.1} µs each at the median ({:.1} µs at most)",
+            self.query_ns.len(),
+            us(median),
+            us(max)
+        );
         if let Some((whole, _)) = median_and_most(&self.sample_ns) {
-            let helper = if self.asker.is_some() { " (step-start queries asked ahead: their time is what was left to wait for)" } else { "" };
+            let helper = if self.asker.is_some() {
+                " (step-start queries asked ahead: their time is what was left to wait for)"
+            } else {
+                ""
+            };
             text.push_str(&format!("; a whole sample took the training thread {:.1} µs{helper}", us(whole)));
         }
         Some(text)
@@ -215,7 +224,11 @@ impl MemorySampler {
                 (answer, elapsed_ns(started), asking_ns)
             }
             None => {
-                let answer = if self.step_end_synced { backend::memory_usage_after_sync(&self.device) } else { backend::memory_usage(&self.device) };
+                let answer = if self.step_end_synced {
+                    backend::memory_usage_after_sync(&self.device)
+                } else {
+                    backend::memory_usage(&self.device)
+                };
                 (answer, elapsed_ns(started), 0)
             }
         };
@@ -238,7 +251,15 @@ impl MemorySampler {
 
     /// Writes the counter events of a sample taken at `after` and keeps its figures; `started`
     /// is when the training thread began on it, `extra_ns` what it spent on it before then.
-    fn record(&mut self, answer: Option<MemorySnapshot>, after: &'static str, step: u64, query_ns: u64, started: Instant, extra_ns: u64) {
+    fn record(
+        &mut self,
+        answer: Option<MemorySnapshot>,
+        after: &'static str,
+        step: u64,
+        query_ns: u64,
+        started: Instant,
+        extra_ns: u64,
+    ) {
         let Some(m) = answer else {
             self.unanswered += 1;
             return;
@@ -254,8 +275,10 @@ impl MemorySampler {
         let other = m.bytes_in_use as i64 - known as i64;
         let (parameters, input_batch) = (self.parameters, batch);
         match (optimizer, other >= 0) {
-            (Some(optimizer_state), true) => tracing::info!(target: COUNTER_TARGET, parameters, optimizer_state, gradients,
-                input_batch, other, "{}", counters::MEMORY_CATEGORIES),
+            (Some(optimizer_state), true) => {
+                tracing::info!(target: COUNTER_TARGET, parameters, optimizer_state, gradients,
+                input_batch, other, "{}", counters::MEMORY_CATEGORIES)
+            }
             (Some(optimizer_state), false) => tracing::info!(target: COUNTER_TARGET, parameters, optimizer_state,
                 gradients, input_batch, unattributed = other, "{}", counters::MEMORY_CATEGORIES),
             (None, true) => tracing::info!(target: COUNTER_TARGET, parameters, gradients, input_batch, other,
@@ -295,6 +318,10 @@ mod tests {
         m.query_ns = vec![40_000, 12_000, 15_500];
         assert_eq!(m.query_times().unwrap(), "3 allocator queries took 15.5 µs each at the median (40.0 µs at most)");
         m.sample_ns = vec![90_000, 30_000, 20_000];
-        assert!(m.query_times().unwrap().ends_with("; a whole sample took the training thread 30.0 µs"), "{:?}", m.query_times());
+        assert!(
+            m.query_times().unwrap().ends_with("; a whole sample took the training thread 30.0 µs"),
+            "{:?}",
+            m.query_times()
+        );
     }
 }

@@ -119,13 +119,21 @@ mod tests {
     fn every_parameter_comes_with_its_path_in_the_tree() {
         let device = Device::flex();
         let linear = |i, o| LinearConfig::new(i, o).init(&device);
-        let net = Net { blocks: vec![Block { inner: linear(2, 3) }, Block { inner: linear(3, 3) }], head: linear(3, 1) };
+        let net =
+            Net { blocks: vec![Block { inner: linear(2, 3) }, Block { inner: linear(3, 3) }], head: linear(3, 1) };
         let mut paths = Paths::default();
         walk(&net, &mut paths);
         let names: Vec<&str> = paths.0.iter().map(|(p, _)| p.as_str()).collect();
         assert_eq!(
             names,
-            ["blocks.0.inner.weight", "blocks.0.inner.bias", "blocks.1.inner.weight", "blocks.1.inner.bias", "head.weight", "head.bias"]
+            [
+                "blocks.0.inner.weight",
+                "blocks.0.inner.bias",
+                "blocks.1.inner.weight",
+                "blocks.1.inner.bias",
+                "head.weight",
+                "head.bias"
+            ]
         );
         assert_eq!(paths.0[0].1, vec![2, 3]);
         assert_eq!(span_path("blocks.1.inner.weight"), "blocks.1 > inner");

@@ -113,8 +113,7 @@ impl Visit for Fields {
 pub(crate) fn range_name(span: &str, layer: Option<&str>) -> String {
     match layer {
         Some(name) if span == LAYER_SPAN => {
-            let clean: String =
-                name.chars().filter(|c| !c.is_control()).take(LAYER_NAME_CHARS).collect();
+            let clean: String = name.chars().filter(|c| !c.is_control()).take(LAYER_NAME_CHARS).collect();
             if clean.is_empty() {
                 LAYER_SPAN.to_owned()
             } else {

@@ -117,7 +117,8 @@ pub fn install() -> io::Result<Signals> {
         ids.push(flag::register_usize(signal, Arc::clone(&stop), signal as usize)?);
     }
     ids.push(flag::register(SIGXFSZ, Arc::new(AtomicBool::new(false)))?);
-    let signals = Signals { stop, announced: Arc::new(AtomicBool::new(false)), handlers: Arc::new(std::sync::Mutex::new(ids)) };
+    let signals =
+        Signals { stop, announced: Arc::new(AtomicBool::new(false)), handlers: Arc::new(std::sync::Mutex::new(ids)) };
     let watcher = signals.clone();
     // Says what is happening as soon as the signal arrives (the loop itself
     // notices only when the step ends, which can take a while on a cold

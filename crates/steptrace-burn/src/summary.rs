@@ -9,7 +9,6 @@ use steptrace::SavedTrace;
 use crate::backend::BackendKind;
 use crate::sync::{SyncPolicy, UnknownSetting};
 
-
 /// One step as the loop saw it.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct StepRecord {

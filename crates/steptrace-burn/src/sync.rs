@@ -10,7 +10,6 @@ use serde::{Deserialize, Serialize};
 use burn::prelude::Device;
 use steptrace::format::names::SYNC;
 
-
 /// A setting's name that is not one of its values (`--sync`, `--mode`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown {what} `{name}` (valid: {valid})")]

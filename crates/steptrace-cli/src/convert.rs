@@ -6,11 +6,12 @@ use steptrace::analysis::Change;
 use steptrace_burn::backend::{AutotuneLevel, BackendChoice, CacheConfig};
 use steptrace_burn::device::DeviceActivityMode;
 use steptrace_burn::{Mode, SyncPolicy};
-use steptrace_workload::{BackendSetting, RunConfig};
 use steptrace_models::ModelKind;
+use steptrace_workload::{BackendSetting, RunConfig};
 
 use crate::args::{
-    value_name, AutotuneLevelArg, BackendArg, DeviceActivityArg, DatasetArg, Detail, ModeArg, ModelArg, SyncArg, TrainArgs, WorkloadArgs,
+    value_name, AutotuneLevelArg, BackendArg, DatasetArg, Detail, DeviceActivityArg, ModeArg, ModelArg, SyncArg,
+    TrainArgs, WorkloadArgs,
 };
 
 /// The model a flag names.
@@ -206,9 +207,10 @@ fn parse_widths(text: &str) -> anyhow::Result<Vec<usize>> {
     if text.trim() == "none" {
         return Ok(Vec::new());
     }
-    text.split(',').map(|p| p.trim().parse::<usize>()).collect::<Result<_, _>>().with_context(|| {
-        format!("--hidden must be widths separated by commas, like 512,256, or `none` (got `{text}`)")
-    })
+    text.split(',')
+        .map(|p| p.trim().parse::<usize>())
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("--hidden must be widths separated by commas, like 512,256, or `none` (got `{text}`)"))
 }
 
 /// The widths as `--hidden` takes them.
@@ -231,7 +233,6 @@ fn parse_shape(text: &str) -> anyhow::Result<[usize; 3]> {
     }
 }
 
-
 /// The flags of a report's typed change to a `steptrace train` run.
 pub fn change_flags(change: &Change, command: &str) -> Vec<(String, String)> {
     let flag = |k: &str, v: String| (k.to_owned(), v);
@@ -243,7 +244,8 @@ pub fn change_flags(change: &Change, command: &str) -> Vec<(String, String)> {
         Change::Steps(n) => vec![flag("--steps", n.to_string())],
         Change::SkipFirst(n) => {
             let schedule = flag_value(command, "--schedule").unwrap_or_default();
-            let rest: Vec<&str> = schedule.split(',').filter(|p| !p.starts_with("skip_first=") && !p.is_empty()).collect();
+            let rest: Vec<&str> =
+                schedule.split(',').filter(|p| !p.starts_with("skip_first=") && !p.is_empty()).collect();
             let mut parts = vec![format!("skip_first={n}")];
             parts.extend(rest.iter().map(|p| (*p).to_owned()));
             vec![flag("--schedule", parts.join(","))]
@@ -341,7 +343,10 @@ mod tests {
         for (line, says) in [
             ("steptrace train --backend cpu --hidden 12,x", "--hidden must be widths"),
             ("steptrace train --backend cpu --hidden 0", "a hidden layer's width must be in"),
-            ("steptrace train --backend cpu --hidden 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17", "hidden layers must be in"),
+            (
+                "steptrace train --backend cpu --hidden 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17",
+                "hidden layers must be in",
+            ),
             ("steptrace train --backend cpu --model convnet --dataset synthetic --hidden 64", "the convnet has none"),
         ] {
             let err = config(&parse(line).workload, 40).expect_err(line);
@@ -386,7 +391,10 @@ mod tests {
         let from = parse(&format!("steptrace train --backend cpu --init {}", record.display()));
         assert_eq!(config(&from.workload, 3).expect("config").init.as_deref(), Some(record.as_path()));
         let command = command_line(&from);
-        assert!(command.contains("--init start.mpk") && !command.contains(&dir.path().display().to_string()), "{command}");
+        assert!(
+            command.contains("--init start.mpk") && !command.contains(&dir.path().display().to_string()),
+            "{command}"
+        );
         assert!(workload_flags(&from.workload, true).contains(&record.display().to_string()));
         assert_eq!(init_label(&from.workload).as_deref(), Some("record start.mpk"));
         let save = parse("steptrace train --backend cpu --save-init new.mpk");

@@ -7,7 +7,6 @@ mod convert;
 #[cfg(test)]
 mod reference;
 
-
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -66,7 +65,8 @@ fn closed_stdout_ends_quietly() {
     // Registered with signal-hook: its handler runs the default action (the workspace
     // forbids the unsafe code that would restore SIG_DFL directly). Child processes
     // start with the default action either way.
-    let _ = signal_hook::flag::register_conditional_default(signal_hook::consts::SIGPIPE, Arc::new(AtomicBool::new(true)));
+    let _ =
+        signal_hook::flag::register_conditional_default(signal_hook::consts::SIGPIPE, Arc::new(AtomicBool::new(true)));
 }
 
 #[cfg(not(unix))]
@@ -105,7 +105,10 @@ mod tests {
     fn a_cause_already_in_the_message_is_printed_once() {
         let inner = io::Error::new(io::ErrorKind::NotFound, "No such file or directory (os error 2)");
         let err = anyhow::Error::new(Quoting { source: inner }).context("cannot open the trace");
-        assert_eq!(super::render(&err), "cannot open the trace: reading x failed: No such file or directory (os error 2)");
+        assert_eq!(
+            super::render(&err),
+            "cannot open the trace: reading x failed: No such file or directory (os error 2)"
+        );
         let plain = anyhow::anyhow!(io::Error::other("disk full")).context("writing");
         assert_eq!(super::render(&plain), "writing: disk full");
     }

@@ -25,7 +25,8 @@ fn cell(text: &str) -> String {
 }
 
 fn value_of(arg: &Arg) -> String {
-    let possible: Vec<String> = arg.get_possible_values().iter().filter(|v| !v.is_hide_set()).map(|v| v.get_name().to_owned()).collect();
+    let possible: Vec<String> =
+        arg.get_possible_values().iter().filter(|v| !v.is_hide_set()).map(|v| v.get_name().to_owned()).collect();
     let takes_value = matches!(arg.get_action(), ArgAction::Set | ArgAction::Append);
     if !takes_value {
         return String::new();
@@ -43,8 +44,12 @@ fn arg_row(arg: &Arg) -> String {
         (Some(long), Some(short)) => format!("`--{long}`, `-{short}`"),
         (Some(long), None) => format!("`--{long}`"),
         (None, _) => {
-            let id = arg.get_value_names().and_then(|n| n.first().map(|n| n.to_string())).unwrap_or_else(|| arg.get_id().as_str().to_uppercase());
-            let many = matches!(arg.get_action(), ArgAction::Append) || arg.get_num_args().is_some_and(|n| n.max_values() > 1);
+            let id = arg
+                .get_value_names()
+                .and_then(|n| n.first().map(|n| n.to_string()))
+                .unwrap_or_else(|| arg.get_id().as_str().to_uppercase());
+            let many =
+                matches!(arg.get_action(), ArgAction::Append) || arg.get_num_args().is_some_and(|n| n.max_values() > 1);
             format!("`{id}{}` (positional)", if many { "..." } else { "" })
         }
     };
@@ -59,7 +64,10 @@ fn commands_table(cli: &Command) -> String {
     for sub in cli.get_subcommands().filter(|s| !s.is_hide_set()) {
         let about = sub.get_about().map(|a| a.to_string()).unwrap_or_default();
         let _ = write!(out, "### `steptrace {}`\n\n{}\n\n", sub.get_name(), cell(&about).replace("\\|", "|"));
-        let args: Vec<&Arg> = sub.get_arguments().filter(|a| !a.is_hide_set() && !matches!(a.get_id().as_str(), "help" | "version")).collect();
+        let args: Vec<&Arg> = sub
+            .get_arguments()
+            .filter(|a| !a.is_hide_set() && !matches!(a.get_id().as_str(), "help" | "version"))
+            .collect();
         if args.is_empty() {
             out.push_str("No arguments.\n\n");
             continue;
@@ -106,7 +114,8 @@ fn plain(doc: &str) -> String {
 
 /// The fields of `pub struct NAME` in `source`: name, Rust type and doc comment.
 fn struct_fields(source: &str, name: &str) -> Vec<(String, String, String)> {
-    let start = source.find(&format!("pub struct {name} {{")).unwrap_or_else(|| panic!("pub struct {name} in manifest.rs"));
+    let start =
+        source.find(&format!("pub struct {name} {{")).unwrap_or_else(|| panic!("pub struct {name} in manifest.rs"));
     let body = &source[start..];
     let body = &body[..body.find("\n}").expect("end of struct")];
     let mut fields = Vec::new();
@@ -198,7 +207,8 @@ fn fill(text: &str, name: &str, content: &str) -> String {
     let open = format!("<!-- generated: {name} -->\n");
     let close = "<!-- end generated -->";
     let start = text.find(&open).unwrap_or_else(|| panic!("reference.md lacks `{}`", open.trim())) + open.len();
-    let end = start + text[start..].find(close).unwrap_or_else(|| panic!("reference.md: `{}` is not closed", open.trim()));
+    let end =
+        start + text[start..].find(close).unwrap_or_else(|| panic!("reference.md: `{}` is not closed", open.trim()));
     format!("{}\n{}\n{}", &text[..start], content.trim_end(), &text[end..])
 }
 
@@ -250,7 +260,13 @@ fn reference_md_matches_the_code() {
 fn the_generator_sees_every_command_flag_span_and_field() {
     let cli = crate::args::Cli::command();
     let table = commands_table(&cli);
-    for needle in ["### `steptrace train`", "### `steptrace backends`", "| `--schedule` |", "| `--backend` | `auto` \\| `cuda`", "`TRACES...` (positional)"] {
+    for needle in [
+        "### `steptrace train`",
+        "### `steptrace backends`",
+        "| `--schedule` |",
+        "| `--backend` | `auto` \\| `cuda`",
+        "`TRACES...` (positional)",
+    ] {
         assert!(table.contains(needle), "{needle} missing from:\n{table}");
     }
     assert!(spans_table().contains("| `data.load` |"));
@@ -260,7 +276,11 @@ fn the_generator_sees_every_command_flag_span_and_field() {
     }
     assert!(!manifest.contains("`extra`"));
     let peaks = peaks_tables();
-    for needle in ["| `read` | a figure (below), or null |", "| `flops` | object: dtype to figure |", "| `(figure).spread` | number |"] {
+    for needle in [
+        "| `read` | a figure (below), or null |",
+        "| `flops` | object: dtype to figure |",
+        "| `(figure).spread` | number |",
+    ] {
         assert!(peaks.contains(needle), "{needle} missing from:\n{peaks}");
     }
     assert_eq!(plain("see [`extra`](Manifest::extra) and [`Figure`]"), "see `extra` and `Figure`");

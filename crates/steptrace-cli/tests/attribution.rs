@@ -10,8 +10,21 @@ use serde_json::Value;
 fn train(dir: &std::path::Path, detail: &str) {
     let out = steptrace(
         &[
-            "train", "--backend", "wgpu", "--model", "convnet", "--batch", "16", "--steps", "6", "--schedule",
-            "wait=1,warmup=1,active=3", "--detail", detail, "--out", "traces",
+            "train",
+            "--backend",
+            "wgpu",
+            "--model",
+            "convnet",
+            "--batch",
+            "16",
+            "--steps",
+            "6",
+            "--schedule",
+            "wait=1,warmup=1,active=3",
+            "--detail",
+            detail,
+            "--out",
+            "traces",
         ],
         dir,
     );

@@ -8,7 +8,8 @@ use common::{cuda_available, steptrace, text};
 use serde_json::Value;
 
 fn bench(dir: &Path, out: &str, extra: &[&str]) -> Value {
-    let args = [&["bench", "--backend", "cpu", "--warmup", "2", "--steps", "6", "--runs", "3", "--json", out], extra].concat();
+    let args =
+        [&["bench", "--backend", "cpu", "--warmup", "2", "--steps", "6", "--runs", "3", "--json", out], extra].concat();
     let run = steptrace(&args, dir);
     assert!(run.status.success(), "{:?}", text(&run));
     serde_json::from_slice(&std::fs::read(dir.join(out)).unwrap()).unwrap()
@@ -33,7 +34,21 @@ fn bench_records_raw_steps_spread_startup_and_quality_from_one_starting_state() 
         assert!(r["summary"]["run_medians_ms"][key].as_f64().is_some(), "{key}");
     }
     let fp = &r["fingerprint"];
-    for key in ["model", "input_shape", "batch", "precision", "dataset", "seed", "backend", "device", "fusion", "autotune", "sync", "steptrace_version", "burn_version"] {
+    for key in [
+        "model",
+        "input_shape",
+        "batch",
+        "precision",
+        "dataset",
+        "seed",
+        "backend",
+        "device",
+        "fusion",
+        "autotune",
+        "sync",
+        "steptrace_version",
+        "burn_version",
+    ] {
         assert!(!fp[key].is_null(), "fingerprint lacks {key}");
     }
     assert_eq!(fp["input_shape"], serde_json::json!([64, 64]));
@@ -44,7 +59,8 @@ fn bench_records_raw_steps_spread_startup_and_quality_from_one_starting_state() 
 
     // A result is never overwritten.
     let before = std::fs::read(dir.path().join("a.json")).unwrap();
-    let again = steptrace(&["bench", "--backend", "cpu", "--runs", "1", "--steps", "2", "--json", "a.json"], dir.path());
+    let again =
+        steptrace(&["bench", "--backend", "cpu", "--runs", "1", "--steps", "2", "--json", "a.json"], dir.path());
     assert_eq!(again.status.code(), Some(1));
     assert_eq!(std::fs::read(dir.path().join("a.json")).unwrap(), before);
 }
@@ -95,7 +111,8 @@ fn compare_backends_runs_each_and_reports_a_missing_one_without_substituting() {
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}{stderr}");
     // Each backend's whole label, above the table, and its row in the table.
-    let ran_on = |name: &str| stdout.lines().find(|l| l.starts_with(&format!("  {name:<5} "))).unwrap_or_default().to_owned();
+    let ran_on =
+        |name: &str| stdout.lines().find(|l| l.starts_with(&format!("  {name:<5} "))).unwrap_or_default().to_owned();
     let row = |name: &str| stdout.lines().find(|l| l.starts_with(&format!("│ {name} "))).unwrap_or_default().to_owned();
     assert!(ran_on("cpu").contains("cpu (") && row("cpu").contains("┆ cpu "), "{stdout}");
     // wgpu explicitly requested: it runs on whatever adapter there is, and
@@ -122,12 +139,16 @@ fn a_json_path_that_cannot_be_written_is_refused_before_any_run() {
     // would show).
     for profile in ["off", "interleaved"] {
         for (path, expected) in [("no/such/dir/r.json", "does not exist"), ("taken.json", "already exists")] {
-            let args = ["bench", "--backend", "cpu", "--profile", profile, "--runs", "3", "--steps", "100000", "--json", path];
+            let args =
+                ["bench", "--backend", "cpu", "--profile", profile, "--runs", "3", "--steps", "100000", "--json", path];
             let out = steptrace(&args, dir.path());
             let (stdout, stderr) = text(&out);
             assert_eq!(out.status.code(), Some(1), "{profile} {path}: {stdout}{stderr}");
             assert!(stderr.contains(expected), "{profile} {path}: {stderr}");
-            assert!(!stderr.contains("run 1/") && !stderr.contains("process 1 ("), "{profile} {path}: a run started: {stderr}");
+            assert!(
+                !stderr.contains("run 1/") && !stderr.contains("process 1 ("),
+                "{profile} {path}: a run started: {stderr}"
+            );
         }
     }
     assert!(!dir.path().join("no").exists());

@@ -35,8 +35,22 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn interleaved_bench_keeps_every_step_with_its_phase_and_figures_that_agree_with_them() {
     let dir = tempfile::tempdir().unwrap();
     let args = [
-        "bench", "--profile", "interleaved", "--backend", "cpu", "--runs", "2", "--warmup", "3", "--steps", "40",
-        "--schedule", "wait=3,warmup=1,active=2", "--baseline", "--json", "oh.json",
+        "bench",
+        "--profile",
+        "interleaved",
+        "--backend",
+        "cpu",
+        "--runs",
+        "2",
+        "--warmup",
+        "3",
+        "--steps",
+        "40",
+        "--schedule",
+        "wait=3,warmup=1,active=2",
+        "--baseline",
+        "--json",
+        "oh.json",
     ];
     let run = steptrace(&args, dir.path());
     let (stdout, stderr) = text(&run);
@@ -50,7 +64,10 @@ fn interleaved_bench_keeps_every_step_with_its_phase_and_figures_that_agree_with
     // Two processes per condition: no "95% interval" over processes, no
     // verdict, and the reason said.
     let flat = common::flat(&stdout);
-    assert!(flat.contains("range over the 2 processes") && !flat.contains("95% bootstrap interval over processes"), "{stdout}");
+    assert!(
+        flat.contains("range over the 2 processes") && !flat.contains("95% bootstrap interval over processes"),
+        "{stdout}"
+    );
     assert!(flat.contains("2 processes per condition: too few for a verdict"), "{stdout}");
     assert!(!flat.contains("verdict: measurable"), "{stdout}");
     let r: Value = serde_json::from_slice(&std::fs::read(dir.path().join("oh.json")).unwrap()).unwrap();
@@ -82,7 +99,11 @@ fn interleaved_bench_keeps_every_step_with_its_phase_and_figures_that_agree_with
         }
         // The figures are those of the raw steps.
         let of = |ph: &str| -> Vec<f64> {
-            steps.iter().filter(|s| s["measured"] == true && s["phase"] == ph).map(|s| s["ms"].as_f64().unwrap()).collect()
+            steps
+                .iter()
+                .filter(|s| s["measured"] == true && s["phase"] == ph)
+                .map(|s| s["ms"].as_f64().unwrap())
+                .collect()
         };
         let (wait, active) = (of("wait"), of("active"));
         assert_eq!((wait.len(), of("warmup").len(), active.len()), (21, 7, 12));
@@ -124,7 +145,11 @@ fn interleaved_bench_keeps_every_step_with_its_phase_and_figures_that_agree_with
     assert_eq!(auto["active_over_wait"]["interval_is_range"], true);
     assert!(a["verdict"]["reason"].as_str().unwrap().contains("too few"), "{a}");
     // The null check: how far the labels alone moved, and whether that failed.
-    assert!(r["null_check"]["moved"].as_f64().unwrap() >= 0.0 && r["null_check"]["failed"] == false, "{}", r["null_check"]);
+    assert!(
+        r["null_check"]["moved"].as_f64().unwrap() >= 0.0 && r["null_check"]["failed"] == false,
+        "{}",
+        r["null_check"]
+    );
 
     // A result is never overwritten.
     let before = std::fs::read(dir.path().join("oh.json")).unwrap();
@@ -138,8 +163,19 @@ fn interleaved_bench_keeps_every_step_with_its_phase_and_figures_that_agree_with
 fn steps_after_the_last_cycle_are_warned_about_before_and_after_the_runs() {
     let dir = tempfile::tempdir().unwrap();
     let args = [
-        "bench", "--profile", "interleaved", "--backend", "cpu", "--runs", "1", "--warmup", "1", "--steps", "12",
-        "--schedule", "wait=2,active=1,repeat=1",
+        "bench",
+        "--profile",
+        "interleaved",
+        "--backend",
+        "cpu",
+        "--runs",
+        "1",
+        "--warmup",
+        "1",
+        "--steps",
+        "12",
+        "--schedule",
+        "wait=2,active=1,repeat=1",
     ];
     let out = steptrace(&args, dir.path());
     let (stdout, stderr) = text(&out);

@@ -13,8 +13,20 @@ use std::time::{Duration, Instant};
 use common::{flat, spawn, steptrace, text};
 use serde_json::Value;
 
-const RUN: [&str; 12] =
-    ["train", "--backend", "cpu", "--quiet", "--steps", "1000000", "--loader-delay-ms", "20", "--schedule", "on-demand", "--out", "traces"];
+const RUN: [&str; 12] = [
+    "train",
+    "--backend",
+    "cpu",
+    "--quiet",
+    "--steps",
+    "1000000",
+    "--loader-delay-ms",
+    "20",
+    "--schedule",
+    "on-demand",
+    "--out",
+    "traces",
+];
 
 /// A CPU run recording nothing until asked, 20 ms a step, far longer than the test.
 fn on_demand_run(dir: &Path) -> Child {
@@ -100,7 +112,10 @@ fn a_running_job_is_captured_on_demand_and_bad_requests_are_told_why() {
     let out = capture(dir.path(), &[&pid_text, "--out", "elsewhere"]);
     let (_, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(1));
-    assert!(flat(&stderr).contains(&format!("process {pid} is not ready for on-demand capture in elsewhere")), "{stderr}");
+    assert!(
+        flat(&stderr).contains(&format!("process {pid} is not ready for on-demand capture in elsewhere")),
+        "{stderr}"
+    );
     let out = capture(dir.path(), &["2147483000"]);
     assert!(flat(&text(&out).1).contains("no process 2147483000 is running"), "{:?}", text(&out));
     assert_eq!(capture(dir.path(), &["0"]).status.code(), Some(2), "clap refuses pid 0");
@@ -125,8 +140,12 @@ fn a_running_job_is_captured_on_demand_and_bad_requests_are_told_why() {
     let path = if path.exists() { path } else { PathBuf::from(answer["path"].as_str().unwrap()) };
     let trace: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
     let capture_record = &trace["metadata"]["manifest"]["capture"];
-    assert!(capture_record["requested_by"].as_str().unwrap().starts_with("steptrace capture (pid "), "{capture_record}");
-    let (read_at, first) = (capture_record["read_at_step"].as_u64().unwrap(), capture_record["first_step"].as_u64().unwrap());
+    assert!(
+        capture_record["requested_by"].as_str().unwrap().starts_with("steptrace capture (pid "),
+        "{capture_record}"
+    );
+    let (read_at, first) =
+        (capture_record["read_at_step"].as_u64().unwrap(), capture_record["first_step"].as_u64().unwrap());
     let recorded = answer["steps"]["first"].as_u64().unwrap();
     assert_eq!((first, recorded), (read_at + 1, read_at + 2), "recording starts within two steps of the request");
     let out = steptrace(&["inspect", path.to_str().unwrap()], dir.path());
@@ -174,7 +193,10 @@ fn a_run_killed_mid_capture_leaves_its_partial_file_and_the_asker_says_where() {
     let out = asker.wait_with_output().unwrap();
     let (_, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(1));
-    assert!(flat(&stderr).contains(&format!("process {pid} ended before saving the capture; what it recorded is left in")), "{stderr}");
+    assert!(
+        flat(&stderr).contains(&format!("process {pid} ended before saving the capture; what it recorded is left in")),
+        "{stderr}"
+    );
     assert!(flat(&stderr).contains(".partial"), "{stderr}");
 }
 
@@ -226,7 +248,9 @@ fn ctrl_c_takes_a_waiting_request_back_and_a_hostile_request_harms_nothing() {
     let steps_before = std::fs::read_to_string(ready_file(dir.path(), pid)).unwrap();
     assert!(Command::new("mkfifo").arg(request_file(dir.path(), pid)).status().unwrap().success());
     signal(pid, "USR1");
-    wait_until("the run answers", || std::fs::read_to_string(ready_file(dir.path(), pid)).is_ok_and(|t| t != steps_before && t.contains("FIFO")));
+    wait_until("the run answers", || {
+        std::fs::read_to_string(ready_file(dir.path(), pid)).is_ok_and(|t| t != steps_before && t.contains("FIFO"))
+    });
 
     // And it still captures when asked properly.
     let out = capture(dir.path(), &[&pid.to_string(), "--steps", "1"]);
@@ -281,7 +305,11 @@ fn hostile_ready_files_neither_stall_capture_nor_get_a_process_signalled() {
     std::fs::write(folder.join(format!("{pid}.token")), "0123456789abcdef0123456789abcdef").unwrap();
     let out = capture(dir.path(), &ask[1..]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(flat(&text(&out).1).contains(&format!("process {pid} is not the steptrace run that wrote")), "{:?}", text(&out));
+    assert!(
+        flat(&text(&out).1).contains(&format!("process {pid} is not the steptrace run that wrote")),
+        "{:?}",
+        text(&out)
+    );
     std::thread::sleep(Duration::from_millis(200));
     assert!(sleeper.try_wait().unwrap().is_none(), "the process was not signalled");
     assert!(!folder.join(format!("{pid}.request.json")).exists());

@@ -29,7 +29,9 @@ fn explicit_cuda_without_cuda_fails_clearly() {
     assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
     assert!(stderr.contains("CUDA") && stderr.contains("unavailable"), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
-    assert!(!dir.path().join("traces").exists() || std::fs::read_dir(dir.path().join("traces")).unwrap().next().is_none());
+    assert!(
+        !dir.path().join("traces").exists() || std::fs::read_dir(dir.path().join("traces")).unwrap().next().is_none()
+    );
 }
 
 #[test]
@@ -47,15 +49,26 @@ fn a_bad_schedule_names_the_key() {
 fn a_cpu_run_writes_labelled_traces_and_refuses_to_overwrite_its_summary() {
     let dir = tempfile::tempdir().unwrap();
     let args = [
-        "train", "--backend", "cpu", "--steps", "6", "--schedule", "wait=1,warmup=1,active=2,repeat=1", "--out", "t",
-        "--json", "summary.json", "--quiet",
+        "train",
+        "--backend",
+        "cpu",
+        "--steps",
+        "6",
+        "--schedule",
+        "wait=1,warmup=1,active=2,repeat=1",
+        "--out",
+        "t",
+        "--json",
+        "summary.json",
+        "--quiet",
     ];
     let out = steptrace(&args, dir.path());
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}{stderr}");
     assert!(stdout.starts_with("backend: cpu"), "{stdout}");
     assert!(stdout.contains("steady ms/step") && stdout.contains("wrote t/"), "{stdout}");
-    let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.path().join("summary.json")).unwrap()).unwrap();
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary["traces"][0]["steps"], serde_json::json!([2, 3]));
     // A second run with the same --json path is refused before training, and
     // the first summary is untouched.
@@ -77,7 +90,8 @@ fn a_mismatched_model_and_dataset_is_refused() {
 #[test]
 fn report_and_inspect_refuse_a_newer_trace_format_naming_both_versions() {
     let dir = tempfile::tempdir().unwrap();
-    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/steptrace-v1-cuda-mlp-h200.trace.json");
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/steptrace-v1-cuda-mlp-h200.trace.json");
     let mut doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&fixture).unwrap()).unwrap();
     doc["metadata"]["format"] = "steptrace-chrome-trace/2".into();
     std::fs::write(dir.path().join("newer.json"), serde_json::to_vec(&doc).unwrap()).unwrap();
@@ -108,7 +122,11 @@ fn on_the_cpu_cubecl_settings_are_not_applicable_not_claimed() {
     for key in ["fusion", "autotune", "cubecl_cache"] {
         assert!(manifest[key].as_str().is_some_and(|v| v.starts_with("not applicable")), "{key}: {manifest}");
     }
-    assert!(manifest["startup"]["cubecl_cache"].as_str().is_some_and(|v| v.starts_with("not applicable")), "{manifest}");
-    let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.path().join("run.json")).unwrap()).unwrap();
+    assert!(
+        manifest["startup"]["cubecl_cache"].as_str().is_some_and(|v| v.starts_with("not applicable")),
+        "{manifest}"
+    );
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("run.json")).unwrap()).unwrap();
     assert!(summary["cache"].as_str().unwrap().starts_with("not applicable"), "{summary}");
 }

@@ -64,7 +64,9 @@ fn many_names(n: usize) -> Vec<u8> {
         events.push(json!({"ph":"X","name":format!("ProfilerStep#{step}"),"pid":1,"tid":1,"ts":at,"dur":9_000.0}));
         for i in 0..n / 10 {
             let ts = at + 1.0 + i as f64 * 0.5;
-            events.push(json!({"ph":"X","name":format!("span.{:06}", step * n / 10 + i),"pid":1,"tid":1,"ts":ts,"dur":0.25}));
+            events.push(
+                json!({"ph":"X","name":format!("span.{:06}", step * n / 10 + i),"pid":1,"tid":1,"ts":ts,"dur":0.25}),
+            );
         }
         for k in 0..200 {
             let name = format!("kernel_{k:03}_{}", "x".repeat(4000));
@@ -103,7 +105,10 @@ fn backends_ends_quietly_too() {
     let dir = tempfile::tempdir().unwrap();
     assert_quiet(&["backends"], &into_closed_pipe(&["backends"], dir.path()));
     let (status, stderr) = into_head(&["backends"], dir.path());
-    assert!(!stderr.contains("panicked") && (status == "141" || status == "0"), "backends | head -1: {status} {stderr}");
+    assert!(
+        !stderr.contains("panicked") && (status == "141" || status == "0"),
+        "backends | head -1: {status} {stderr}"
+    );
 }
 
 /// A run whose console goes away keeps running and writes its files: killed by SIGPIPE at
@@ -134,8 +139,18 @@ fn runs_lose_nothing_when_their_console_goes() {
 fn capture_ends_quietly_too() {
     let dir = tempfile::tempdir().unwrap();
     let run = [
-        "train", "--backend", "cpu", "--quiet", "--steps", "1000000", "--loader-delay-ms", "20", "--schedule", "on-demand",
-        "--out", "traces",
+        "train",
+        "--backend",
+        "cpu",
+        "--quiet",
+        "--steps",
+        "1000000",
+        "--loader-delay-ms",
+        "20",
+        "--schedule",
+        "on-demand",
+        "--out",
+        "traces",
     ];
     let mut child = spawn(&run, dir.path());
     let ready = dir.path().join("traces/.steptrace-capture").join(format!("{}.ready.json", child.id()));

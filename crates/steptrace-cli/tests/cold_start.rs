@@ -18,15 +18,33 @@ fn train(dir: &Path, n: usize, model: &str, backend: &str, extra: &[&str]) -> (V
     let out = format!("t{n}");
     let json = format!("s{n}.json");
     let mut args = vec![
-        "train", "--backend", backend, "--model", model, "--steps", "2", "--schedule", "wait=1,warmup=0,active=1,repeat=1",
-        "--cache-dir", "cubecl", "--out", &out, "--json", &json, "--quiet",
+        "train",
+        "--backend",
+        backend,
+        "--model",
+        model,
+        "--steps",
+        "2",
+        "--schedule",
+        "wait=1,warmup=0,active=1,repeat=1",
+        "--cache-dir",
+        "cubecl",
+        "--out",
+        &out,
+        "--json",
+        &json,
+        "--quiet",
     ];
     args.extend_from_slice(extra);
     let run = steptrace(&args, dir);
     let (stdout, stderr) = text(&run);
     assert!(run.status.success(), "{stdout}{stderr}");
     let summary: Value = serde_json::from_slice(&std::fs::read(dir.join(&json)).unwrap()).unwrap();
-    let trace = std::fs::read_dir(dir.join(&out)).unwrap().map(|e| e.unwrap().path()).find(|p| p.to_string_lossy().ends_with(".trace.json")).unwrap();
+    let trace = std::fs::read_dir(dir.join(&out))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with(".trace.json"))
+        .unwrap();
     let trace: Value = serde_json::from_slice(&std::fs::read(trace).unwrap()).unwrap();
     (summary, trace["metadata"]["manifest"].clone(), stdout)
 }
@@ -65,7 +83,10 @@ fn checked(summary: &Value, manifest: &Value, stdout: &str) -> String {
     assert_eq!(manifest["startup"]["cubecl_cache"], label.as_str());
     assert_eq!(manifest["cubecl_cache"]["state"], label.as_str());
     let written = &manifest["startup"]["cold_start"];
-    assert_eq!((&written["cache"], &written["first_step"]["compile"]["kernels"]), (&cold["cache"], &first["compile"]["kernels"]));
+    assert_eq!(
+        (&written["cache"], &written["first_step"]["compile"]["kernels"]),
+        (&cold["cache"], &first["compile"]["kernels"])
+    );
     assert!(stdout.contains("cold start: first step "), "{stdout}");
     label
 }
@@ -103,7 +124,10 @@ fn mlp_then_convnet_then_mlp_in_one_cache_dir_are_cold_partly_warm_then_warm() {
     let report = steptrace(&["report", "t3"], dir.path());
     let (stdout, stderr) = text(&report);
     assert!(report.status.success(), "{stderr}");
-    assert!(stdout.contains("cold start: first step ") && stdout.contains("cold start: cubecl cache for this run: warm"), "{stdout}");
+    assert!(
+        stdout.contains("cold start: first step ") && stdout.contains("cold start: cubecl cache for this run: warm"),
+        "{stdout}"
+    );
 }
 
 #[test]

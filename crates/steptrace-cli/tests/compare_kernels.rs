@@ -302,8 +302,14 @@ fn a_trace_cut_short_is_said_so_per_file_and_a_steptrace_file_is_not_taken_for_t
     assert!(!stdout.contains("torch.profiler"), "{stdout}");
 
     let json = compare_json(&["cut.trace.json.gz", BURN], dir.path());
-    assert_eq!((&json["a"]["producer"], &json["b"]["producer"]), (&Value::from("steptrace"), &Value::from("steptrace")));
-    assert_eq!((&json["a"]["sources"][0]["truncated"], &json["b"]["sources"][0]["truncated"]), (&Value::from(true), &Value::from(false)));
+    assert_eq!(
+        (&json["a"]["producer"], &json["b"]["producer"]),
+        (&Value::from("steptrace"), &Value::from("steptrace"))
+    );
+    assert_eq!(
+        (&json["a"]["sources"][0]["truncated"], &json["b"]["sources"][0]["truncated"]),
+        (&Value::from(true), &Value::from(false))
+    );
     assert_eq!(json["a"]["file_notes"][0], format!("cut.trace.json.gz: {note}"));
     assert_eq!(json["b"]["file_notes"], serde_json::json!([]));
 }

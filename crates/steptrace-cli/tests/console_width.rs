@@ -56,7 +56,8 @@ fn a_fallback_run_fits_100_columns_and_still_says_fallback() {
     assert!(label.chars().count() > 60, "{label}");
     let flat = stdout.split_whitespace().collect::<Vec<_>>().join(" ");
     assert_eq!(flat.matches("CUDA unavailable").count(), 1, "the reason once:\n{stdout}");
-    let above_table = stdout.lines().filter(|l| l.starts_with("backend: cpu (FALLBACK: the reason on the first line)")).count();
+    let above_table =
+        stdout.lines().filter(|l| l.starts_with("backend: cpu (FALLBACK: the reason on the first line)")).count();
     assert_eq!(above_table, 1, "the label above the table points to the first line:\n{stdout}");
     assert!(stdout.contains("NOTE: this run is NOT on CUDA"), "{stdout}");
     assert!(!stdout.lines().any(|l| l.starts_with('│') && l.contains("FALLBACK")), "{stdout}");

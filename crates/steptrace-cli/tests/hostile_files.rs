@@ -61,7 +61,8 @@ fn mkfifo(path: &Path) {
 
 /// `bytes` compressed by `gzip -9`: one gzip member.
 fn gzip(bytes: &[u8]) -> Vec<u8> {
-    let mut child = Command::new("gzip").args(["-9", "-c"]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+    let mut child =
+        Command::new("gzip").args(["-9", "-c"]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
     let mut stdin = child.stdin.take().unwrap();
     let input = bytes.to_vec();
     let feeder = std::thread::spawn(move || stdin.write_all(&input));
@@ -150,10 +151,9 @@ fn a_gzip_bomb_is_refused_by_its_expanded_size() {
     let bytes = bomb(b' ', 1024, b"[", b"]");
     assert!(bytes.len() < 2 << 20, "{}", bytes.len());
     std::fs::write(dir.path().join("b.trace.json.gz"), &bytes).unwrap();
-    let says = [
-        "decompresses to more than 268435456 bytes, the most it is read to (100 times its size, 256 MiB at least): \
-         refused as a decompression bomb",
-    ];
+    let says =
+        ["decompresses to more than 268435456 bytes, the most it is read to (100 times its size, 256 MiB at least): \
+         refused as a decompression bomb"];
     expect(&["report", "b.trace.json.gz"], dir.path(), 1, &says);
     expect(&["inspect", "b.trace.json.gz"], dir.path(), 1, &says);
     // A real trace, compressed, reads whole.
@@ -179,7 +179,12 @@ fn nul_bytes_are_named_as_such() {
     );
     // A GiB of them compressed: named as soon as the limit is reached.
     std::fs::write(dir.path().join("n1g.trace.json.gz"), bomb(0, 1024, b"", b"")).unwrap();
-    expect(&["inspect", "n1g.trace.json.gz"], dir.path(), 1, &["NUL bytes, not JSON: the file starts with 268435456 NUL bytes"]);
+    expect(
+        &["inspect", "n1g.trace.json.gz"],
+        dir.path(),
+        1,
+        &["NUL bytes, not JSON: the file starts with 268435456 NUL bytes"],
+    );
 }
 
 #[test]
@@ -208,7 +213,8 @@ fn init_records_are_read_only_from_regular_files() {
     let dir = tempfile::tempdir().unwrap();
     mkfifo(&dir.path().join("fifo"));
     std::fs::create_dir(dir.path().join("folder")).unwrap();
-    let train = |init: &str| ["train", "--backend", "cpu", "--steps", "2", "--no-profile", "--init", init].map(str::to_owned);
+    let train =
+        |init: &str| ["train", "--backend", "cpu", "--steps", "2", "--no-profile", "--init", init].map(str::to_owned);
     for (init, what) in [("folder", "a directory"), ("fifo", "a FIFO"), ("/dev/zero", "a device")] {
         let args = train(init);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();

@@ -6,7 +6,11 @@
 
 mod common;
 
+#[path = "hostile_read/compare.rs"]
+mod compare;
+
 use common::{steptrace, text};
+use compare::compare_rows;
 use serde_json::{json, Value};
 
 const V1: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/steptrace-v1-cuda-mlp-h200.trace.json");
@@ -27,7 +31,13 @@ struct Row {
     never: &'static [&'static str],
 }
 
-fn row(name: &'static str, inputs: Vec<Input>, args: &'static [&'static str], code: i32, says: &'static [&'static str]) -> Row {
+fn row(
+    name: &'static str,
+    inputs: Vec<Input>,
+    args: &'static [&'static str],
+    code: i32,
+    says: &'static [&'static str],
+) -> Row {
     Row { name, inputs, args, code, says, never: &[] }
 }
 
@@ -98,7 +108,8 @@ fn bench_json(edit: impl Fn(&mut Value)) -> Vec<u8> {
         held_out: None,
     };
     let result =
-        steptrace::bench::BenchResult::new(Default::default(), "cpu".into(), 1, 2, 8, vec![run(1.0), run(1.1)]).unwrap();
+        steptrace::bench::BenchResult::new(Default::default(), "cpu".into(), 1, 2, 8, vec![run(1.0), run(1.1)])
+            .unwrap();
     let mut doc = serde_json::to_value(result).unwrap();
     edit(&mut doc);
     serde_json::to_vec(&doc).unwrap()
@@ -112,7 +123,10 @@ fn partial() -> Vec<u8> {
     let mut lines = vec![header.to_string()];
     for n in 0..3 {
         let ts = f64::from(n) * 1000.0;
-        lines.push(json!({"ph":"B","pid":1,"tid":1,"ts":ts,"name":format!("ProfilerStep#{n}"),"cat":"steptrace\u{1f}7"}).to_string());
+        lines.push(
+            json!({"ph":"B","pid":1,"tid":1,"ts":ts,"name":format!("ProfilerStep#{n}"),"cat":"steptrace\u{1f}7"})
+                .to_string(),
+        );
         lines.push(json!({"ph":"E","pid":1,"tid":1,"ts":ts + 900.0,"name":format!("ProfilerStep#{n}"),"cat":"steptrace\u{1f}7"}).to_string());
     }
     format!("[\n{},\n", lines.join(",\n")).into_bytes()
@@ -120,10 +134,28 @@ fn partial() -> Vec<u8> {
 
 fn garbage_rows() -> Vec<Row> {
     vec![
-        row("empty file", vec![file("t.json", "")], &["report", "t.json"], 1, &["t.json: invalid trace at byte 0: empty file"]),
+        row(
+            "empty file",
+            vec![file("t.json", "")],
+            &["report", "t.json"],
+            1,
+            &["t.json: invalid trace at byte 0: empty file"],
+        ),
         row("empty file, inspect", vec![file("t.json", "  \n")], &["inspect", "t.json"], 1, &["empty file"]),
-        row("random bytes", vec![file("t.json", random_bytes(4096))], &["report", "t.json"], 1, &["t.json: invalid trace at byte"]),
-        row("random bytes, inspect", vec![file("t.json", random_bytes(4096))], &["inspect", "t.json"], 1, &["invalid trace at byte"]),
+        row(
+            "random bytes",
+            vec![file("t.json", random_bytes(4096))],
+            &["report", "t.json"],
+            1,
+            &["t.json: invalid trace at byte"],
+        ),
+        row(
+            "random bytes, inspect",
+            vec![file("t.json", random_bytes(4096))],
+            &["inspect", "t.json"],
+            1,
+            &["invalid trace at byte"],
+        ),
         row(
             "deep nesting",
             vec![file("t.json", format!("[{{\"args\":{}{}}}]", "[".repeat(100_000), "]".repeat(100_000)))],
@@ -138,15 +170,57 @@ fn garbage_rows() -> Vec<Row> {
             1,
             &["recursion limit exceeded"],
         ),
-        row("NaN token", vec![file("t.json", r#"[{"ph":"X","name":"a","ts":NaN,"dur":1}]"#)], &["report", "t.json"], 1, &["invalid trace at byte 27: event 0: expected value"]),
-        row("Infinity token", vec![file("t.json", r#"[{"ph":"X","ts":1,"dur":Infinity}]"#)], &["inspect", "t.json"], 1, &["invalid trace at byte"]),
-        row("invalid UTF-8", vec![file("t.json", b"[{\"ph\":\"X\",\"name\":\"\xff\xfe\",\"ts\":1}]".to_vec())], &["report", "t.json"], 1, &["invalid UTF-8"]),
-        row("invalid UTF-8, inspect", vec![file("t.json", b"[{\"sf\":\"\xc3\",\"ts\":1}]".to_vec())], &["inspect", "t.json"], 1, &["invalid UTF-8"]),
-        row("an event that is a number", vec![file("t.json", "[1,2]")], &["report", "t.json"], 1, &["event 0 is not a JSON object"]),
-        row("a gzip file that is not", vec![file("t.json.gz", vec![0x1f, 0x8b, 8, 0, 1, 2, 3])], &["report", "t.json.gz"], 1, &["not a readable gzip file"]),
+        row(
+            "NaN token",
+            vec![file("t.json", r#"[{"ph":"X","name":"a","ts":NaN,"dur":1}]"#)],
+            &["report", "t.json"],
+            1,
+            &["invalid trace at byte 27: event 0: expected value"],
+        ),
+        row(
+            "Infinity token",
+            vec![file("t.json", r#"[{"ph":"X","ts":1,"dur":Infinity}]"#)],
+            &["inspect", "t.json"],
+            1,
+            &["invalid trace at byte"],
+        ),
+        row(
+            "invalid UTF-8",
+            vec![file("t.json", b"[{\"ph\":\"X\",\"name\":\"\xff\xfe\",\"ts\":1}]".to_vec())],
+            &["report", "t.json"],
+            1,
+            &["invalid UTF-8"],
+        ),
+        row(
+            "invalid UTF-8, inspect",
+            vec![file("t.json", b"[{\"sf\":\"\xc3\",\"ts\":1}]".to_vec())],
+            &["inspect", "t.json"],
+            1,
+            &["invalid UTF-8"],
+        ),
+        row(
+            "an event that is a number",
+            vec![file("t.json", "[1,2]")],
+            &["report", "t.json"],
+            1,
+            &["event 0 is not a JSON object"],
+        ),
+        row(
+            "a gzip file that is not",
+            vec![file("t.json.gz", vec![0x1f, 0x8b, 8, 0, 1, 2, 3])],
+            &["report", "t.json.gz"],
+            1,
+            &["not a readable gzip file"],
+        ),
         Row {
             never: &["os error 2): No such file", "No such file or directory (os error 2): No such"],
-            ..row("a missing file", vec![], &["report", "missing.json"], 1, &["cannot read trace missing.json: No such file or directory"])
+            ..row(
+                "a missing file",
+                vec![],
+                &["report", "missing.json"],
+                1,
+                &["cannot read trace missing.json: No such file or directory"],
+            )
         },
     ]
 }
@@ -157,7 +231,10 @@ fn printing_rows() -> Vec<Row> {
             never: &["\u{1b}", "\u{7}"],
             ..row(
                 "escape sequences in a span name and an argument key",
-                vec![file("t.json", r#"[{"ph":"X","name":"a\u001b[2Jb\u0007","ts":1,"dur":2,"args":{"k\u001b]0;pwned\u0007":1}}]"#)],
+                vec![file(
+                    "t.json",
+                    r#"[{"ph":"X","name":"a\u001b[2Jb\u0007","ts":1,"dur":2,"args":{"k\u001b]0;pwned\u0007":1}}]"#,
+                )],
                 &["report", "t.json"],
                 0,
                 &["a\\x1b[2Jb\\x07"],
@@ -167,7 +244,10 @@ fn printing_rows() -> Vec<Row> {
             never: &["\u{1b}", "\u{7}", "\u{9b}"],
             ..row(
                 "escape sequences, inspect",
-                vec![file("t.json", r#"[{"ph":"X","name":"a\u001b[2J","cat":"c\u009b","ts":1,"dur":2,"args":{"k\u001b]0;t\u0007":1}}]"#)],
+                vec![file(
+                    "t.json",
+                    r#"[{"ph":"X","name":"a\u001b[2J","cat":"c\u009b","ts":1,"dur":2,"args":{"k\u001b]0;t\u0007":1}}]"#,
+                )],
                 &["inspect", "t.json"],
                 0,
                 &["a\\x1b[2J", "k\\x1b]0;t\\x07", "c\\u{9b}"],
@@ -177,7 +257,10 @@ fn printing_rows() -> Vec<Row> {
             never: &["\u{1b}"],
             ..row(
                 "an escape sequence in a manifest and a path",
-                vec![file("t\u{1b}[2J.json", r#"{"traceEvents":[],"metadata":{"format":"steptrace-chrome-trace/1","manifest":{"backend":"cpu\u001b[31m"}}}"#)],
+                vec![file(
+                    "t\u{1b}[2J.json",
+                    r#"{"traceEvents":[],"metadata":{"format":"steptrace-chrome-trace/1","manifest":{"backend":"cpu\u001b[31m"}}}"#,
+                )],
                 &["report", "t\u{1b}[2J.json"],
                 0,
                 &["backend: cpu\\x1b[31m", "t\\x1b[2J.json"],
@@ -193,7 +276,10 @@ fn printing_rows() -> Vec<Row> {
         ),
         row(
             "an 8 MB key is cut, inspect",
-            vec![file("t.json", format!(r#"[{{"ph":"X","name":"a","ts":1,"dur":2,"args":{{"{}":1}}}}]"#, "k".repeat(8 << 20)))],
+            vec![file(
+                "t.json",
+                format!(r#"[{{"ph":"X","name":"a","ts":1,"dur":2,"args":{{"{}":1}}}}]"#, "k".repeat(8 << 20)),
+            )],
             &["inspect", "t.json"],
             0,
             &["… (8388608 bytes)"],
@@ -203,7 +289,13 @@ fn printing_rows() -> Vec<Row> {
 
 fn figure_rows() -> Vec<Row> {
     vec![
-        row("the same file twice", vec![Input::Copy("a.json", V1)], &["report", "a.json", "a.json"], 0, &["a.json is given twice: read once", "1 file(s)"]),
+        row(
+            "the same file twice",
+            vec![Input::Copy("a.json", V1)],
+            &["report", "a.json", "a.json"],
+            0,
+            &["a.json is given twice: read once", "1 file(s)"],
+        ),
         row(
             "a copy under another name",
             vec![Input::Copy("a.json", V1), Input::Copy("b.json", V1)],
@@ -218,7 +310,11 @@ fn figure_rows() -> Vec<Row> {
                 vec![file("t.json", steps(&[(1, 0.0, 1000.0), (2, 1000.0, -889.0), (3, 2000.0, 1000.0)]))],
                 &["report", "t.json"],
                 0,
-                &["1 event(s) with a missing, negative or non-finite duration", "left out of every figure", "1.00 ms/step"],
+                &[
+                    "1 event(s) with a missing, negative or non-finite duration",
+                    "left out of every figure",
+                    "1.00 ms/step",
+                ],
             )
         },
         Row {
@@ -228,7 +324,11 @@ fn figure_rows() -> Vec<Row> {
                 vec![file("t.json", steps(&[(1, 5000.0, 1000.0), (2, 0.0, 1000.0), (3, 7000.0, 1000.0)]))],
                 &["report", "t.json"],
                 0,
-                &["do not follow time order", "8.00 ms wall over 3 steady steps = 2.67 ms/step", "<- the figure to quote"],
+                &[
+                    "do not follow time order",
+                    "8.00 ms wall over 3 steady steps = 2.67 ms/step",
+                    "<- the figure to quote",
+                ],
             )
         },
         Row {
@@ -238,7 +338,10 @@ fn figure_rows() -> Vec<Row> {
                 vec![file("t.json", steps(&[(1, 0.0, 1000.0), (2, 1e308, 1000.0), (3, 2000.0, 1e300)]))],
                 &["report", "t.json"],
                 0,
-                &["2 event(s) with a time no trace can hold", "first event 1: X event \"ProfilerStep#2\" has a timestamp of 1e308 µs"],
+                &[
+                    "2 event(s) with a time no trace can hold",
+                    "first event 1: X event \"ProfilerStep#2\" has a timestamp of 1e308 µs",
+                ],
             )
         },
         row(
@@ -255,11 +358,29 @@ fn figure_rows() -> Vec<Row> {
             0,
             &["99999 ProfilerStep span(s) start inside an earlier step", "startup  #0 200 ms"],
         ),
-        row("a gzip trace", vec![file("t.json.gz", gzip(&std::fs::read(V1).unwrap()))], &["report", "t.json.gz"], 0, &["t.json.gz (94 events, object format)", "<- the figure to quote"]),
-        row("a gzip trace, inspect", vec![file("t.gz", gzip(&std::fs::read(V1).unwrap()))], &["inspect", "t.gz"], 0, &["nothing flagged"]),
+        row(
+            "a gzip trace",
+            vec![file("t.json.gz", gzip(&std::fs::read(V1).unwrap()))],
+            &["report", "t.json.gz"],
+            0,
+            &["t.json.gz (94 events, object format)", "<- the figure to quote"],
+        ),
+        row(
+            "a gzip trace, inspect",
+            vec![file("t.gz", gzip(&std::fs::read(V1).unwrap()))],
+            &["inspect", "t.gz"],
+            0,
+            &["nothing flagged"],
+        ),
         Row {
             never: &["never overwritten"],
-            ..row("a plot into a missing folder", vec![Input::Copy("a.json", V1)], &["report", "a.json", "--plot", "no/such/dir/x.svg"], 1, &["the folder no/such/dir does not exist"])
+            ..row(
+                "a plot into a missing folder",
+                vec![Input::Copy("a.json", V1)],
+                &["report", "a.json", "--plot", "no/such/dir/x.svg"],
+                1,
+                &["the folder no/such/dir does not exist"],
+            )
         },
     ]
 }
@@ -283,40 +404,45 @@ fn hygiene_rows() -> Vec<Row> {
             never: &["alice@example.com", "/home/bob", "ghp_abc"],
             ..row(
                 "secrets in unknown fields and keys",
-                vec![file("t.json", r#"[{"ph":"X","name":"a","ts":1,"dur":2,"foo":"alice@example.com","sf":"/home/bob/x","stack":["ghp_abcdefghijklmnopqrstuvwxyz0123456789"],"bp":{"x":["carol@example.com"]},"dan@example.com":1}]"#)],
+                vec![file(
+                    "t.json",
+                    r#"[{"ph":"X","name":"a","ts":1,"dur":2,"foo":"alice@example.com","sf":"/home/bob/x","stack":["ghp_abcdefghijklmnopqrstuvwxyz0123456789"],"bp":{"x":["carol@example.com"]},"dan@example.com":1}]"#,
+                )],
                 &["inspect", "t.json"],
                 3,
-                &["event 0 foo: e-mail address", "event 0 sf: home directory path", "event 0 stack[0]: token", "event 0 bp.x[0]: e-mail", "event 0 dan@example.com (key)"],
+                &[
+                    "event 0 foo: e-mail address",
+                    "event 0 sf: home directory path",
+                    "event 0 stack[0]: token",
+                    "event 0 bp.x[0]: e-mail",
+                    "event 0 dan@example.com (key)",
+                ],
             )
         },
         Row {
             never: &["\u{1f}", "flagged ("],
-            ..row("a partial file", vec![file("w.trace.json.partial", partial())], &["inspect", "w.trace.json.partial"], 0, &["cut short: a .partial file", "  steptrace  ×6", "nothing flagged"])
+            ..row(
+                "a partial file",
+                vec![file("w.trace.json.partial", partial())],
+                &["inspect", "w.trace.json.partial"],
+                0,
+                &["cut short: a .partial file", "  steptrace  ×6", "nothing flagged"],
+            )
         },
-        row("a partial file, report", vec![file("w.trace.json.partial", partial())], &["report", "w.trace.json.partial"], 0, &["cut short: a .partial file steptrace never finished", "steps    #1 0.90  #2 0.90"]),
-        row("a folder of partial files only", vec![file("d/w.cycle0.trace.json.partial", partial())], &["report", "d"], 0, &["holds only .partial files", "cut short: a .partial file"]),
-    ]
-}
-
-fn compare_rows() -> Vec<Row> {
-    let ok = || file("a.json", bench_json(|_| {}));
-    vec![
-        row("negative times", vec![ok(), file("b.json", bench_json(|d| d["runs"][0]["median_ms"] = json!(-0.84)))], &["compare", "a.json", "b.json"], 1, &["cannot compare b.json: run 0 median_ms is -0.84"]),
-        row("zero times", vec![ok(), file("b.json", bench_json(|d| d["runs"][1]["step_ms"][0] = json!(0.0)))], &["compare", "a.json", "b.json"], 1, &["run 1 step_ms[0] is 0"]),
         row(
-            "an infinite time",
-            vec![ok(), file("b.json", String::from_utf8(bench_json(|_| {})).unwrap().replacen("\"median_ms\":1.0", "\"median_ms\":1e999", 1))],
-            &["compare", "a.json", "b.json"],
-            1,
-            &["cannot compare b.json: not a steptrace bench result", "number out of range"],
+            "a partial file, report",
+            vec![file("w.trace.json.partial", partial())],
+            &["report", "w.trace.json.partial"],
+            0,
+            &["cut short: a .partial file steptrace never finished", "steps    #1 0.90  #2 0.90"],
         ),
-        row("a newer format", vec![ok(), file("b.json", bench_json(|d| d["format"] = json!("steptrace-bench/2")))], &["compare", "a.json", "b.json"], 1, &["format steptrace-bench/2, newer than this steptrace reads (steptrace-bench/1)"]),
-        row("another format", vec![ok(), file("b.json", bench_json(|d| d["format"] = json!("other/1")))], &["compare", "a.json", "b.json"], 1, &["not a steptrace bench result"]),
-        row("garbage", vec![ok(), file("b.json", random_bytes(100))], &["compare", "a.json", "b.json"], 1, &["cannot compare b.json: not a steptrace bench result"]),
-        row("an unknown backend", vec![], &["compare", "--backends", "tpu,cpu"], 2, &["invalid value 'tpu' for '--backends"]),
-        row("an empty backend list", vec![], &["compare", "--backends", ""], 2, &["a value is required for '--backends"]),
-        row("zero runs", vec![], &["compare", "--backends", "cpu", "--runs", "0"], 1, &["--runs and --steps must be at least 1"]),
-        row("zero steps", vec![], &["compare", "--backends", "cpu", "--steps", "0"], 1, &["--runs and --steps must be at least 1"]),
+        row(
+            "a folder of partial files only",
+            vec![file("d/w.cycle0.trace.json.partial", partial())],
+            &["report", "d"],
+            0,
+            &["holds only .partial files", "cut short: a .partial file"],
+        ),
     ]
 }
 
@@ -344,7 +470,12 @@ fn check(row: &Row) {
         assert!(!all.contains(part), "{}: must not say {part:?}\n{}", row.name, shown());
     }
     // Nothing of a file reaches the terminal in full: no line runs on.
-    assert!(all.lines().all(|l| l.chars().count() < 2000), "{}: a line of {} chars", row.name, all.lines().map(str::len).max().unwrap_or(0));
+    assert!(
+        all.lines().all(|l| l.chars().count() < 2000),
+        "{}: a line of {} chars",
+        row.name,
+        all.lines().map(str::len).max().unwrap_or(0)
+    );
 }
 
 #[test]
@@ -389,7 +520,11 @@ fn a_redacted_copy_holds_nothing_flagged_in_any_field() {
     // An existing output is never overwritten, and says so.
     let out = steptrace(&["inspect", "t.json", "--redact", "shared.json"], dir.path());
     assert_eq!(out.status.code(), Some(1));
-    assert!(text(&out).1.contains("shared.json already exists: a sanitised copy never overwrites a file"), "{:?}", text(&out));
+    assert!(
+        text(&out).1.contains("shared.json already exists: a sanitised copy never overwrites a file"),
+        "{:?}",
+        text(&out)
+    );
 }
 
 #[test]

@@ -11,17 +11,30 @@ use common::{flat, steptrace, text};
 use serde_json::Value;
 
 fn train(dir: &Path, extra: &[&str]) -> std::process::Output {
-    let args = [
-        &["train", "--backend", "cpu", "--steps", "3", "--schedule", "wait=0,warmup=1,active=1,repeat=1", "--quiet"][..],
-        extra,
-    ]
-    .concat();
+    let args =
+        [
+            &[
+                "train",
+                "--backend",
+                "cpu",
+                "--steps",
+                "3",
+                "--schedule",
+                "wait=0,warmup=1,active=1,repeat=1",
+                "--quiet",
+            ][..],
+            extra,
+        ]
+        .concat();
     steptrace(&args, dir)
 }
 
 /// The manifest of the one trace under `dir/out`.
 fn manifest(dir: &Path, out: &str) -> Value {
-    let entry = std::fs::read_dir(dir.join(out)).unwrap().flatten().find(|e| e.file_name().to_string_lossy().ends_with(".trace.json"));
+    let entry = std::fs::read_dir(dir.join(out))
+        .unwrap()
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().ends_with(".trace.json"));
     let trace: Value = serde_json::from_slice(&std::fs::read(entry.expect("a trace").path()).unwrap()).unwrap();
     trace["metadata"]["manifest"].clone()
 }
@@ -66,7 +79,10 @@ fn train_saves_once_starts_from_the_record_and_never_overwrites_it() {
     assert!(loaded.status.success(), "{:?}", text(&loaded));
     let m = manifest(dir.path(), "c");
     assert_eq!(m["init"], "record start.bin");
-    assert_eq!((m["init_sha256"].as_str(), m["init_weights_sha256"].as_str()), (Some(file_sha256.as_str()), Some(weights_sha256.as_str())));
+    assert_eq!(
+        (m["init_sha256"].as_str(), m["init_weights_sha256"].as_str()),
+        (Some(file_sha256.as_str()), Some(weights_sha256.as_str()))
+    );
     let command = m["command"].as_str().unwrap();
     assert!(command.contains("--init start.bin") && !command.contains("private-dir"), "{command}");
 
@@ -81,7 +97,21 @@ fn train_saves_once_starts_from_the_record_and_never_overwrites_it() {
 #[test]
 fn bench_saves_the_starting_state_once_and_starts_every_later_run_from_it() {
     let dir = tempfile::tempdir().unwrap();
-    let args = ["bench", "--backend", "cpu", "--warmup", "1", "--steps", "2", "--runs", "3", "--save-init", "s.mpk", "--json", "r.json"];
+    let args = [
+        "bench",
+        "--backend",
+        "cpu",
+        "--warmup",
+        "1",
+        "--steps",
+        "2",
+        "--runs",
+        "3",
+        "--save-init",
+        "s.mpk",
+        "--json",
+        "r.json",
+    ];
     let out = steptrace(&args, dir.path());
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}{stderr}");
@@ -90,12 +120,30 @@ fn bench_saves_the_starting_state_once_and_starts_every_later_run_from_it() {
     assert_eq!(r["summary"]["same_first_loss"], true, "{stdout}");
     assert_eq!(r["fingerprint"]["init"], "record s.mpk");
     // Started from the record, the same first loss as the seed's run that saved it.
-    let from = steptrace(&["bench", "--backend", "cpu", "--warmup", "1", "--steps", "2", "--runs", "1", "--init", "s.mpk", "--json", "i.json"], dir.path());
+    let from = steptrace(
+        &[
+            "bench",
+            "--backend",
+            "cpu",
+            "--warmup",
+            "1",
+            "--steps",
+            "2",
+            "--runs",
+            "1",
+            "--init",
+            "s.mpk",
+            "--json",
+            "i.json",
+        ],
+        dir.path(),
+    );
     assert!(from.status.success(), "{:?}", text(&from));
     let i: Value = serde_json::from_slice(&std::fs::read(dir.path().join("i.json")).unwrap()).unwrap();
     assert_eq!(i["runs"][0]["first_loss"], r["runs"][0]["first_loss"]);
     // A bench onto an existing record is refused before any run.
-    let again = steptrace(&["bench", "--backend", "cpu", "--runs", "1", "--steps", "1", "--save-init", "s.mpk"], dir.path());
+    let again =
+        steptrace(&["bench", "--backend", "cpu", "--runs", "1", "--steps", "1", "--save-init", "s.mpk"], dir.path());
     assert!(!again.status.success());
     assert!(text(&again).1.contains("--save-init s.mpk: the file already exists"), "{:?}", text(&again));
 }
@@ -103,7 +151,19 @@ fn bench_saves_the_starting_state_once_and_starts_every_later_run_from_it() {
 #[test]
 fn compare_backends_starts_every_backend_from_one_saved_state() {
     let dir = tempfile::tempdir().unwrap();
-    let args = ["compare", "--backends", "cpu,wgpu", "--warmup", "1", "--steps", "2", "--runs", "1", "--save-init", "shared.mpk"];
+    let args = [
+        "compare",
+        "--backends",
+        "cpu,wgpu",
+        "--warmup",
+        "1",
+        "--steps",
+        "2",
+        "--runs",
+        "1",
+        "--save-init",
+        "shared.mpk",
+    ];
     let out = steptrace(&args, dir.path());
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}{stderr}");
@@ -115,7 +175,8 @@ fn compare_backends_starts_every_backend_from_one_saved_state() {
     assert!(flat(&stdout).contains("identical weights and the same data order"), "{stdout}");
     assert!(flat(&stdout).contains("starting weights: the same on every backend (sha256 of the weights "), "{stdout}");
     // Without --save-init, the shared record is temporary, and the output says so.
-    let out = steptrace(&["compare", "--backends", "cpu,cpu", "--warmup", "1", "--steps", "2", "--runs", "1"], dir.path());
+    let out =
+        steptrace(&["compare", "--backends", "cpu,cpu", "--warmup", "1", "--steps", "2", "--runs", "1"], dir.path());
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}{stderr}");
     assert!(flat(&stdout).contains("saved by cpu's first run into a temporary record"), "{stdout}");

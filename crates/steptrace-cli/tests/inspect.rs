@@ -132,7 +132,7 @@ fn an_output_that_exists_or_has_no_folder_is_refused_before_anything_is_printed(
         assert_eq!(out.status.code(), Some(1), "{path:?}: {stdout}{stderr}");
         assert!(stdout.is_empty() && stderr.contains(expected), "{path:?}: {stdout}{stderr}");
     }
-        // The input itself is an output that exists.
+    // The input itself is an output that exists.
     let out = steptrace(&["inspect", "rank1.json", "--redact", "rank1.json"], dir.path());
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(std::fs::read_to_string(dir.path().join("rank1.json")).unwrap(), RANK);

@@ -37,7 +37,9 @@ fn every_occurrence_is_counted_alike_in_text_json_and_the_copy() {
     assert!(stderr.contains("(10 strings replaced,"), "{stderr}");
     assert!(stderr.contains("it scans clean"), "{stderr}");
     let copy = std::fs::read_to_string(dir.path().join("shared.json")).unwrap();
-    for secret in ["alice", "MHcCAQEE", "AwEHoUQDQgAE", "PRIVATE KEY", "AKIAIOSFODNN7EXAMPLE", "4eC39HqLyjWDarjtT1zdp7dc"] {
+    for secret in
+        ["alice", "MHcCAQEE", "AwEHoUQDQgAE", "PRIVATE KEY", "AKIAIOSFODNN7EXAMPLE", "4eC39HqLyjWDarjtT1zdp7dc"]
+    {
         assert!(!copy.contains(secret), "{secret} left in {copy}");
     }
 

@@ -12,8 +12,18 @@ fn memory_on_wgpu_is_sampled_by_category_and_reported() {
     let dir = tempfile::tempdir().unwrap();
     let out = steptrace(
         &[
-            "train", "--backend", "wgpu", "--steps", "8", "--schedule", "wait=1,warmup=1,active=3", "--memory",
-            "--json", "run.json", "--out", "traces",
+            "train",
+            "--backend",
+            "wgpu",
+            "--steps",
+            "8",
+            "--schedule",
+            "wait=1,warmup=1,active=3",
+            "--memory",
+            "--json",
+            "run.json",
+            "--out",
+            "traces",
         ],
         dir.path(),
     );
@@ -28,7 +38,8 @@ fn memory_on_wgpu_is_sampled_by_category_and_reported() {
     assert!(out.status.success(), "{stderr}");
     let report: Value = serde_json::from_str(&stdout).unwrap();
     let m = &report["memory"];
-    let points: Vec<&str> = m["points"].as_array().expect("points").iter().map(|p| p["after"].as_str().unwrap()).collect();
+    let points: Vec<&str> =
+        m["points"].as_array().expect("points").iter().map(|p| p["after"].as_str().unwrap()).collect();
     assert_eq!(points, ["step start"], "without --memory-phases, the step's start only");
     let category = |name: &str| {
         m["categories"].as_array().unwrap().iter().find(|c| c["name"] == name).map(|c| c["mb"].as_f64().unwrap())
@@ -53,7 +64,18 @@ fn memory_on_wgpu_is_sampled_by_category_and_reported() {
 fn memory_on_the_cpu_is_not_observed() {
     let dir = tempfile::tempdir().unwrap();
     let out = steptrace(
-        &["train", "--backend", "cpu", "--steps", "6", "--schedule", "wait=1,warmup=1,active=2", "--memory", "--json", "run.json"],
+        &[
+            "train",
+            "--backend",
+            "cpu",
+            "--steps",
+            "6",
+            "--schedule",
+            "wait=1,warmup=1,active=2",
+            "--memory",
+            "--json",
+            "run.json",
+        ],
         dir.path(),
     );
     assert!(out.status.success(), "{:?}", text(&out));

@@ -59,7 +59,17 @@ fn steps_phases_and_layers_are_nvtx_ranges_an_injected_tool_sees() {
     assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
     let log = dir.path().join("nvtx.log");
     let out = Command::new(env!("CARGO_BIN_EXE_steptrace"))
-        .args(["train", "--backend", "cpu", "--steps", "5", "--schedule", "wait=1,warmup=1,active=2", "--out", "traces"])
+        .args([
+            "train",
+            "--backend",
+            "cpu",
+            "--steps",
+            "5",
+            "--schedule",
+            "wait=1,warmup=1,active=2",
+            "--out",
+            "traces",
+        ])
         .current_dir(dir.path())
         .env("NODEVICE_SELECT", "1")
         .env("NVTX_INJECTION64_PATH", &library)
@@ -113,7 +123,17 @@ fn own_spans(dir: &std::path::Path) -> Vec<String> {
 fn without_a_tool_attached_no_range_is_made_and_own_spans_go_around_tracing() {
     let dir = tempfile::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_steptrace"))
-        .args(["train", "--backend", "cpu", "--steps", "4", "--schedule", "wait=1,warmup=1,active=2", "--out", "traces"])
+        .args([
+            "train",
+            "--backend",
+            "cpu",
+            "--steps",
+            "4",
+            "--schedule",
+            "wait=1,warmup=1,active=2",
+            "--out",
+            "traces",
+        ])
         .current_dir(dir.path())
         .env("NODEVICE_SELECT", "1")
         .env_remove("NVTX_INJECTION64_PATH")

@@ -19,8 +19,22 @@ fn a_planted_out_of_memory_explains_itself_and_keeps_the_partial_cycle() {
     let dir = tempfile::tempdir().unwrap();
     let out = steptrace(
         &[
-            "train", "--backend", "wgpu", "--hidden", &WIDTH.to_string(), "--batch", &BATCH.to_string(), "--steps", "4",
-            "--schedule", "wait=0,warmup=0,active=2", "--memory", "--json", "run.json", "--out", "traces",
+            "train",
+            "--backend",
+            "wgpu",
+            "--hidden",
+            &WIDTH.to_string(),
+            "--batch",
+            &BATCH.to_string(),
+            "--steps",
+            "4",
+            "--schedule",
+            "wait=0,warmup=0,active=2",
+            "--memory",
+            "--json",
+            "run.json",
+            "--out",
+            "traces",
         ],
         dir.path(),
     );
@@ -39,10 +53,12 @@ fn a_planted_out_of_memory_explains_itself_and_keeps_the_partial_cycle() {
     assert_eq!(o["requested_bytes"], requested, "{o}");
     assert_eq!(o["shortage"], "too_large_for_one_allocation", "{o}");
     assert_eq!(o["batch_size"], BATCH);
-    let category = |name: &str| o["categories"].as_array().unwrap().iter().find(|c| c["name"] == name).map(|c| c["bytes"].clone());
+    let category =
+        |name: &str| o["categories"].as_array().unwrap().iter().find(|c| c["name"] == name).map(|c| c["bytes"].clone());
     assert_eq!(category("parameters"), Some(Value::from(PARAMETERS * 4)), "parameters exact: {o}");
     // The largest parameter is the hidden layer's weight, by its path in the model.
-    let largest: Vec<&str> = o["largest"].as_array().unwrap().iter().map(|a| a["description"].as_str().unwrap()).collect();
+    let largest: Vec<&str> =
+        o["largest"].as_array().unwrap().iter().map(|a| a["description"].as_str().unwrap()).collect();
     assert!(largest[0].starts_with("the failed request"), "{largest:?}");
     assert!(largest.iter().any(|w| w.contains("hidden.0.weight [64, 4096]")), "{largest:?}");
     // The batch that fits keeps that tensor within the largest allocation, and is the largest
@@ -59,7 +75,9 @@ fn a_planted_out_of_memory_explains_itself_and_keeps_the_partial_cycle() {
     // a slow or busy machine may not finish in it): given up, it says so, and the report keeps
     // the failure's own bounds; either way the failure's bounds are kept beside it.
     let probe = &o["probe"];
-    let gave_up = probe["problems"].as_array().is_some_and(|p| p.iter().any(|p| p.as_str().is_some_and(|p| p.contains("given up"))));
+    let gave_up = probe["problems"]
+        .as_array()
+        .is_some_and(|p| p.iter().any(|p| p.as_str().is_some_and(|p| p.contains("given up"))));
     assert!(o["failure_bounds"]["per_sample"]["bound"] == "at least" || gave_up, "{o}");
     if gave_up {
         assert_eq!(o["per_sample"]["bound"], "at least", "the failure's own bound stands: {o}");
@@ -110,13 +128,37 @@ fn a_failure_before_any_window_says_no_trace_was_saved() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("run.json"), b"kept").unwrap();
     let out = steptrace(
-        &["train", "--backend", "wgpu", "--hidden", &WIDTH.to_string(), "--batch", &BATCH.to_string(), "--steps", "4", "--json", "run.json"],
+        &[
+            "train",
+            "--backend",
+            "wgpu",
+            "--hidden",
+            &WIDTH.to_string(),
+            "--batch",
+            &BATCH.to_string(),
+            "--steps",
+            "4",
+            "--json",
+            "run.json",
+        ],
         dir.path(),
     );
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(std::fs::read(dir.path().join("run.json")).unwrap(), b"kept", "never overwritten");
     let out = steptrace(
-        &["train", "--backend", "wgpu", "--hidden", &WIDTH.to_string(), "--batch", &BATCH.to_string(), "--steps", "4", "--json", "fail.json"],
+        &[
+            "train",
+            "--backend",
+            "wgpu",
+            "--hidden",
+            &WIDTH.to_string(),
+            "--batch",
+            &BATCH.to_string(),
+            "--steps",
+            "4",
+            "--json",
+            "fail.json",
+        ],
         dir.path(),
     );
     let (stdout, _) = text(&out);
@@ -137,7 +179,12 @@ fn a_batch_the_host_cannot_hold_is_refused_up_front_with_its_json() {
     let bin = env!("CARGO_BIN_EXE_steptrace");
     let cases = [
         ("input", "--batch 100000000000", "", "a batch of 100000000000 samples needs about"),
-        ("activations", "--batch 1000000", "ulimit -v 4000000; ", "a batch of 1000000 samples (its activations alone) needs about"),
+        (
+            "activations",
+            "--batch 1000000",
+            "ulimit -v 4000000; ",
+            "a batch of 1000000 samples (its activations alone) needs about",
+        ),
     ];
     for (name, batch, limit, says) in cases {
         let script = format!(
@@ -147,7 +194,8 @@ fn a_batch_the_host_cannot_hold_is_refused_up_front_with_its_json() {
         let (stdout, stderr) = text(&out);
         assert_eq!(out.status.code(), Some(1), "{name}: {stdout}\n{stderr}");
         assert!(flat(&stderr).contains(says), "{name}: {stderr}");
-        let r: Value = serde_json::from_slice(&std::fs::read(dir.path().join(format!("{name}.json"))).unwrap()).unwrap();
+        let r: Value =
+            serde_json::from_slice(&std::fs::read(dir.path().join(format!("{name}.json"))).unwrap()).unwrap();
         assert_eq!(r["outcome"], "refused", "{r}");
         let needed = r["host_memory"]["needed_at_least"].as_u64().unwrap();
         assert!(needed > r["host_memory"]["available"].as_u64().unwrap(), "{r}");

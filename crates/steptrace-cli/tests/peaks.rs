@@ -87,7 +87,17 @@ fn cpu_peaks_are_measured_then_reused_then_measured_again_on_request() {
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stderr}");
     let shown = flat(&stdout);
-    for needle in ["backend: cpu", "CPU figures", "figure (CPU)", "read", "write", "copy", "f32 matmul", "launch", "from the cache"] {
+    for needle in [
+        "backend: cpu",
+        "CPU figures",
+        "figure (CPU)",
+        "read",
+        "write",
+        "copy",
+        "f32 matmul",
+        "launch",
+        "from the cache",
+    ] {
         assert!(shown.contains(needle), "{needle} missing:\n{stdout}");
     }
     assert!(shown.contains(&files[0].display().to_string()), "{stdout}");
@@ -143,7 +153,10 @@ fn wgpu_peaks_are_measured_and_reused() {
 fn a_train_run_carries_the_peaks_only_when_they_are_cached() {
     let dir = tempfile::tempdir().unwrap();
     let train = |out: &str| {
-        let o = run(&["train", "--backend", "cpu", "--steps", "4", "--schedule", "wait=1,warmup=1,active=2", "--out", out], dir.path());
+        let o = run(
+            &["train", "--backend", "cpu", "--steps", "4", "--schedule", "wait=1,warmup=1,active=2", "--out", out],
+            dir.path(),
+        );
         let (stdout, stderr) = text(&o);
         assert!(o.status.success(), "train failed:\n{stdout}\n{stderr}");
         let traces: Vec<PathBuf> = std::fs::read_dir(dir.path().join(out))
@@ -154,7 +167,9 @@ fn a_train_run_carries_the_peaks_only_when_they_are_cached() {
         assert!(!traces.is_empty(), "no trace written:\n{stdout}");
         let manifests: Vec<Value> = traces
             .iter()
-            .map(|t| serde_json::from_slice::<Value>(&std::fs::read(t).unwrap()).unwrap()["metadata"]["manifest"].clone())
+            .map(|t| {
+                serde_json::from_slice::<Value>(&std::fs::read(t).unwrap()).unwrap()["metadata"]["manifest"].clone()
+            })
             .collect();
         (flat(&format!("{stdout}\n{stderr}")), manifests)
     };

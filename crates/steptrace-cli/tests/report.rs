@@ -20,7 +20,18 @@ fn report_json(args: &[&str], dir: &Path) -> Value {
 fn a_fallback_run_is_labelled_and_device_time_is_not_observed() {
     let dir = tempfile::tempdir().unwrap();
     let train = steptrace(
-        &["train", "--steps", "12", "--batch", "32", "--schedule", "skip_first=6,wait=0,warmup=1,active=3,repeat=1", "--out", "t", "--quiet"],
+        &[
+            "train",
+            "--steps",
+            "12",
+            "--batch",
+            "32",
+            "--schedule",
+            "skip_first=6,wait=0,warmup=1,active=3,repeat=1",
+            "--out",
+            "t",
+            "--quiet",
+        ],
         dir.path(),
     );
     let (stdout, stderr) = text(&train);
@@ -41,7 +52,8 @@ fn a_fallback_run_is_labelled_and_device_time_is_not_observed() {
     assert!(json["device"]["device_busy_ms_per_step"].is_null());
     assert!(json["device"]["not_observed_reason"].as_str().is_some());
     // Steps 7..=9 were recorded and all are past the declared startup (2 steps).
-    let steps: Vec<u64> = json["timing"]["steps"].as_array().unwrap().iter().map(|s| s["step"].as_u64().unwrap()).collect();
+    let steps: Vec<u64> =
+        json["timing"]["steps"].as_array().unwrap().iter().map(|s| s["step"].as_u64().unwrap()).collect();
     assert_eq!(steps, [7, 8, 9]);
     assert_eq!(json["timing"]["steady_ms"]["n"], 3);
     assert_eq!(json["run"]["startup_steps"], 2);
@@ -55,8 +67,20 @@ fn a_fallback_run_is_labelled_and_device_time_is_not_observed() {
 fn a_slow_loader_yields_the_input_pipeline_hypothesis() {
     let dir = tempfile::tempdir().unwrap();
     let args = [
-        "train", "--backend", "cpu", "--steps", "8", "--batch", "16", "--loader-delay-ms", "40",
-        "--schedule", "wait=0,warmup=1,active=4,repeat=1", "--out", "t", "--quiet",
+        "train",
+        "--backend",
+        "cpu",
+        "--steps",
+        "8",
+        "--batch",
+        "16",
+        "--loader-delay-ms",
+        "40",
+        "--schedule",
+        "wait=0,warmup=1,active=4,repeat=1",
+        "--out",
+        "t",
+        "--quiet",
     ];
     let train = steptrace(&args, dir.path());
     assert!(train.status.success(), "{:?}", text(&train));

@@ -88,12 +88,18 @@ fn an_h200_cuda_trace_gets_every_section_with_inline_charts() {
     assert_sections_in_order(&page);
     let run = section(&page, "run");
     assert!(run.contains("cuda (NVIDIA H200)") && run.contains("mlp") && run.contains("digits"), "{run}");
-    assert!(run.contains("64 samples per step") && run.contains("skip_first=10,wait=1,warmup=1,active=3,repeat=2"), "{run}");
+    assert!(
+        run.contains("64 samples per step") && run.contains("skip_first=10,wait=1,warmup=1,active=3,repeat=2"),
+        "{run}"
+    );
     assert!(run.contains("mlp-cuda.cycle0.20261201T104254.501Z.trace.json"), "{run}");
     assert!(!page.contains("banner fallback") && !page.contains("banner unobserved"), "no banner on a CUDA run");
 
     let steps = section(&page, "steps");
-    assert!(steps.contains("class=\"headline\"") && steps.contains("ms/step = ") && steps.contains("samples/s"), "{steps}");
+    assert!(
+        steps.contains("class=\"headline\"") && steps.contains("ms/step = ") && steps.contains("samples/s"),
+        "{steps}"
+    );
     assert!(steps.contains("no startup step in these traces (steps 0..8 declared startup by the run)"), "{steps}");
     assert!(steps.contains("first step 50248 ms"), "startup measured by the run, apart: {steps}");
     assert_eq!(steps.matches("<svg").count(), 1, "the step plot");
@@ -111,7 +117,10 @@ fn an_h200_cuda_trace_gets_every_section_with_inline_charts() {
     {
         assert!(device.contains(figure), "{figure}: {device}");
     }
-    assert!(device.contains("<td class=\"name\">HtoD</td>") && device.contains("16384 B (16.0 KiB)"), "copies: {device}");
+    assert!(
+        device.contains("<td class=\"name\">HtoD</td>") && device.contains("16384 B (16.0 KiB)"),
+        "copies: {device}"
+    );
     assert!(device.contains(">batch</td>") && device.contains(">not the batch</td>"), "batch told apart: {device}");
     assert!(
         device.contains("matmul_entry_lhs_f32") && device.contains("share of busy") && device.contains("32×2×1"),
@@ -189,7 +198,9 @@ fn a_fallback_trace_has_its_banner_and_no_device_figure() {
         "{run}"
     );
     assert!(
-        run.contains("class=\"banner unobserved\">Device activity not observed: device activity is recorded on CUDA only"),
+        run.contains(
+            "class=\"banner unobserved\">Device activity not observed: device activity is recorded on CUDA only"
+        ),
         "{run}"
     );
     assert!(!page.contains("<script") && !page.contains("<b>bold"), "escaped everywhere");
@@ -289,7 +300,10 @@ fn an_existing_file_is_refused_and_left_untouched() {
     let out = steptrace(&["report", H200, "--html", "no/such/folder/page.html"], dir.path());
     let (_, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("cannot create no/such/folder/page.html: the folder no/such/folder does not exist"), "{stderr}");
+    assert!(
+        stderr.contains("cannot create no/such/folder/page.html: the folder no/such/folder does not exist"),
+        "{stderr}"
+    );
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
@@ -308,5 +322,8 @@ fn an_idle_cause_the_trace_cannot_see_is_not_observed() {
         "{device}"
     );
     assert!(device.contains("idle: host reading input (not observed)"), "the chart's legend says so too");
-    assert!(device.contains("idle while the host waited in sync</td><td class=\"n\">"), "waiting is observed: {device}");
+    assert!(
+        device.contains("idle while the host waited in sync</td><td class=\"n\">"),
+        "waiting is observed: {device}"
+    );
 }

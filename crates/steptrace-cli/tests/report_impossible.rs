@@ -41,7 +41,11 @@ fn trace(plant: impl Fn(u64, f64, &mut Vec<Value>)) -> String {
 fn percentages(text: &str) -> Vec<f64> {
     text.match_indices('%')
         .filter_map(|(at, _)| {
-            let digits: String = text[..at].chars().rev().take_while(|c| c.is_ascii_digit() || *c == '.' || *c == '-' || *c == ',').collect();
+            let digits: String = text[..at]
+                .chars()
+                .rev()
+                .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == '-' || *c == ',')
+                .collect();
             digits.chars().rev().filter(|c| *c != ',').collect::<String>().parse().ok()
         })
         .collect()
@@ -80,7 +84,11 @@ fn duplicated_kernels_are_named_and_counted_once() {
     assert!(text.contains("warning: dup.json: 8 kernel event(s) repeat an earlier one"), "{text}");
     assert!(text.contains("the copies are left out of every figure"), "{text}");
     assert!(text.contains("kernels median 2 per step"), "{text}");
-    assert!(json["warnings"].as_array().unwrap().iter().any(|w| w.as_str().unwrap().starts_with("dup.json: 8 kernel event(s)")));
+    assert!(json["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|w| w.as_str().unwrap().starts_with("dup.json: 8 kernel event(s)")));
     assert!(page.contains("dup.json: 8 kernel event(s) repeat an earlier one"));
     assert_no_impossible_figure(&text, &page);
 }
@@ -109,7 +117,8 @@ fn kernels_overlapping_on_one_stream_give_no_share_over_the_whole_nor_a_negative
 
 #[test]
 fn a_kernel_of_absurd_length_gives_no_infinite_ratio() {
-    let absurd = json!({"traceEvents": [kernel("absurd", 0.0, 1e14, 1), kernel("instant", 1e14 + 1.0, 0.0, 2)]}).to_string();
+    let absurd =
+        json!({"traceEvents": [kernel("absurd", 0.0, 1e14, 1), kernel("instant", 1e14 + 1.0, 0.0, 2)]}).to_string();
     let (text, _, page) = reports("absurd.json", &absurd);
     assert!(text.contains("over 1 calls, the next one takes 0"), "{text}");
     assert_no_impossible_figure(&text, &page);

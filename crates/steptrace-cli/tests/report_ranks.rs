@@ -20,16 +20,26 @@ fn rank_file(world: u32, rank: u32, cycle: u64, steps: std::ops::Range<u64>, wor
     rank_steps(world, rank, cycle, steps, (work_ms, 12.5), epoch)
 }
 
-fn rank_steps(world: u32, rank: u32, cycle: u64, steps: std::ops::Range<u64>, (work_ms, step_ms): (f64, f64), epoch: u64) -> String {
+fn rank_steps(
+    world: u32,
+    rank: u32,
+    cycle: u64,
+    steps: std::ops::Range<u64>,
+    (work_ms, step_ms): (f64, f64),
+    epoch: u64,
+) -> String {
     let mut events = Vec::new();
     let mut t = 100.0;
     for step in steps {
-        events.push(json!({"ph":"X","name":format!("ProfilerStep#{step}"),"pid":1,"tid":3,"ts":t,"dur":step_ms * 1000.0}));
+        events.push(
+            json!({"ph":"X","name":format!("ProfilerStep#{step}"),"pid":1,"tid":3,"ts":t,"dur":step_ms * 1000.0}),
+        );
         events.push(json!({"ph":"X","name":"forward","pid":1,"tid":3,"ts":t + 1.0,"dur":work_ms * 1000.0 - 2.0}));
         events.push(json!({"ph":"X","name":"collective.all_reduce","pid":1,"tid":3,"ts":t + work_ms * 1000.0,"dur":(step_ms - work_ms) * 1000.0}));
         t += step_ms * 1000.0 + 10.0;
     }
-    let head = format!("{{\"distributedInfo\": {{\"backend\": \"threads\", \"rank\": {rank}, \"world_size\": {world}}},\n");
+    let head =
+        format!("{{\"distributedInfo\": {{\"backend\": \"threads\", \"rank\": {rank}, \"world_size\": {world}}},\n");
     let meta = json!({"format": "steptrace-chrome-trace/1", "worker": "ddp", "cycle": cycle,
                       "clock": {"ts_unit": "us", "epoch_unix_ms": epoch},
                       "distributed": {"backend": "threads", "rank": rank, "world_size": world},
@@ -118,7 +128,11 @@ fn impossible_or_inconsistent_ranks_are_refused_naming_the_file() {
     // Each case: what it is, its rank files (name, contents), the error it must give.
     type Case<'a> = (&'a str, Vec<(&'a str, String)>, &'a str);
     let cases: Vec<Case<'_>> = vec![
-        ("a rank beyond the world size", vec![ok0(), ("r5.json", rank_file(2, 5, 0, 0..6, 8.0, EPOCH))], "r5.json: it says rank 5 of 2"),
+        (
+            "a rank beyond the world size",
+            vec![ok0(), ("r5.json", rank_file(2, 5, 0, 0..6, 8.0, EPOCH))],
+            "r5.json: it says rank 5 of 2",
+        ),
         (
             "a world size of 0",
             vec![("w0.json", rank_file(0, 0, 0, 0..6, 8.0, EPOCH))],
@@ -126,7 +140,11 @@ fn impossible_or_inconsistent_ranks_are_refused_naming_the_file() {
         ),
         (
             "one rank twice in a cycle",
-            vec![ok0(), ("a.json", rank_file(2, 1, 0, 0..6, 8.0, EPOCH)), ("b.json", rank_file(2, 1, 0, 0..6, 9.0, EPOCH))],
+            vec![
+                ok0(),
+                ("a.json", rank_file(2, 1, 0, 0..6, 8.0, EPOCH)),
+                ("b.json", rank_file(2, 1, 0, 0..6, 9.0, EPOCH)),
+            ],
             "b.json: it says rank 1, cycle 0, as a.json does",
         ),
         (
@@ -181,13 +199,17 @@ fn a_rank_file_that_cannot_say_its_run_is_left_out_with_a_warning_everywhere() {
     let out = steptrace(&["report", "traces", "--json"], dir.path());
     let json: Value = serde_json::from_slice(&out.stdout).unwrap();
     let warnings: Vec<&str> = json["warnings"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
-    assert!(warnings.iter().any(|w| w.contains(left_out)) && warnings.iter().any(|w| w.starts_with(missing)), "{warnings:?}");
+    assert!(
+        warnings.iter().any(|w| w.contains(left_out)) && warnings.iter().any(|w| w.starts_with(missing)),
+        "{warnings:?}"
+    );
 }
 
 #[test]
 fn one_rank_of_several_is_reported_as_that_rank_alone() {
     let files = [("r1.json", rank_file(2, 1, 0, 0..6, 8.0, EPOCH))];
-    let says = "no file of rank(s) [0] of 2 (the files hold rank(s) [1]): this is the report of rank 1 alone, not of the run";
+    let says =
+        "no file of rank(s) [0] of 2 (the files hold rank(s) [1]): this is the report of rank 1 alone, not of the run";
     let (code, stdout, stderr) = run_on(&files, &["report", "r1.json"]);
     assert_eq!(code, Some(0), "{stderr}");
     assert!(flat(&stdout).contains(says), "{stdout}");
@@ -203,7 +225,11 @@ fn one_rank_of_several_is_reported_as_that_rank_alone() {
 #[test]
 fn steps_left_out_of_the_comparison_and_each_ranks_warnings_are_said() {
     // Rank 1 recorded two steps fewer, and one of its events has a negative duration.
-    let r1 = rank_file(2, 1, 0, 0..6, 8.0, EPOCH).replacen("\"traceEvents\": [", "\"traceEvents\": [{\"ph\":\"X\",\"name\":\"odd\",\"pid\":1,\"tid\":3,\"ts\":150.0,\"dur\":-5.0},", 1);
+    let r1 = rank_file(2, 1, 0, 0..6, 8.0, EPOCH).replacen(
+        "\"traceEvents\": [",
+        "\"traceEvents\": [{\"ph\":\"X\",\"name\":\"odd\",\"pid\":1,\"tid\":3,\"ts\":150.0,\"dur\":-5.0},",
+        1,
+    );
     let files = [("r0.json", rank_file(2, 0, 0, 0..8, 8.0, EPOCH)), ("r1.json", r1)];
     let dropped = "rank 0 recorded 2 step(s) that not every rank recorded (#6, #7): left out of the comparison";
     let own = "rank 1: r1.json: 1 event(s) with a missing, negative or non-finite duration";
@@ -224,7 +250,10 @@ fn identical_ranks_tie_and_none_is_called_the_slowest() {
     assert_eq!(code, Some(0), "{stderr}");
     let flat = flat(&stdout);
     assert!(flat.contains("tie: the ranks with the most work"), "{stdout}");
-    assert!(flat.matches("0 of 7").count() == 2 && !flat.contains("7 of 7"), "no rank is slowest in any step: {stdout}");
+    assert!(
+        flat.matches("0 of 7").count() == 2 && !flat.contains("7 of 7"),
+        "no rank is slowest in any step: {stdout}"
+    );
     let ties = stdout.lines().filter(|l| l.contains(" tie ┆")).count();
     assert_eq!(ties, 7, "every steady step is a tie: {stdout}");
     let (_, json, _) = run_on(&files, &["report", "r0.json", "r1.json", "--json"]);
@@ -260,7 +289,10 @@ fn a_large_world_is_summarised_not_laid_out_rank_by_rank() {
     assert!(stdout.contains("fastest") && stdout.contains("median"), "{stdout}");
     assert!(stdout.contains("(rank 17)"), "the slowest rank is named in each step: {stdout}");
     // The rank table lists the ends and says so.
-    assert!(flat(&stdout).contains("40 ranks: the 8 with the most and the 8 with the least median work are shown"), "{stdout}");
+    assert!(
+        flat(&stdout).contains("40 ranks: the 8 with the most and the 8 with the least median work are shown"),
+        "{stdout}"
+    );
     assert!(stdout.lines().all(|l| l.chars().count() <= 200), "no line is as wide as 40 columns: {stdout}");
 }
 

@@ -41,8 +41,23 @@ fn the_bundled_models_are_priced_against_the_measured_limits() {
         let out = format!("{model}-ops");
         let said = ok(
             &[
-                "train", "--backend", "wgpu", "--model", model, "--dataset", dataset, "--batch", "16", "--steps", "6",
-                "--schedule", "wait=1,warmup=1,active=3", "--detail", "ops", "--out", &out,
+                "train",
+                "--backend",
+                "wgpu",
+                "--model",
+                model,
+                "--dataset",
+                dataset,
+                "--batch",
+                "16",
+                "--steps",
+                "6",
+                "--schedule",
+                "wait=1,warmup=1,active=3",
+                "--detail",
+                "ops",
+                "--out",
+                &out,
             ],
             dir.path(),
         );
@@ -63,10 +78,11 @@ fn the_bundled_models_are_priced_against_the_measured_limits() {
             assert!((above - (ms - floor).max(0.0)).abs() < 1e-9, "{row}");
         }
         let step = &r["step"];
-        let parts: f64 = ["floor_ms", "above_floor_ms", "unpriced_ms", "idle_input_ms", "idle_sync_ms", "idle_other_ms", "rest_ms"]
-            .iter()
-            .map(|k| step[k].as_f64().unwrap_or(0.0))
-            .sum();
+        let parts: f64 =
+            ["floor_ms", "above_floor_ms", "unpriced_ms", "idle_input_ms", "idle_sync_ms", "idle_other_ms", "rest_ms"]
+                .iter()
+                .map(|k| step[k].as_f64().unwrap_or(0.0))
+                .sum();
         let step_ms = step["step_ms"].as_f64().unwrap();
         assert!((parts - step_ms).abs() < 1e-6 * step_ms.max(1.0), "{model}: the parts make up the step: {step}");
         let text = ok(&["report", &out], dir.path());

@@ -79,7 +79,13 @@ fn write_trace(out: &mut impl Write, shape: &str, bytes: u64) -> std::io::Result
         rep += 1;
     }
     out.write_all(b"\n]")?;
-    let rest: Map<String, Value> = doc.as_object().into_iter().flatten().filter(|(k, _)| *k != "traceEvents").map(|(k, v)| (k.clone(), v.clone())).collect();
+    let rest: Map<String, Value> = doc
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| *k != "traceEvents")
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     for (key, value) in rest {
         write!(out, ",{}:", Value::from(key))?;
         serde_json::to_writer(&mut *out, &value)?;
@@ -117,6 +123,10 @@ fn a_small_one_reads_as_a_trace_of_its_shape() {
             .output()
             .unwrap();
         let text = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success() && text.contains("steady"), "{shape}: {text}{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success() && text.contains("steady"),
+            "{shape}: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }

@@ -26,7 +26,10 @@ fn files(dir: &Path, suffix: &str) -> Vec<PathBuf> {
 fn wait_for_recording(dir: &Path, min_bytes: u64) {
     let started = Instant::now();
     while started.elapsed() < Duration::from_secs(120) {
-        if files(&dir.join("traces"), ".partial").iter().any(|p| std::fs::metadata(p).map_or(0, |m| m.len()) > min_bytes) {
+        if files(&dir.join("traces"), ".partial")
+            .iter()
+            .any(|p| std::fs::metadata(p).map_or(0, |m| m.len()) > min_bytes)
+        {
             return;
         }
         std::thread::sleep(Duration::from_millis(50));
@@ -61,7 +64,8 @@ fn the_first_signal_saves_the_cycle_cut_short_and_exits_with_the_signal_code() {
         assert_eq!(meta["partial"], true);
         assert!(meta["partial_reason"].as_str().unwrap().starts_with(&format!("interrupted (SIG{name})")), "{meta}");
         // The summary says so too, and lists the file.
-        let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.path().join("run.json")).unwrap()).unwrap();
+        let summary: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.path().join("run.json")).unwrap()).unwrap();
         assert!(summary["interrupted"].as_str().unwrap().contains(&format!("SIG{name}")));
         assert_eq!(summary["traces"].as_array().unwrap().len(), 1);
         // And the report reads it as cut short, with the summary's startup: a fifth of the
@@ -77,7 +81,11 @@ fn the_first_signal_saves_the_cycle_cut_short_and_exits_with_the_signal_code() {
         let rows = json["timing"]["steps"].as_array().unwrap();
         let steady = rows.iter().filter(|r| r["startup"] == false).count() as u64;
         let recorded_steady = rows.iter().filter(|r| r["step"].as_u64().unwrap() >= startup).count() as u64;
-        assert!(steady > 0 && steady == recorded_steady, "{steady} steady of {} recorded; startup {startup}", rows.len());
+        assert!(
+            steady > 0 && steady == recorded_steady,
+            "{steady} steady of {} recorded; startup {startup}",
+            rows.len()
+        );
         assert_eq!(json["timing"]["steady_ms"]["n"], steady);
     }
 }
@@ -107,7 +115,8 @@ fn a_signal_at_once_stops_the_run() {
         let (stdout, stderr) = text(&out);
         assert_ne!(out.status.code(), Some(0), "{delay_ms} ms: the signal was lost\n{stdout}{stderr}");
         if out.status.code() == Some(143) && dir.path().join("run.json").exists() {
-            let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.path().join("run.json")).unwrap()).unwrap();
+            let summary: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(dir.path().join("run.json")).unwrap()).unwrap();
             assert!(summary["steps"].as_array().unwrap().len() <= 2, "{delay_ms} ms: {stdout}");
         }
     }
@@ -154,7 +163,8 @@ fn a_file_size_limit_is_a_reported_write_error_not_a_silent_kill() {
     let script = format!(
         "ulimit -f 200 && exec '{exe}' train --backend cpu --quiet --steps 300 --schedule wait=0,warmup=1,active=290 --out traces"
     );
-    let out = Command::new("sh").args(["-c", &script]).current_dir(dir.path()).env("NODEVICE_SELECT", "1").output().unwrap();
+    let out =
+        Command::new("sh").args(["-c", &script]).current_dir(dir.path()).env("NODEVICE_SELECT", "1").output().unwrap();
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(1), "exit 1 for a trace error, not a signal: {stdout}{stderr}");
     assert!(stdout.contains("trace error:") && flat(&stdout).contains("File too large"), "{stdout}");

@@ -10,12 +10,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 
-use cudarc::driver::{
-    CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
-};
-use steptrace_cupti::{
-    probe, ClockPair, Collector, CollectorConfig, LaunchRecords, MemcpyKind, Window,
-};
+use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+use steptrace_cupti::{probe, ClockPair, Collector, CollectorConfig, LaunchRecords, MemcpyKind, Window};
 
 type Res<T> = Result<T, Box<dyn Error>>;
 
@@ -51,19 +47,10 @@ struct Gpu {
 }
 
 fn grid() -> LaunchConfig {
-    LaunchConfig {
-        grid_dim: ((N as u32).div_ceil(BLOCK), 1, 1),
-        block_dim: (BLOCK, 1, 1),
-        shared_mem_bytes: 0,
-    }
+    LaunchConfig { grid_dim: ((N as u32).div_ceil(BLOCK), 1, 1), block_dim: (BLOCK, 1, 1), shared_mem_bytes: 0 }
 }
 
-fn launch_axpy(
-    stream: &Arc<CudaStream>,
-    f: &CudaFunction,
-    y: &mut CudaSlice<f32>,
-    x: &CudaSlice<f32>,
-) -> Res<()> {
+fn launch_axpy(stream: &Arc<CudaStream>, f: &CudaFunction, y: &mut CudaSlice<f32>, x: &CudaSlice<f32>) -> Res<()> {
     let (a, n) = (1.0001f32, N as i32);
     let mut b = stream.launch_builder(f);
     b.arg(y).arg(x).arg(&a).arg(&n);
@@ -74,10 +61,7 @@ fn launch_axpy(
 
 fn launch_shared(g: &mut Gpu) -> Res<()> {
     let n = N as i32;
-    let cfg = LaunchConfig {
-        shared_mem_bytes: DYNAMIC_SHARED,
-        ..grid()
-    };
+    let cfg = LaunchConfig { shared_mem_bytes: DYNAMIC_SHARED, ..grid() };
     let mut b = g.stream.launch_builder(&g.shared);
     b.arg(&mut g.y).arg(&n);
     // SAFETY: the arguments match `shared_scale`; dynamic shared memory holds BLOCK floats.
@@ -87,30 +71,15 @@ fn launch_shared(g: &mut Gpu) -> Res<()> {
 
 fn setup() -> Res<Gpu> {
     let ctx = CudaContext::new(0)?;
-    println!(
-        "device: {} (compute capability {:?})",
-        ctx.name()?,
-        ctx.compute_capability()?
-    );
+    println!("device: {} (compute capability {:?})", ctx.name()?, ctx.compute_capability()?);
     let ptx = cudarc::nvrtc::compile_ptx(SRC)?;
     let module = ctx.load_module(ptx)?;
     let stream = ctx.new_stream()?;
     let x = stream.clone_htod(&vec![1.0f32; N])?;
     let y = stream.alloc_zeros::<f32>(N)?;
     let scratch = stream.alloc_zeros::<u8>(1 << 20)?;
-    let (axpy, shared) = (
-        module.load_function("axpy")?,
-        module.load_function("shared_scale")?,
-    );
-    let mut gpu = Gpu {
-        ctx,
-        stream,
-        axpy,
-        shared,
-        x,
-        y,
-        scratch,
-    };
+    let (axpy, shared) = (module.load_function("axpy")?, module.load_function("shared_scale")?);
+    let mut gpu = Gpu { ctx, stream, axpy, shared, x, y, scratch };
     launch_axpy(&gpu.stream, &gpu.axpy, &mut gpu.y, &gpu.x)?; // first launch: outside windows
     launch_shared(&mut gpu)?;
     gpu.stream.synchronize()?;
@@ -122,17 +91,15 @@ fn setup() -> Res<Gpu> {
 fn workload(g: &mut Gpu) -> Res<Instant> {
     let side = {
         let (ctx, f) = (Arc::clone(&g.ctx), g.axpy.clone());
-        std::thread::Builder::new().name("DSU-smoke".into()).spawn(
-            move || -> Result<(), String> {
-                let s = ctx.new_stream().map_err(|e| e.to_string())?;
-                let x = s.clone_htod(&vec![2.0f32; N]).map_err(|e| e.to_string())?;
-                let mut y = s.alloc_zeros::<f32>(N).map_err(|e| e.to_string())?;
-                for _ in 0..20 {
-                    launch_axpy(&s, &f, &mut y, &x).map_err(|e| e.to_string())?;
-                }
-                s.synchronize().map_err(|e| e.to_string())
-            },
-        )?
+        std::thread::Builder::new().name("DSU-smoke".into()).spawn(move || -> Result<(), String> {
+            let s = ctx.new_stream().map_err(|e| e.to_string())?;
+            let x = s.clone_htod(&vec![2.0f32; N]).map_err(|e| e.to_string())?;
+            let mut y = s.alloc_zeros::<f32>(N).map_err(|e| e.to_string())?;
+            for _ in 0..20 {
+                launch_axpy(&s, &f, &mut y, &x).map_err(|e| e.to_string())?;
+            }
+            s.synchronize().map_err(|e| e.to_string())
+        })?
     };
     let host = vec![0.5f32; N];
     for i in 0..200 {
@@ -189,9 +156,7 @@ fn print_counts(label: &str, w: &Window) {
     let mut threads: BTreeMap<(u64, String), usize> = BTreeMap::new();
     for l in &w.launches {
         let name = l.thread.name.as_deref().unwrap_or("<unnamed>");
-        *threads
-            .entry((l.thread.id, format!("{name} {}", l.name)))
-            .or_default() += 1;
+        *threads.entry((l.thread.id, format!("{name} {}", l.name))).or_default() += 1;
     }
     println!("  launch threads (id, name call): {threads:?}");
 }
@@ -209,24 +174,10 @@ fn print_timing(w: &Window, opened: Instant, synced: Instant) {
         w.close.host - w.open.host
     );
     let by_corr = w.launches_by_correlation();
-    let pairs: Vec<_> = w
-        .kernels
-        .iter()
-        .filter_map(|k| by_corr.get(&k.correlation_id).map(|l| (k, *l)))
-        .collect();
-    let lat: Vec<f64> = pairs
-        .iter()
-        .map(|(k, l)| (k.start_ns as f64 - l.start_ns as f64) / 1e3)
-        .collect();
-    let ordered = pairs
-        .iter()
-        .filter(|(k, l)| l.start_ns <= k.start_ns)
-        .count();
-    let dur: Vec<f64> = w
-        .launches
-        .iter()
-        .map(|l| (l.end_ns as f64 - l.start_ns as f64) / 1e3)
-        .collect();
+    let pairs: Vec<_> = w.kernels.iter().filter_map(|k| by_corr.get(&k.correlation_id).map(|l| (k, *l))).collect();
+    let lat: Vec<f64> = pairs.iter().map(|(k, l)| (k.start_ns as f64 - l.start_ns as f64) / 1e3).collect();
+    let ordered = pairs.iter().filter(|(k, l)| l.start_ns <= k.start_ns).count();
+    let dur: Vec<f64> = w.launches.iter().map(|l| (l.end_ns as f64 - l.start_ns as f64) / 1e3).collect();
     println!(
         "  launch.start <= kernel.start for {ordered}/{} pairs; launch->kernel start median={:.2} us min={:.2} us; launch call median={:.2} us",
         pairs.len(),
@@ -234,20 +185,9 @@ fn print_timing(w: &Window, opened: Instant, synced: Instant) {
         lat.iter().copied().fold(f64::INFINITY, f64::min),
         median(dur)
     );
-    let late = w
-        .kernels
-        .iter()
-        .filter(|k| map.to_instant(k.end_ns).is_some_and(|t| t > synced))
-        .count();
-    let early = w
-        .kernels
-        .iter()
-        .filter(|k| map.to_instant(k.start_ns).is_some_and(|t| t < opened))
-        .count();
-    let first = w
-        .kernels
-        .first()
-        .and_then(|k| map.since(opened, k.start_ns));
+    let late = w.kernels.iter().filter(|k| map.to_instant(k.end_ns).is_some_and(|t| t > synced)).count();
+    let early = w.kernels.iter().filter(|k| map.to_instant(k.start_ns).is_some_and(|t| t < opened)).count();
+    let first = w.kernels.first().and_then(|k| map.since(opened, k.start_ns));
     println!(
         "  mapped to host: kernels ending after the host saw the sync={late}, starting before enable()={early}, first kernel at enable+{first:?}"
     );
@@ -264,18 +204,10 @@ fn print_samples(w: &Window) {
         }
     }
     if let Some(m) = w.memsets.first() {
-        println!(
-            "  memset: bytes={} value={} stream={}",
-            m.bytes, m.value, m.stream_id
-        );
+        println!("  memset: bytes={} value={} stream={}", m.bytes, m.value, m.stream_id);
     }
     if let Some(m) = w.memcpys.iter().find(|m| m.kind == MemcpyKind::HtoD) {
-        println!(
-            "  memcpy HtoD: bytes={} stream={} dur={} ns",
-            m.bytes,
-            m.stream_id,
-            m.end_ns - m.start_ns
-        );
+        println!("  memcpy HtoD: bytes={} stream={} dur={} ns", m.bytes, m.stream_id, m.end_ns - m.start_ns);
     }
 }
 
@@ -351,9 +283,8 @@ fn bench(g: &mut Gpu, configs: &[(&str, CollectorConfig)], n: usize, reps: usize
 }
 
 fn clock_costs() -> Res<()> {
-    let brackets: Vec<f64> = (0..200)
-        .map(|_| ClockPair::sample().map(|p| p.bracket.as_nanos() as f64))
-        .collect::<Result<_, _>>()?;
+    let brackets: Vec<f64> =
+        (0..200).map(|_| ClockPair::sample().map(|p| p.bracket.as_nanos() as f64)).collect::<Result<_, _>>()?;
     let t = Instant::now();
     for _ in 0..2000 {
         ClockPair::sample()?;
@@ -368,10 +299,7 @@ fn clock_costs() -> Res<()> {
 }
 
 fn run() -> Res<()> {
-    let config = CollectorConfig {
-        synchronization: true,
-        ..CollectorConfig::default()
-    };
+    let config = CollectorConfig { synchronization: true, ..CollectorConfig::default() };
     let t = Instant::now();
     let mut collector = Collector::start(config.clone())?;
     println!(
@@ -391,11 +319,7 @@ fn run() -> Res<()> {
          HtoD=11 (10 + the side thread's upload) DtoH=1 memset=3 (2 + its alloc_zeros)"
     );
     window("A: callback launches", &mut collector, &mut gpu)?;
-    window(
-        "A2: same collector, second window",
-        &mut collector,
-        &mut gpu,
-    )?;
+    window("A2: same collector, second window", &mut collector, &mut gpu)?;
     // Kinds kept on between windows: the second and third windows open without enabling
     // anything, and must have the same counts as A (launches included), with the workload run
     // between them discarded.
@@ -406,15 +330,9 @@ fn run() -> Res<()> {
     collector.set_keep_enabled(false);
     window("K3: reopened, turned off at its end", &mut collector, &mut gpu)?;
     drop(collector);
-    let driver = CollectorConfig {
-        launches: LaunchRecords::DriverActivity,
-        ..config
-    };
+    let driver = CollectorConfig { launches: LaunchRecords::DriverActivity, ..config };
     let mut collector = Collector::start(driver)?;
-    println!(
-        "restarted collector; launch source {:?}",
-        collector.launch_source()
-    );
+    println!("restarted collector; launch source {:?}", collector.launch_source());
     window("B: DRIVER activity launches", &mut collector, &mut gpu)?;
     drop(collector);
     other_subscriber(&mut gpu)?;
@@ -427,15 +345,10 @@ fn other_subscriber(gpu: &mut Gpu) -> Res<()> {
     use cudarc::cupti::result::{subscribe, unsubscribe};
     let mut handle = std::ptr::null_mut();
     // SAFETY: `handle` is writable; no callback and no user data.
-    unsafe { subscribe(&mut handle, None, std::ptr::null_mut()) }
-        .map_err(|e| format!("{:?}", e.0))?;
+    unsafe { subscribe(&mut handle, None, std::ptr::null_mut()) }.map_err(|e| format!("{:?}", e.0))?;
     println!("probe with a foreign subscriber: {}", probe());
     let mut collector = Collector::start(CollectorConfig::default())?;
-    window(
-        "D: foreign subscriber holds the callback API",
-        &mut collector,
-        gpu,
-    )?;
+    window("D: foreign subscriber holds the callback API", &mut collector, gpu)?;
     drop(collector);
     // SAFETY: the handle came from the successful subscribe above.
     unsafe { unsubscribe(handle) }.map_err(|e| format!("{:?}", e.0))?;
@@ -450,41 +363,15 @@ fn run_bench(gpu: &mut Gpu) -> Res<()> {
         launches: LaunchRecords::Off,
         ..CollectorConfig::default()
     };
-    let kmm = CollectorConfig {
-        kernels: true,
-        memcpy: true,
-        memset: true,
-        ..none.clone()
-    };
-    let with = |launches, base: &CollectorConfig| CollectorConfig {
-        launches,
-        ..base.clone()
-    };
+    let kmm = CollectorConfig { kernels: true, memcpy: true, memset: true, ..none.clone() };
+    let with = |launches, base: &CollectorConfig| CollectorConfig { launches, ..base.clone() };
     let configs = [
-        (
-            "kernels only",
-            CollectorConfig {
-                kernels: true,
-                ..none.clone()
-            },
-        ),
+        ("kernels only", CollectorConfig { kernels: true, ..none.clone() }),
         ("kernels+memcpy+memset", kmm.clone()),
-        (
-            "kmm + callback launches",
-            with(LaunchRecords::Callback, &kmm),
-        ),
-        (
-            "kmm + DRIVER activity",
-            with(LaunchRecords::DriverActivity, &kmm),
-        ),
-        (
-            "callback launches alone",
-            with(LaunchRecords::Callback, &none),
-        ),
-        (
-            "DRIVER activity alone",
-            with(LaunchRecords::DriverActivity, &none),
-        ),
+        ("kmm + callback launches", with(LaunchRecords::Callback, &kmm)),
+        ("kmm + DRIVER activity", with(LaunchRecords::DriverActivity, &kmm)),
+        ("callback launches alone", with(LaunchRecords::Callback, &none)),
+        ("DRIVER activity alone", with(LaunchRecords::DriverActivity, &none)),
     ];
     println!("bench: 2000 launches of axpy (cudarc safe API: ~11 other driver calls per launch), 9 interleaved reps");
     bench(gpu, &configs, 2000, 9)

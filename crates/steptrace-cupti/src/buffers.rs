@@ -22,10 +22,7 @@ const MAX_FREE: usize = 8;
 /// Where parsed records go.
 pub(crate) static SINK: LazyLock<Mutex<Sink>> = LazyLock::new(|| Mutex::new(Sink::default()));
 
-static POOL: Mutex<Pool> = Mutex::new(Pool {
-    size: 0,
-    free: Vec::new(),
-});
+static POOL: Mutex<Pool> = Mutex::new(Pool { size: 0, free: Vec::new() });
 
 /// Empty buffers of the current size, stored as addresses (raw pointers are not `Send`).
 struct Pool {
@@ -39,9 +36,7 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 fn layout(size: usize) -> Option<Layout> {
-    Layout::from_size_align(size, ALIGN)
-        .ok()
-        .filter(|l| l.size() > 0)
+    Layout::from_size_align(size, ALIGN).ok().filter(|l| l.size() > 0)
 }
 
 /// Sets the buffer size and fills the pool with `count` buffers (allocated now, not while
@@ -74,11 +69,7 @@ pub(crate) fn configure_pool(size: usize, count: usize) {
 ///
 /// # Safety
 /// Called by CUPTI with valid out-pointers.
-pub(crate) unsafe extern "C" fn buffer_requested(
-    buffer: *mut *mut u8,
-    size: *mut usize,
-    max_num_records: *mut usize,
-) {
+pub(crate) unsafe extern "C" fn buffer_requested(buffer: *mut *mut u8, size: *mut usize, max_num_records: *mut usize) {
     let (ptr, len) = catch_unwind(take_buffer).unwrap_or((std::ptr::null_mut(), 0));
     // SAFETY: CUPTI passes valid, writable out-pointers. A null buffer with size 0 tells
     // CUPTI to drop records (it counts them as dropped).
@@ -123,8 +114,7 @@ pub(crate) unsafe extern "C" fn buffer_completed(
         if valid_size > 0 {
             // SAFETY: CUPTI hands over a buffer it filled, with its valid size; records
             // stay valid until the buffer is recycled below.
-            let walked =
-                unsafe { lib.for_each_record(buffer, valid_size, |r| sink.push_record(r)) };
+            let walked = unsafe { lib.for_each_record(buffer, valid_size, |r| sink.push_record(r)) };
             if walked.is_err() {
                 sink.stats.walk_errors += 1;
             }

@@ -25,11 +25,7 @@ pub struct ClockPair {
 impl ClockPair {
     /// Builds a pair from known values (for tests and replays).
     pub fn new(host: Instant, cupti_ns: u64, bracket: Duration) -> Self {
-        Self {
-            host,
-            cupti_ns,
-            bracket,
-        }
+        Self { host, cupti_ns, bracket }
     }
 
     /// Reads both clocks: the best (narrowest bracket) of three readings.
@@ -48,11 +44,7 @@ impl ClockPair {
             let cupti_ns = read()?;
             let after = Instant::now();
             let bracket = after - before;
-            Ok(ClockPair {
-                host: before + bracket / 2,
-                cupti_ns,
-                bracket,
-            })
+            Ok(ClockPair { host: before + bracket / 2, cupti_ns, bracket })
         };
         let mut best = read_pair()?;
         for _ in 0..2 {
@@ -107,13 +99,7 @@ impl ClockMap {
 
     /// A map from one pair, assuming both clocks run at the same rate.
     pub fn offset_only(pair: ClockPair) -> ClockMap {
-        ClockMap {
-            anchor: pair,
-            rate: 1.0,
-            fitted: false,
-            uncertainty: pair.uncertainty(),
-            rate_uncertainty: 0.0,
-        }
+        ClockMap { anchor: pair, rate: 1.0, fitted: false, uncertainty: pair.uncertainty(), rate_uncertainty: 0.0 }
     }
 
     /// Host ns per CUPTI ns.

@@ -142,15 +142,10 @@ impl Collector {
     /// [`CuptiError::AlreadyStarted`] while another collector exists in the process.
     pub fn start(config: CollectorConfig) -> Result<Collector, CuptiError> {
         if config.buffer_bytes < 64 << 10 {
-            return Err(CuptiError::InvalidConfig(
-                "buffer_bytes must be at least 64 KiB",
-            ));
+            return Err(CuptiError::InvalidConfig("buffer_bytes must be at least 64 KiB"));
         }
         let lib = Lib::load().map_err(|e| CuptiError::Unavailable(Box::new(e)))?;
-        if ACTIVE
-            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
-            .is_err()
-        {
+        if ACTIVE.compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire).is_err() {
             return Err(CuptiError::AlreadyStarted);
         }
         Self::start_claimed(lib, config).inspect_err(|_| ACTIVE.store(false, Ordering::Release))
@@ -160,10 +155,7 @@ impl Collector {
         buffers::configure_pool(config.buffer_bytes, config.pooled_buffers);
         if !REGISTERED.load(Ordering::Acquire) {
             guarded("cuptiActivityRegisterCallbacks", || {
-                lib.register_callbacks(
-                    Some(buffers::buffer_requested),
-                    Some(buffers::buffer_completed),
-                )
+                lib.register_callbacks(Some(buffers::buffer_requested), Some(buffers::buffer_completed))
             })?;
             REGISTERED.store(true, Ordering::Release);
         }
@@ -174,25 +166,16 @@ impl Collector {
         }
         let (launch_source, subscriber) = match config.launches {
             LaunchRecords::Off => (LaunchSource::Off, None),
-            LaunchRecords::Callback => {
-                match guarded("cuptiSubscribe", || lib.subscribe(Some(on_driver_api))) {
-                    Ok(handle) => (LaunchSource::Callback, Some(handle)),
-                    Err(e) => (LaunchSource::Unavailable(e), None),
-                }
-            }
+            LaunchRecords::Callback => match guarded("cuptiSubscribe", || lib.subscribe(Some(on_driver_api))) {
+                Ok(handle) => (LaunchSource::Callback, Some(handle)),
+                Err(e) => (LaunchSource::Unavailable(e), None),
+            },
             LaunchRecords::DriverActivity => match lib.use_system_thread_ids() {
                 Ok(()) => (LaunchSource::DriverActivity, None),
                 Err(e) => (LaunchSource::Unavailable(e), None),
             },
         };
-        Ok(Collector {
-            lib,
-            config,
-            launch_source,
-            subscriber,
-            window: None,
-            kept: None,
-        })
+        Ok(Collector { lib, config, launch_source, subscriber, window: None, kept: None })
     }
 
     /// The configuration this collector was started with.
@@ -226,10 +209,7 @@ impl Collector {
     /// launch callbacks. Call it where a profiler cycle's warmup starts.
     pub fn enable(&mut self) -> Result<(), CuptiError> {
         if self.window.is_some() {
-            return Err(CuptiError::State {
-                call: "Collector::enable",
-                reason: "a window is already open",
-            });
+            return Err(CuptiError::State { call: "Collector::enable", reason: "a window is already open" });
         }
         let mut cost = Costs::start();
         let open = ClockPair::sample_from(self.lib)?;
@@ -265,14 +245,7 @@ impl Collector {
         cost.lap("activity kinds");
         let callbacks = self.enable_launch_callbacks(&mut problems);
         cost.lap("launch callbacks");
-        self.window = Some(OpenWindow {
-            open,
-            kinds,
-            callbacks,
-            problems,
-            open_cost: cost.laps,
-            reopened: false,
-        });
+        self.window = Some(OpenWindow { open, kinds, callbacks, problems, open_cost: cost.laps, reopened: false });
         Ok(())
     }
 
@@ -314,10 +287,7 @@ impl Collector {
     /// Synchronise the device first, or kernels still running are counted as incomplete.
     pub fn disable_and_flush(&mut self) -> Result<Window, CuptiError> {
         let Some(mut w) = self.window.take() else {
-            return Err(CuptiError::State {
-                call: "Collector::disable_and_flush",
-                reason: "no window is open",
-            });
+            return Err(CuptiError::State { call: "Collector::disable_and_flush", reason: "no window is open" });
         };
         let mut cost = Costs::start();
         let close = ClockPair::sample_from(self.lib);
@@ -345,10 +315,7 @@ impl Collector {
             stats.outside_window += records.discard_before(w.open.cupti_ns);
         }
         cost.lap("take");
-        let late_drops = self
-            .lib
-            .dropped_records(std::ptr::null_mut(), 0)
-            .unwrap_or(0);
+        let late_drops = self.lib.dropped_records(std::ptr::null_mut(), 0).unwrap_or(0);
         let mut launches = std::mem::take(&mut records.launches);
         let launch_source = match (&self.launch_source, w.callbacks.is_empty()) {
             (LaunchSource::Callback, false) => {

@@ -15,10 +15,7 @@ pub struct ResultCode {
 
 impl ResultCode {
     pub(crate) fn from_result(result: CUptiResult) -> Self {
-        Self {
-            value: result as u32,
-            name: format!("{result:?}"),
-        }
+        Self { value: result as u32, name: format!("{result:?}") }
     }
 }
 
@@ -45,9 +42,7 @@ pub enum CuptiError {
         tried: String,
     },
     /// `libcupti` loaded but lacks a function this crate calls.
-    #[error(
-        "libcupti was loaded but has no symbol {symbol} (a CUPTI older than this crate needs)"
-    )]
+    #[error("libcupti was loaded but has no symbol {symbol} (a CUPTI older than this crate needs)")]
     MissingSymbol {
         /// The missing function.
         symbol: &'static str,
@@ -78,9 +73,7 @@ pub enum CuptiError {
         message: String,
     },
     /// A [`Collector`](crate::Collector) is already running in this process.
-    #[error(
-        "a steptrace CUPTI collector is already running in this process (CUPTI is process-wide)"
-    )]
+    #[error("a steptrace CUPTI collector is already running in this process (CUPTI is process-wide)")]
     AlreadyStarted,
     /// The collector could not start because CUPTI is not usable here.
     #[error("CUPTI is not available: {0}")]
@@ -103,13 +96,8 @@ impl CuptiError {
     pub(crate) fn check(call: &'static str, result: CUptiResult) -> Result<(), CuptiError> {
         match result {
             CUptiResult::CUPTI_SUCCESS => Ok(()),
-            CUptiResult::CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED => {
-                Err(CuptiError::OtherSubscriber { call })
-            }
-            other => Err(CuptiError::Call {
-                call,
-                code: ResultCode::from_result(other),
-            }),
+            CUptiResult::CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED => Err(CuptiError::OtherSubscriber { call }),
+            other => Err(CuptiError::Call { call, code: ResultCode::from_result(other) }),
         }
     }
 
@@ -140,41 +128,22 @@ mod tests {
 
     #[test]
     fn success_is_ok_and_errors_name_call_and_code() {
-        assert_eq!(
-            CuptiError::check("cuptiX", CUptiResult::CUPTI_SUCCESS),
-            Ok(())
-        );
-        let err = CuptiError::check("cuptiActivityEnable", CUptiResult::CUPTI_ERROR_INVALID_KIND)
-            .unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "CUPTI error CUPTI_ERROR_INVALID_KIND (21) from cuptiActivityEnable"
-        );
+        assert_eq!(CuptiError::check("cuptiX", CUptiResult::CUPTI_SUCCESS), Ok(()));
+        let err = CuptiError::check("cuptiActivityEnable", CUptiResult::CUPTI_ERROR_INVALID_KIND).unwrap_err();
+        assert_eq!(err.to_string(), "CUPTI error CUPTI_ERROR_INVALID_KIND (21) from cuptiActivityEnable");
     }
 
     #[test]
     fn multiple_subscribers_becomes_other_subscriber() {
-        let err = CuptiError::check(
-            "cuptiSubscribe",
-            CUptiResult::CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED,
-        )
-        .unwrap_err();
-        assert_eq!(
-            err,
-            CuptiError::OtherSubscriber {
-                call: "cuptiSubscribe"
-            }
-        );
-        assert!(err
-            .to_string()
-            .starts_with("another CUPTI client is subscribed"));
+        let err = CuptiError::check("cuptiSubscribe", CUptiResult::CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
+            .unwrap_err();
+        assert_eq!(err, CuptiError::OtherSubscriber { call: "cuptiSubscribe" });
+        assert!(err.to_string().starts_with("another CUPTI client is subscribed"));
     }
 
     #[test]
     fn root_looks_through_unavailable() {
-        let inner = CuptiError::MissingSymbol {
-            symbol: "cuptiGetVersion",
-        };
+        let inner = CuptiError::MissingSymbol { symbol: "cuptiGetVersion" };
         let outer = CuptiError::Unavailable(Box::new(inner.clone()));
         assert_eq!(outer.root(), &inner);
         assert!(outer.to_string().contains("no symbol cuptiGetVersion"));

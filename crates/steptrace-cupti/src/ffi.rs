@@ -71,25 +71,19 @@ impl Lib {
 
     pub(crate) fn activity_enable(self, kind: sys::CUpti_ActivityKind) -> Result<(), CuptiError> {
         // SAFETY: the symbol is present; the kind is a valid enum value.
-        CuptiError::check("cuptiActivityEnable", unsafe {
-            sys::cuptiActivityEnable(kind)
-        })
+        CuptiError::check("cuptiActivityEnable", unsafe { sys::cuptiActivityEnable(kind) })
     }
 
     pub(crate) fn activity_disable(self, kind: sys::CUpti_ActivityKind) -> Result<(), CuptiError> {
         // SAFETY: the symbol is present; the kind is a valid enum value.
-        CuptiError::check("cuptiActivityDisable", unsafe {
-            sys::cuptiActivityDisable(kind)
-        })
+        CuptiError::check("cuptiActivityDisable", unsafe { sys::cuptiActivityDisable(kind) })
     }
 
     /// `cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED)`: hands every buffer, even
     /// partly filled ones, to the buffer-completed callback before returning.
     pub(crate) fn flush_all(self) -> Result<(), CuptiError> {
         // SAFETY: the symbol is present; the flag is a documented value.
-        CuptiError::check("cuptiActivityFlushAll", unsafe {
-            sys::cuptiActivityFlushAll(FLUSH_FORCED)
-        })
+        CuptiError::check("cuptiActivityFlushAll", unsafe { sys::cuptiActivityFlushAll(FLUSH_FORCED) })
     }
 
     /// `cuptiActivityGetNumDroppedRecords`; CUPTI resets the count it reports.
@@ -129,22 +123,10 @@ impl Lib {
     }
 
     /// `cuptiEnableCallback` for one driver-API callback id.
-    pub(crate) fn enable_driver_callback(
-        self,
-        handle: usize,
-        cbid: u32,
-        enable: bool,
-    ) -> Result<(), CuptiError> {
+    pub(crate) fn enable_driver_callback(self, handle: usize, cbid: u32, enable: bool) -> Result<(), CuptiError> {
         let domain = sys::CUpti_CallbackDomain::CUPTI_CB_DOMAIN_DRIVER_API;
         // SAFETY: the symbol is present; `handle` is a live subscriber owned by the caller.
-        let r = unsafe {
-            sys::cuptiEnableCallback(
-                enable.into(),
-                handle as sys::CUpti_SubscriberHandle,
-                domain,
-                cbid,
-            )
-        };
+        let r = unsafe { sys::cuptiEnableCallback(enable.into(), handle as sys::CUpti_SubscriberHandle, domain, cbid) };
         CuptiError::check("cuptiEnableCallback", r)
     }
 
@@ -152,9 +134,7 @@ impl Lib {
     pub(crate) fn use_system_thread_ids(self) -> Result<(), CuptiError> {
         let kind = sys::CUpti_ActivityThreadIdType::CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM;
         // SAFETY: the symbol is present; the value is a documented enum value.
-        CuptiError::check("cuptiSetThreadIdType", unsafe {
-            sys::cuptiSetThreadIdType(kind)
-        })
+        CuptiError::check("cuptiSetThreadIdType", unsafe { sys::cuptiSetThreadIdType(kind) })
     }
 
     /// Calls `each` with every record of a completed buffer, through
@@ -209,10 +189,6 @@ fn load_checked() -> Result<Lib, CuptiError> {
 }
 
 /// Runs `f`, turning a panic into [`CuptiError::Panicked`].
-pub(crate) fn guarded<T>(
-    call: &'static str,
-    f: impl FnOnce() -> Result<T, CuptiError>,
-) -> Result<T, CuptiError> {
-    catch_unwind(AssertUnwindSafe(f))
-        .unwrap_or_else(|p| Err(CuptiError::from_panic(call, p.as_ref())))
+pub(crate) fn guarded<T>(call: &'static str, f: impl FnOnce() -> Result<T, CuptiError>) -> Result<T, CuptiError> {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|p| Err(CuptiError::from_panic(call, p.as_ref())))
 }

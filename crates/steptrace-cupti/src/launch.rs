@@ -33,9 +33,7 @@ thread_local! {
 
 /// The calling thread's stable identity (id 0 while the thread is being torn down).
 pub(crate) fn this_thread() -> HostThread {
-    THREAD
-        .try_with(Clone::clone)
-        .unwrap_or(HostThread { id: 0, name: None })
+    THREAD.try_with(Clone::clone).unwrap_or(HostThread { id: 0, name: None })
 }
 
 /// Launches collected in the current window.
@@ -49,10 +47,7 @@ pub(crate) static LAUNCHES: LaunchSink = LaunchSink::new();
 
 impl LaunchSink {
     pub(crate) const fn new() -> Self {
-        Self {
-            open: AtomicBool::new(false),
-            launches: Mutex::new(Vec::new()),
-        }
+        Self { open: AtomicBool::new(false), launches: Mutex::new(Vec::new()) }
     }
 
     /// Starts a window with room for `capacity` launches.
@@ -77,12 +72,7 @@ impl LaunchSink {
     ///
     /// # Safety
     /// `data` points to the `CUpti_CallbackData` CUPTI passed for a driver-API callback.
-    pub(crate) unsafe fn on_callback(
-        &self,
-        cbid: u32,
-        data: *const sys::CUpti_CallbackData,
-        now: u64,
-    ) {
+    pub(crate) unsafe fn on_callback(&self, cbid: u32, data: *const sys::CUpti_CallbackData, now: u64) {
         if !self.is_open() {
             return;
         }
@@ -134,10 +124,7 @@ pub(crate) unsafe extern "C" fn on_driver_api(
     cbid: sys::CUpti_CallbackId,
     cbdata: *const c_void,
 ) {
-    if domain != sys::CUpti_CallbackDomain::CUPTI_CB_DOMAIN_DRIVER_API
-        || cbdata.is_null()
-        || !LAUNCHES.is_open()
-    {
+    if domain != sys::CUpti_CallbackDomain::CUPTI_CB_DOMAIN_DRIVER_API || cbdata.is_null() || !LAUNCHES.is_open() {
         return;
     }
     let Some(lib) = Lib::get() else { return };
@@ -185,10 +172,7 @@ mod tests {
         let launches = sink.close();
         assert_eq!(launches.len(), 1);
         let l = &launches[0];
-        assert_eq!(
-            (l.start_ns, l.end_ns, l.correlation_id, l.cbid),
-            (1_000, 1_750, 42, 307)
-        );
+        assert_eq!((l.start_ns, l.end_ns, l.correlation_id, l.cbid), (1_000, 1_750, 42, 307));
         assert_eq!(l.name, "cuLaunchKernel");
         assert_eq!(l.thread, this_thread());
     }
@@ -242,10 +226,7 @@ mod tests {
         sink.open(8);
         let worker = {
             let sink = Arc::clone(&sink);
-            std::thread::Builder::new()
-                .name("DSD-0".into())
-                .spawn(move || one_call(&sink, 2, 30, 40))
-                .unwrap()
+            std::thread::Builder::new().name("DSD-0".into()).spawn(move || one_call(&sink, 2, 30, 40)).unwrap()
         };
         one_call(&sink, 1, 10, 20);
         worker.join().unwrap();

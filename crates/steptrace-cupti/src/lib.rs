@@ -102,8 +102,8 @@
 
 mod buffers;
 mod clock;
-mod device;
 mod collector;
+mod device;
 mod error;
 mod ffi;
 mod launch;
@@ -113,11 +113,9 @@ mod records;
 mod window;
 
 pub use clock::{ClockMap, ClockPair};
-pub use device::{device_info, DeviceInfo};
 pub use collector::{Collector, CollectorConfig, LaunchRecords};
+pub use device::{device_info, DeviceInfo};
 pub use error::{CuptiError, ResultCode};
 pub use probe::{probe, CallbackApi, Probe};
-pub use records::{
-    HostThread, Kernel, Launch, Memcpy, MemcpyKind, Memset, SyncKind, Synchronization,
-};
+pub use records::{HostThread, Kernel, Launch, Memcpy, MemcpyKind, Memset, SyncKind, Synchronization};
 pub use window::{LaunchSource, Window};

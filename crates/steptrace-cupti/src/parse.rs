@@ -16,8 +16,7 @@ use cudarc::cupti::sys;
 use sys::CUpti_ActivityKind as K;
 
 use crate::records::{
-    launch_name, HostThread, Kernel, Launch, Memcpy, MemcpyKind, Memset, SyncKind, Synchronization,
-    LAUNCH_CBIDS,
+    launch_name, HostThread, Kernel, Launch, Memcpy, MemcpyKind, Memset, SyncKind, Synchronization, LAUNCH_CBIDS,
 };
 
 /// Reads one field of a (packed) C record through a raw pointer.
@@ -40,13 +39,15 @@ pub(crate) struct Records {
 impl Records {
     /// Drops the records of work that started before `cupti_ns`; returns how many.
     pub(crate) fn discard_before(&mut self, cupti_ns: u64) -> u64 {
-        let before = self.kernels.len() + self.memcpys.len() + self.memsets.len() + self.launches.len() + self.syncs.len();
+        let before =
+            self.kernels.len() + self.memcpys.len() + self.memsets.len() + self.launches.len() + self.syncs.len();
         self.kernels.retain(|k| k.start_ns >= cupti_ns);
         self.memcpys.retain(|c| c.start_ns >= cupti_ns);
         self.memsets.retain(|m| m.start_ns >= cupti_ns);
         self.launches.retain(|l| l.start_ns >= cupti_ns);
         self.syncs.retain(|s| s.start_ns >= cupti_ns);
-        let after = self.kernels.len() + self.memcpys.len() + self.memsets.len() + self.launches.len() + self.syncs.len();
+        let after =
+            self.kernels.len() + self.memcpys.len() + self.memsets.len() + self.launches.len() + self.syncs.len();
         (before - after) as u64
     }
 
@@ -97,10 +98,7 @@ impl Sink {
 
     /// Takes the window's records and counters, leaving empty ones.
     pub(crate) fn take(&mut self) -> (Records, SinkStats) {
-        (
-            std::mem::take(&mut self.records),
-            std::mem::take(&mut self.stats),
-        )
+        (std::mem::take(&mut self.records), std::mem::take(&mut self.stats))
     }
 
     /// Parses one record into the sink.
@@ -115,10 +113,7 @@ impl Sink {
         }
         // SAFETY: every record starts with its kind, a 4-byte enum, read as a plain u32.
         let kind = unsafe { record.cast::<u32>().read_unaligned() };
-        let kernel = [
-            K::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL as u32,
-            K::CUPTI_ACTIVITY_KIND_KERNEL as u32,
-        ];
+        let kernel = [K::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL as u32, K::CUPTI_ACTIVITY_KIND_KERNEL as u32];
         // SAFETY: the caller guarantees a complete record, and its kind says which struct
         // it is; each arm views it as that struct.
         unsafe {
@@ -241,15 +236,8 @@ impl Sink {
     /// `p` points to a `CUpti_ActivityAPI` record.
     unsafe fn driver_call(&mut self, p: *const sys::CUpti_ActivityAPI) {
         // SAFETY: the caller guarantees the record.
-        let (cbid, start, end, tid, corr) = unsafe {
-            (
-                field!(p.cbid),
-                field!(p.start),
-                field!(p.end),
-                field!(p.threadId),
-                field!(p.correlationId),
-            )
-        };
+        let (cbid, start, end, tid, corr) =
+            unsafe { (field!(p.cbid), field!(p.start), field!(p.end), field!(p.threadId), field!(p.correlationId)) };
         if !self.driver_launches || !LAUNCH_CBIDS.contains(&cbid) {
             self.stats.ignored += 1;
             return;
@@ -261,10 +249,7 @@ impl Sink {
                 correlation_id: corr,
                 cbid,
                 name: launch_name(cbid),
-                thread: HostThread {
-                    id: u64::from(tid),
-                    name: None,
-                },
+                thread: HostThread { id: u64::from(tid), name: None },
             });
         }
     }

@@ -25,20 +25,13 @@ struct SyntheticBuffer {
 
 impl SyntheticBuffer {
     fn new() -> Self {
-        Self {
-            words: vec![0u64; 8192].into_boxed_slice(),
-            len: 0,
-            offsets: Vec::new(),
-        }
+        Self { words: vec![0u64; 8192].into_boxed_slice(), len: 0, offsets: Vec::new() }
     }
 
     /// Appends a zeroed record of type `T` and lets `fill` write its fields.
     fn push<T>(&mut self, fill: impl FnOnce(*mut T)) {
         let size = size_of::<T>().next_multiple_of(8);
-        assert!(
-            self.len + size <= self.words.len() * 8,
-            "synthetic buffer full"
-        );
+        assert!(self.len + size <= self.words.len() * 8, "synthetic buffer full");
         // SAFETY: the offset is inside the allocation (asserted) and 8-aligned.
         let p = unsafe { self.words.as_mut_ptr().cast::<u8>().add(self.len) };
         fill(p.cast::<T>());
@@ -188,12 +181,7 @@ fn null_kernel_name_is_labelled() {
 #[test]
 fn copies_are_typed() {
     let mut buf = SyntheticBuffer::new();
-    push_memcpy(
-        &mut buf,
-        CopyKind::CUPTI_ACTIVITY_MEMCPY_KIND_HTOD,
-        65_536,
-        10,
-    );
+    push_memcpy(&mut buf, CopyKind::CUPTI_ACTIVITY_MEMCPY_KIND_HTOD, 65_536, 10);
     push_memcpy(&mut buf, CopyKind::CUPTI_ACTIVITY_MEMCPY_KIND_DTOH, 40, 11);
     push_memcpy(&mut buf, CopyKind::CUPTI_ACTIVITY_MEMCPY_KIND_DTOD, 8, 12);
     buf.push::<sys::CUpti_ActivityMemcpyPtoP4>(|p| {
@@ -214,11 +202,7 @@ fn copies_are_typed() {
     let (r, stats) = sink.take();
     assert_eq!(stats, SinkStats::default());
 
-    let kinds: Vec<_> = r
-        .memcpys
-        .iter()
-        .map(|m| (m.kind, m.bytes, m.correlation_id))
-        .collect();
+    let kinds: Vec<_> = r.memcpys.iter().map(|m| (m.kind, m.bytes, m.correlation_id)).collect();
     assert_eq!(
         kinds,
         [
@@ -228,14 +212,7 @@ fn copies_are_typed() {
             (MemcpyKind::PtoP, 1 << 20, 13)
         ]
     );
-    assert_eq!(
-        (
-            r.memcpys[0].start_ns,
-            r.memcpys[0].end_ns,
-            r.memcpys[0].stream_id
-        ),
-        (5_000, 5_400, 13)
-    );
+    assert_eq!((r.memcpys[0].start_ns, r.memcpys[0].end_ns, r.memcpys[0].stream_id), (5_000, 5_400, 13));
     assert_eq!(r.memcpys[3].device_id, 1);
 }
 
@@ -312,13 +289,7 @@ fn incomplete_records_are_counted_not_kept() {
     buf.parse_into(&mut sink);
     let (r, stats) = sink.take();
     assert_eq!(stats.incomplete, 3);
-    assert_eq!(
-        r.kernels
-            .iter()
-            .map(|k| k.correlation_id)
-            .collect::<Vec<_>>(),
-        [4]
-    );
+    assert_eq!(r.kernels.iter().map(|k| k.correlation_id).collect::<Vec<_>>(), [4]);
 }
 
 #[test]
@@ -334,18 +305,8 @@ fn driver_records_keep_only_launches_when_asked() {
     buf.parse_into(&mut sink);
     let (r, stats) = sink.take();
     assert_eq!(stats.ignored, 1);
-    let got: Vec<_> = r
-        .launches
-        .iter()
-        .map(|l| (l.name, l.correlation_id, l.thread.id))
-        .collect();
-    assert_eq!(
-        got,
-        [
-            ("cuLaunchKernel", 500, 31_337),
-            ("cuLaunchKernelEx", 502, 7)
-        ]
-    );
+    let got: Vec<_> = r.launches.iter().map(|l| (l.name, l.correlation_id, l.thread.id)).collect();
+    assert_eq!(got, [("cuLaunchKernel", 500, 31_337), ("cuLaunchKernelEx", 502, 7)]);
     assert_eq!((r.launches[0].start_ns, r.launches[0].end_ns), (900, 950));
 
     // With the callback API as the launch source, DRIVER records are not expected: ignore.
@@ -419,10 +380,7 @@ fn kernel_fields_read_sit_where_every_cuda13_version_has_them() {
         name
     );
     assert_eq!(offset_of!(sys::CUpti_ActivityKernel10, start), 16);
-    assert_eq!(
-        offset_of!(sys::CUpti_ActivitySynchronization2, streamId),
-        32
-    );
+    assert_eq!(offset_of!(sys::CUpti_ActivitySynchronization2, streamId), 32);
     assert_eq!(
         offset_of!(sys::CUpti_ActivitySynchronization, streamId),
         offset_of!(sys::CUpti_ActivitySynchronization2, streamId)

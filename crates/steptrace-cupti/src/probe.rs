@@ -53,11 +53,7 @@ impl fmt::Display for Probe {
         match (&self.error, self.version) {
             (Some(e), _) => write!(f, "CUPTI not available: {e}"),
             (None, version) => {
-                write!(
-                    f,
-                    "CUPTI available (cuptiGetVersion = {})",
-                    version.unwrap_or(0)
-                )?;
+                write!(f, "CUPTI available (cuptiGetVersion = {})", version.unwrap_or(0))?;
                 match &self.callback_api {
                     CallbackApi::Free => write!(f, "; callback API free"),
                     CallbackApi::HeldByCollector => {
@@ -77,13 +73,7 @@ impl fmt::Display for Probe {
 pub fn probe() -> Probe {
     let lib = match Lib::load() {
         Ok(lib) => lib,
-        Err(error) => {
-            return Probe {
-                version: None,
-                error: Some(error),
-                callback_api: CallbackApi::Unknown,
-            }
-        }
+        Err(error) => return Probe { version: None, error: Some(error), callback_api: CallbackApi::Unknown },
     };
     let callback_api = if collector::is_active() {
         CallbackApi::HeldByCollector
@@ -97,11 +87,7 @@ pub fn probe() -> Probe {
             Err(e) => CallbackApi::Blocked(e),
         }
     };
-    Probe {
-        version: Some(lib.version()),
-        error: None,
-        callback_api,
-    }
+    Probe { version: Some(lib.version()), error: None, callback_api }
 }
 
 #[cfg(test)]
@@ -112,45 +98,24 @@ mod tests {
     fn reasons_and_display() {
         let missing = Probe {
             version: None,
-            error: Some(CuptiError::LibraryNotFound {
-                tried: "libcupti.so".into(),
-            }),
+            error: Some(CuptiError::LibraryNotFound { tried: "libcupti.so".into() }),
             callback_api: CallbackApi::Unknown,
         };
         assert!(!missing.is_available());
-        assert!(missing
-            .reason()
-            .unwrap()
-            .starts_with("libcupti.so not found on the loader path"));
-        assert!(missing
-            .to_string()
-            .starts_with("CUPTI not available: libcupti.so not found"));
+        assert!(missing.reason().unwrap().starts_with("libcupti.so not found on the loader path"));
+        assert!(missing.to_string().starts_with("CUPTI not available: libcupti.so not found"));
 
         let blocked = Probe {
             version: Some(130001),
             error: None,
-            callback_api: CallbackApi::Blocked(CuptiError::OtherSubscriber {
-                call: "cuptiSubscribe",
-            }),
+            callback_api: CallbackApi::Blocked(CuptiError::OtherSubscriber { call: "cuptiSubscribe" }),
         };
         assert!(blocked.is_available());
-        assert!(blocked
-            .reason()
-            .unwrap()
-            .contains("another CUPTI client is subscribed"));
-        assert!(blocked
-            .to_string()
-            .starts_with("CUPTI available (cuptiGetVersion = 130001)"));
+        assert!(blocked.reason().unwrap().contains("another CUPTI client is subscribed"));
+        assert!(blocked.to_string().starts_with("CUPTI available (cuptiGetVersion = 130001)"));
 
-        let free = Probe {
-            version: Some(18),
-            error: None,
-            callback_api: CallbackApi::Free,
-        };
+        let free = Probe { version: Some(18), error: None, callback_api: CallbackApi::Free };
         assert_eq!(free.reason(), None);
-        assert_eq!(
-            free.to_string(),
-            "CUPTI available (cuptiGetVersion = 18); callback API free"
-        );
+        assert_eq!(free.to_string(), "CUPTI available (cuptiGetVersion = 18); callback API free");
     }
 }

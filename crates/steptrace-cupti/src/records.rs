@@ -234,30 +234,12 @@ mod tests {
     #[test]
     fn memcpy_kinds_follow_cupti_values() {
         use cudarc::cupti::sys::CUpti_ActivityMemcpyKind as K;
-        assert_eq!(
-            MemcpyKind::from_cupti(K::CUPTI_ACTIVITY_MEMCPY_KIND_HTOD as u8),
-            MemcpyKind::HtoD
-        );
-        assert_eq!(
-            MemcpyKind::from_cupti(K::CUPTI_ACTIVITY_MEMCPY_KIND_DTOH as u8),
-            MemcpyKind::DtoH
-        );
-        assert_eq!(
-            MemcpyKind::from_cupti(K::CUPTI_ACTIVITY_MEMCPY_KIND_DTOD as u8),
-            MemcpyKind::DtoD
-        );
-        assert_eq!(
-            MemcpyKind::from_cupti(K::CUPTI_ACTIVITY_MEMCPY_KIND_HTOH as u8),
-            MemcpyKind::HtoH
-        );
-        assert_eq!(
-            MemcpyKind::from_cupti(K::CUPTI_ACTIVITY_MEMCPY_KIND_PTOP as u8),
-            MemcpyKind::PtoP
-        );
-        assert_eq!(
-            MemcpyKind::from_cupti(K::CUPTI_ACTIVITY_MEMCPY_KIND_ATOD as u8),
-            MemcpyKind::Other(6)
-        );
+        assert_eq!(MemcpyKind::from_cupti(K::CUPTI_ACTIVITY_MEMCPY_KIND_HTOD as u8), MemcpyKind::HtoD);
+        assert_eq!(MemcpyKind::from_cupti(K::CUPTI_ACTIVITY_MEMCPY_KIND_DTOH as u8), MemcpyKind::DtoH);
+        assert_eq!(MemcpyKind::from_cupti(K::CUPTI_ACTIVITY_MEMCPY_KIND_DTOD as u8), MemcpyKind::DtoD);
+        assert_eq!(MemcpyKind::from_cupti(K::CUPTI_ACTIVITY_MEMCPY_KIND_HTOH as u8), MemcpyKind::HtoH);
+        assert_eq!(MemcpyKind::from_cupti(K::CUPTI_ACTIVITY_MEMCPY_KIND_PTOP as u8), MemcpyKind::PtoP);
+        assert_eq!(MemcpyKind::from_cupti(K::CUPTI_ACTIVITY_MEMCPY_KIND_ATOD as u8), MemcpyKind::Other(6));
         assert_eq!(MemcpyKind::Other(6).label(), "other");
     }
 

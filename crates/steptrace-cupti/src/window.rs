@@ -73,19 +73,13 @@ impl Window {
 
     /// Launches by correlation id.
     pub fn launches_by_correlation(&self) -> HashMap<u32, &Launch> {
-        self.launches
-            .iter()
-            .map(|l| (l.correlation_id, l))
-            .collect()
+        self.launches.iter().map(|l| (l.correlation_id, l)).collect()
     }
 
     /// How many kernels have a launch record with the same correlation id.
     pub fn kernels_with_launch(&self) -> usize {
         let ids: HashSet<u32> = self.launches.iter().map(|l| l.correlation_id).collect();
-        self.kernels
-            .iter()
-            .filter(|k| ids.contains(&k.correlation_id))
-            .count()
+        self.kernels.iter().filter(|k| ids.contains(&k.correlation_id)).count()
     }
 
     /// Number of distinct kernel names.
@@ -110,8 +104,7 @@ pub(crate) fn name_os_threads(launches: &mut [Launch]) {
     let mut names: HashMap<u64, Option<Arc<str>>> = HashMap::new();
     for launch in launches {
         let name = names.entry(launch.thread.id).or_insert_with(|| {
-            let comm =
-                std::fs::read_to_string(format!("/proc/self/task/{}/comm", launch.thread.id));
+            let comm = std::fs::read_to_string(format!("/proc/self/task/{}/comm", launch.thread.id));
             comm.ok().map(|s| Arc::from(s.trim_end()))
         });
         launch.thread.name = name.clone();
@@ -148,10 +141,7 @@ mod tests {
             correlation_id: corr,
             cbid: 307,
             name: "cuLaunchKernel",
-            thread: HostThread {
-                id: tid,
-                name: None,
-            },
+            thread: HostThread { id: tid, name: None },
         }
     }
 
@@ -167,11 +157,7 @@ mod tests {
             incomplete_records: 0,
             ignored_records: 0,
             open: ClockPair::new(t0, 1_000, Duration::from_nanos(40)),
-            close: ClockPair::new(
-                t0 + Duration::from_millis(10),
-                10_001_000,
-                Duration::from_nanos(40),
-            ),
+            close: ClockPair::new(t0 + Duration::from_millis(10), 10_001_000, Duration::from_nanos(40)),
             launch_source: LaunchSource::Callback,
             problems: vec![],
             outside_records: 0,
@@ -222,10 +208,7 @@ mod tests {
         let mut launches = vec![launch(1, 0, pid), launch(2, 0, u64::from(u32::MAX))];
         name_os_threads(&mut launches);
         let expected = std::fs::read_to_string(format!("/proc/self/task/{pid}/comm")).unwrap();
-        assert_eq!(
-            launches[0].thread.name.as_deref(),
-            Some(expected.trim_end())
-        );
+        assert_eq!(launches[0].thread.name.as_deref(), Some(expected.trim_end()));
         assert_eq!(launches[1].thread.name, None, "no such thread");
     }
 }

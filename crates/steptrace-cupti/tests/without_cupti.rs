@@ -13,16 +13,13 @@ fn libcupti_on_loader_path() -> bool {
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).contains("libcupti.so"))
         .unwrap_or(false);
-    let in_env = std::env::var("LD_LIBRARY_PATH")
-        .unwrap_or_default()
-        .split(':')
-        .any(|dir| {
-            std::fs::read_dir(Path::new(dir))
-                .into_iter()
-                .flatten()
-                .flatten()
-                .any(|e| e.file_name().to_string_lossy().starts_with("libcupti.so"))
-        });
+    let in_env = std::env::var("LD_LIBRARY_PATH").unwrap_or_default().split(':').any(|dir| {
+        std::fs::read_dir(Path::new(dir))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|e| e.file_name().to_string_lossy().starts_with("libcupti.so"))
+    });
     cached || in_env
 }
 
@@ -31,10 +28,7 @@ fn probe_explains_a_missing_library_without_panicking() {
     let found = probe();
     assert_eq!(found, probe(), "the probe is stable");
     if libcupti_on_loader_path() {
-        assert!(
-            found.is_available(),
-            "libcupti is on the loader path: {found}"
-        );
+        assert!(found.is_available(), "libcupti is on the loader path: {found}");
         assert!(found.version.is_some_and(|v| v > 0));
         return;
     }
@@ -43,23 +37,14 @@ fn probe_explains_a_missing_library_without_panicking() {
     assert_eq!(found.callback_api, CallbackApi::Unknown);
     match &found.error {
         Some(CuptiError::LibraryNotFound { tried }) => {
-            assert!(
-                tried.split(", ").any(|name| name == "libcupti.so"),
-                "{tried}"
-            );
+            assert!(tried.split(", ").any(|name| name == "libcupti.so"), "{tried}");
             assert!(tried.contains("libcupti.so.13"), "{tried}");
         }
         other => panic!("expected LibraryNotFound, got {other:?}"),
     }
     let reason = found.reason().expect("a reason");
-    assert!(
-        reason.starts_with("libcupti.so not found on the loader path"),
-        "{reason}"
-    );
-    assert!(
-        found.to_string().starts_with("CUPTI not available: "),
-        "{found}"
-    );
+    assert!(reason.starts_with("libcupti.so not found on the loader path"), "{reason}");
+    assert!(found.to_string().starts_with("CUPTI not available: "), "{found}");
 }
 
 #[test]
@@ -81,10 +66,7 @@ fn collector_and_clock_fail_with_the_probes_reason() {
 
 #[test]
 fn configuration_is_checked_before_anything_else() {
-    let config = CollectorConfig {
-        buffer_bytes: 1024,
-        ..CollectorConfig::default()
-    };
+    let config = CollectorConfig { buffer_bytes: 1024, ..CollectorConfig::default() };
     let err = Collector::start(config).unwrap_err();
     assert!(matches!(err, CuptiError::InvalidConfig(_)), "{err:?}");
 }

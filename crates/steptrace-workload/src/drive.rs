@@ -66,7 +66,13 @@ impl<'a> Job<'a> {
     }
 
     /// One step: read, copy, train or serve, sync, record.
-    fn one_step<M: StepModel>(&mut self, step: u64, models: &mut Models<M>, optim: &mut ModuleOptimizer, device: &Device) -> Result<StepRecord> {
+    fn one_step<M: StepModel>(
+        &mut self,
+        step: u64,
+        models: &mut Models<M>,
+        optim: &mut ModuleOptimizer,
+        device: &Device,
+    ) -> Result<StepRecord> {
         let cfg = self.cfg;
         let batch = self.session.next_batch(&mut self.loader)?;
         // Inference runs on the plain device, as the eval model's tensors do.
@@ -81,7 +87,11 @@ impl<'a> Job<'a> {
             Mode::Train => {
                 // `train.step` > forward, loss, backward, optimizer, as the bundled runs name it.
                 let _train = steptrace::own_span!(TRAIN_STEP);
-                let model = models.train.take().ok_or(BatchError::Missing { what: "model" }).map_err(|e| self.session.fail_step(e))?;
+                let model = models
+                    .train
+                    .take()
+                    .ok_or(BatchError::Missing { what: "model" })
+                    .map_err(|e| self.session.fail_step(e))?;
                 let logits = self.session.forward(|| model.logits(on_device.input))?;
                 let logits = logits.map_err(|e| self.session.fail_step(e))?;
                 let pair = LossInput::new(logits, on_device.target).map_err(|e| self.session.fail_step(e))?;
@@ -118,7 +128,11 @@ impl<'a> Job<'a> {
     /// After an out-of-memory, with `--memory`, what a sample needs is measured now, once the
     /// cycle is saved (the device's collector would take the measurement's kernels for the
     /// failed step's).
-    fn measure_after<M: StepModel + 'static>(&self, mut failure: StepFailure, rebuild: crate::oom_probe::Rebuild<M>) -> StepFailure {
+    fn measure_after<M: StepModel + 'static>(
+        &self,
+        mut failure: StepFailure,
+        rebuild: crate::oom_probe::Rebuild<M>,
+    ) -> StepFailure {
         let cfg = self.cfg;
         if let Some(o) = failure.out_of_memory.take() {
             let o = if cfg.memory && cfg.mode == Mode::Train {
@@ -152,7 +166,11 @@ fn held_out<M: StepModel>(source: &dyn BatchSource, models: &Models<M>, device: 
 
 /// What only the bundled run knows: the mode, the record that holds the starting state, its
 /// warnings, the batch size asked for.
-fn finish_summary(cfg: &crate::RunConfig, start: &crate::init::Start<'_>, mut summary: steptrace_burn::RunSummary) -> Trained {
+fn finish_summary(
+    cfg: &crate::RunConfig,
+    start: &crate::init::Start<'_>,
+    mut summary: steptrace_burn::RunSummary,
+) -> Trained {
     summary.mode = cfg.mode;
     summary.batch_size = cfg.batch_size;
     Trained { summary, init_hashes: start.hashes.clone(), warnings: start.warnings.clone() }

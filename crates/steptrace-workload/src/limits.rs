@@ -18,6 +18,11 @@ const MLP_HIDDEN: [usize; 2] = [128, 128];
 pub const MLP_MAX_LAYERS: usize = 16;
 /// The widest hidden layer the MLP takes.
 pub const MLP_MAX_WIDTH: usize = 1 << 20;
+/// The longest delay a batch read may be given (an hour): a planted input bottleneck, not
+/// a run that sleeps for ever.
+pub const MAX_LOADER_DELAY_MS: u64 = 3_600_000;
+/// The most loader threads a run may start.
+pub const MAX_PREFETCH: usize = 256;
 /// Parameter, gradient and two Adam moments per weight.
 const COPIES_PER_WEIGHT: u128 = 4;
 
@@ -33,15 +38,35 @@ pub(crate) fn check_settings(cfg: &RunConfig) -> Result<(), ConfigError> {
         }
         if hidden.len() > MLP_MAX_LAYERS {
             let limit = format!("0..={MLP_MAX_LAYERS}");
-            return Err(ConfigError::OutOfRange { what: "the number of hidden layers", value: hidden.len() as u128, limit });
+            return Err(ConfigError::OutOfRange {
+                what: "the number of hidden layers",
+                value: hidden.len() as u128,
+                limit,
+            });
         }
         if let Some(&width) = hidden.iter().find(|w| !(1..=MLP_MAX_WIDTH).contains(*w)) {
             let limit = format!("1..={MLP_MAX_WIDTH}");
             return Err(ConfigError::OutOfRange { what: "a hidden layer's width", value: width as u128, limit });
         }
     }
+    if cfg.loader_delay_ms > MAX_LOADER_DELAY_MS {
+        let limit = format!("0..={MAX_LOADER_DELAY_MS} (ms)");
+        return Err(ConfigError::OutOfRange {
+            what: "the loader delay",
+            value: u128::from(cfg.loader_delay_ms),
+            limit,
+        });
+    }
+    if cfg.prefetch > MAX_PREFETCH {
+        let limit = format!("0..={MAX_PREFETCH}");
+        return Err(ConfigError::OutOfRange { what: "the prefetch threads", value: cfg.prefetch as u128, limit });
+    }
     if cfg.model == ModelKind::Transformer && !(1..=MAX_SEQ_LEN).contains(&cfg.seq_len) {
-        return Err(ConfigError::OutOfRange { what: "seq-len", value: cfg.seq_len as u128, limit: format!("1..={MAX_SEQ_LEN}") });
+        return Err(ConfigError::OutOfRange {
+            what: "seq-len",
+            value: cfg.seq_len as u128,
+            limit: format!("1..={MAX_SEQ_LEN}"),
+        });
     }
     if cfg.dataset == "synthetic" {
         let features = features(&cfg.synthetic_shape);
@@ -70,7 +95,8 @@ pub(crate) fn check_shapes(cfg: &RunConfig, sample_shape: &[usize]) -> Result<()
     if cfg.model == ModelKind::ConvNet {
         check_image(sample_shape)?;
     }
-    let per_sample = if cfg.model == ModelKind::Transformer { cfg.seq_len as u128 * 2 } else { features(sample_shape) + 1 };
+    let per_sample =
+        if cfg.model == ModelKind::Transformer { cfg.seq_len as u128 * 2 } else { features(sample_shape) + 1 };
     // The batch on the host, plus every batch the loader threads hold ready.
     let held = 1 + (cfg.prefetch as u128).saturating_mul(cfg.prefetch_depth.max(1) as u128);
     let batches = per_sample.saturating_mul(cfg.batch_size as u128).saturating_mul(ELEMENT_BYTES).saturating_mul(held);
@@ -92,7 +118,12 @@ pub(crate) fn check_shapes(cfg: &RunConfig, sample_shape: &[usize]) -> Result<()
 /// aborts the process before any report can be written), what the step's activations need at
 /// the least: each layer's output and its activation, kept for backward, for the whole batch.
 /// A lower bound, not an estimate: the step needs this and more.
-pub(crate) fn check_activations(cfg: &RunConfig, sample_shape: &[usize], num_classes: usize, vocab: Option<usize>) -> Result<(), ConfigError> {
+pub(crate) fn check_activations(
+    cfg: &RunConfig,
+    sample_shape: &[usize],
+    num_classes: usize,
+    vocab: Option<usize>,
+) -> Result<(), ConfigError> {
     let batch = cfg.batch_size as u128;
     let per_sample: u128 = match cfg.model {
         ModelKind::Mlp => {
@@ -149,12 +180,28 @@ fn available_memory() -> Option<u64> {
 mod tests {
     use super::*;
 
+    /// A delay or a thread count no run needs is refused before anything starts.
+    #[test]
+    fn absurd_loader_settings_are_refused() {
+        let mut cfg = RunConfig::new();
+        cfg.loader_delay_ms = u64::MAX;
+        let err = check_settings(&cfg).expect_err("a delay of 584 million years");
+        assert!(err.to_string().contains("the loader delay must be in 0..=3600000"), "{err}");
+        cfg.loader_delay_ms = MAX_LOADER_DELAY_MS;
+        assert!(check_settings(&cfg).is_ok());
+        cfg.prefetch = 100_000;
+        let err = check_settings(&cfg).expect_err("a hundred thousand threads");
+        assert!(err.to_string().contains("the prefetch threads must be in 0..=256 (got 100000)"), "{err}");
+    }
 
     #[test]
     fn memory_beyond_the_machine_is_refused_with_both_sizes() {
         let err = check_memory("a batch of 9 samples", 10_000, Some(4096)).unwrap_err();
         let text = err.to_string();
-        assert!(text.contains("a batch of 9 samples") && text.contains("10000 bytes") && text.contains("4096"), "{text}");
+        assert!(
+            text.contains("a batch of 9 samples") && text.contains("10000 bytes") && text.contains("4096"),
+            "{text}"
+        );
         assert!(check_memory("x", 4096, Some(4096)).is_ok());
         assert!(check_memory("x", u128::MAX, None).is_err());
     }

@@ -53,7 +53,10 @@ pub(crate) fn measure_in_time<M: StepModel + 'static>(
         match rx.recv_timeout(Duration::from_millis(200)) {
             Ok(probe) => return probe,
             Err(mpsc::RecvTimeoutError::Disconnected) => {
-                return Some(Probe { problems: vec!["the measurement stopped without an answer".into()], ..Probe::default() })
+                return Some(Probe {
+                    problems: vec!["the measurement stopped without an answer".into()],
+                    ..Probe::default()
+                })
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {}
         }
@@ -145,7 +148,8 @@ pub(crate) fn measure<M: StepModel>(
     learning_rate: f64,
     report: &steptrace_burn::failure::oom::OutOfMemory,
 ) -> Option<Probe> {
-    let one_allocation = report.fitting_batch.known().filter(|b| b.method_note.contains("largest allocation")).map(|b| b.value);
+    let one_allocation =
+        report.fitting_batch.known().filter(|b| b.method_note.contains("largest allocation")).map(|b| b.value);
     let mut tried = Vec::new();
     for batches in candidates(report.batch_size, one_allocation) {
         let run = |b| {
@@ -167,7 +171,12 @@ pub(crate) fn measure<M: StepModel>(
             Ok(points) => return Some(conclude(points, report, tried)),
             // A larger pair would fail as well, and take longer to.
             Err(why) => {
-                tried.push(format!("batches {} and {}: {}", batches[0], batches[1], steptrace_burn::failure::oom::brief(&why)));
+                tried.push(format!(
+                    "batches {} and {}: {}",
+                    batches[0],
+                    batches[1],
+                    steptrace_burn::failure::oom::brief(&why)
+                ));
                 break;
             }
         }
@@ -178,12 +187,19 @@ pub(crate) fn measure<M: StepModel>(
 /// The bytes per sample from two points, and the batch that fits the memory the pools could
 /// have: the device's capacity, or less where the failure showed less (the pools held
 /// `reserved` when a request of `requested` could not be added).
-pub(crate) fn conclude(points: [ProbePoint; 2], report: &steptrace_burn::failure::oom::OutOfMemory, failed: Vec<String>) -> Probe {
+pub(crate) fn conclude(
+    points: [ProbePoint; 2],
+    report: &steptrace_burn::failure::oom::OutOfMemory,
+    failed: Vec<String>,
+) -> Probe {
     let [low, high] = points;
     let mut probe = Probe { points: points.to_vec(), problems: failed, ..Probe::default() };
     let grew = high.reserved.saturating_sub(low.reserved);
     if grew == 0 {
-        report_unknown(&mut probe, "the pools reserved no more at the larger batch: the step's memory did not grow with it");
+        report_unknown(
+            &mut probe,
+            "the pools reserved no more at the larger batch: the step's memory did not grow with it",
+        );
         return probe;
     }
     let per_sample = grew.div_ceil(high.batch - low.batch);
@@ -193,7 +209,13 @@ pub(crate) fn conclude(points: [ProbePoint; 2], report: &steptrace_burn::failure
         _ => None,
     };
     let (usable, usable_note) = match (capacity, seen) {
-        (Some(c), Some(s)) if s < c => (s, format!("the {s} B the pools could not grow past (they held {} B when the request failed)", s - report.requested_bytes.unwrap_or(0))),
+        (Some(c), Some(s)) if s < c => (
+            s,
+            format!(
+                "the {s} B the pools could not grow past (they held {} B when the request failed)",
+                s - report.requested_bytes.unwrap_or(0)
+            ),
+        ),
         (Some(c), _) => (c, format!("the device's {c} B")),
         (None, Some(s)) => (s, format!("the {s} B the pools could not grow past")),
         (None, None) => {
@@ -204,7 +226,8 @@ pub(crate) fn conclude(points: [ProbePoint; 2], report: &steptrace_burn::failure
     };
     probe.per_sample = Some(Bounded { value: per_sample, bound: "about", method_note: note(&probe) });
     let mut fits = if usable > high.reserved { high.batch + (usable - high.reserved) / per_sample } else { high.batch };
-    let mut fit_note = format!("{} samples measured, plus what {usable_note} leaves over {per_sample} B per sample", high.batch);
+    let mut fit_note =
+        format!("{} samples measured, plus what {usable_note} leaves over {per_sample} B per sample", high.batch);
     if let Some(b) = report.fitting_batch.known().filter(|b| b.method_note.contains("largest allocation")) {
         if b.value < fits {
             fits = b.value;
@@ -216,7 +239,8 @@ pub(crate) fn conclude(points: [ProbePoint; 2], report: &steptrace_burn::failure
 }
 
 fn note(probe: &Probe) -> String {
-    let p: Vec<String> = probe.points.iter().map(|p| format!("{} B reserved at batch {}", p.reserved, p.batch)).collect();
+    let p: Vec<String> =
+        probe.points.iter().map(|p| format!("{} B reserved at batch {}", p.reserved, p.batch)).collect();
     format!(
         "measured: a fresh model trained two steps at each of two batches, the pools emptied before each; {}: the difference over the batches' difference (pool overhead included)",
         p.join(" and ")
@@ -272,7 +296,10 @@ mod tests {
     /// failure showed, when it is less than the capacity.
     #[test]
     fn two_points_give_bytes_per_sample_and_the_fitting_batch() {
-        let points = [ProbePoint { batch: 16, reserved: 1_000, in_use: 0 }, ProbePoint { batch: 32, reserved: 1_800, in_use: 0 }];
+        let points = [
+            ProbePoint { batch: 16, reserved: 1_000, in_use: 0 },
+            ProbePoint { batch: 32, reserved: 1_800, in_use: 0 },
+        ];
         let p = conclude(points, &report(Shortage::DeviceFull), Vec::new());
         // (1,800 − 1,000) / 16 = 50 B a sample; usable = 5,000 held + 400 asked = 5,400.
         assert_eq!(p.per_sample.as_ref().unwrap().value, 50);
@@ -280,7 +307,11 @@ mod tests {
         assert_eq!(p.fitting_batch.as_ref().unwrap().value, 104);
         // Too large for one allocation: the capacity, then the one-allocation bound.
         let mut r = report(Shortage::TooLargeForOneAllocation);
-        r.fitting_batch = Estimate::Known(Bounded { value: 90, bound: "at most", method_note: "against the largest allocation".into() });
+        r.fitting_batch = Estimate::Known(Bounded {
+            value: 90,
+            bound: "at most",
+            method_note: "against the largest allocation".into(),
+        });
         let p = conclude(points, &r, Vec::new());
         assert_eq!(p.fitting_batch.as_ref().unwrap().value, 90, "(10,000 − 1,800) / 50 + 32 = 196, bounded by 90");
         let flat = [points[0], ProbePoint { batch: 32, reserved: 1_000, in_use: 0 }];

@@ -52,7 +52,12 @@ impl std::ops::Deref for Trained {
 /// Runs `cfg` with `profiler` (its layer installed by the caller; `None` records nothing),
 /// quietly, and finishes it at the end: [`train`] with a session built from `cfg`. `cache`
 /// is cubecl's cache as the caller configured it. `on_step` sees each step as it ends.
-pub fn run(cfg: &RunConfig, cache: &CacheState, profiler: Option<Profiler>, on_step: &mut dyn FnMut(&StepRecord)) -> Result<Trained> {
+pub fn run(
+    cfg: &RunConfig,
+    cache: &CacheState,
+    profiler: Option<Profiler>,
+    on_step: &mut dyn FnMut(&StepRecord),
+) -> Result<Trained> {
     let selection = cfg.backend.resolve()?.into_owned();
     let mut builder = Session::builder().backend(selection).cache_state(cache.clone()).console(Console::Off);
     builder = builder.profiling(match profiler {
@@ -92,7 +97,8 @@ pub fn train(cfg: &RunConfig, builder: SessionBuilder, on_step: &mut dyn FnMut(&
         let info = source.info();
         crate::limits::check_activations(cfg, &info.sample_shape, info.num_classes, vocab)?;
     }
-    let loader = Loader::new(source.clone(), cfg.prefetch, cfg.prefetch_depth, Duration::from_millis(cfg.loader_delay_ms))?;
+    let loader =
+        Loader::new(source.clone(), cfg.prefetch, cfg.prefetch_depth, Duration::from_millis(cfg.loader_delay_ms))?;
     let device = session.device();
     device.seed(cfg.seed);
     let info = source.info();
@@ -115,8 +121,11 @@ pub fn train(cfg: &RunConfig, builder: SessionBuilder, on_step: &mut dyn FnMut(&
             job(session, start).drive(model?, Arc::new(move || config.init(&fresh)), on_step)
         }
         ModelKind::ConvNet => {
-            let [c, h, w] = <[usize; 3]>::try_from(info.sample_shape.as_slice())
-                .map_err(|_| ConfigError::BadShape { shape: info.sample_shape.clone(), need: "the ConvNet needs [C, H, W] samples".into() })?;
+            let [c, h, w] =
+                <[usize; 3]>::try_from(info.sample_shape.as_slice()).map_err(|_| ConfigError::BadShape {
+                    shape: info.sample_shape.clone(),
+                    need: "the ConvNet needs [C, H, W] samples".into(),
+                })?;
             let config = ConvNetConfig::new(c, h, w, info.num_classes);
             let model = start.apply(kind, &config, config.init(&device));
             let fresh = device.clone();
@@ -155,7 +164,13 @@ impl Job<'_> {
         self.session.update_manifest(|m| {
             m.model = Some(cfg.model.name().to_owned());
             m.precision = Some("f32".into());
-            m.mode = Some(match cfg.mode { Mode::Train => "train", Mode::Infer => "eval (inference)" }.into());
+            m.mode = Some(
+                match cfg.mode {
+                    Mode::Train => "train",
+                    Mode::Infer => "eval (inference)",
+                }
+                .into(),
+            );
             m.dataset = Some(info.name.to_string());
             m.data_source = Some(steptrace::settings::home_relative_str(&info.source));
             m.synthetic = Some(info.synthetic);
@@ -182,7 +197,6 @@ impl Job<'_> {
         let cfg = self.cfg;
         step == 0 || step + 1 == cfg.steps || (cfg.loss_every > 0 && step.is_multiple_of(cfg.loss_every))
     }
-
 }
 
 /// Accuracy or perplexity on held-out batches (after profiling ended).

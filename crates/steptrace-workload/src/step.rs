@@ -258,15 +258,20 @@ pub fn train_batch<M: StepModel>(
 ) -> Result<(M, Tensor<1>), BatchError> {
     let DeviceBatch { input, target } = batch;
     let mut failed = None;
-    let out = train_step(model, optim, learning_rate, device, |m| m.logits(input), |logits| {
-        match logits.and_then(|l| LossInput::new(l, target)) {
+    let out = train_step(
+        model,
+        optim,
+        learning_rate,
+        device,
+        |m| m.logits(input),
+        |logits| match logits.and_then(|l| LossInput::new(l, target)) {
             Ok(pair) => pair.loss(),
             Err(e) => {
                 failed = Some(e);
                 Tensor::zeros([1], device)
             }
-        }
-    })?;
+        },
+    )?;
     match failed {
         Some(e) => Err(e),
         None => Ok(out),

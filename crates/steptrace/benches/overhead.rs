@@ -37,11 +37,8 @@ const CAP: u64 = 256 << 20;
 /// The profiler as `try_install` sets it up: the gate filters globally.
 fn dispatch_for(schedule: &str, dir: &std::path::Path, limit: u64) -> (Dispatch, Profiler) {
     let schedule: Schedule = schedule.parse().expect("schedule");
-    let (layer, profiler) = Profiler::builder(schedule)
-        .out_dir(dir)
-        .max_file_bytes(limit)
-        .build_global()
-        .expect("profiler");
+    let (layer, profiler) =
+        Profiler::builder(schedule).out_dir(dir).max_file_bytes(limit).build_global().expect("profiler");
     (Dispatch::new(tracing_subscriber::registry().with(layer)), profiler)
 }
 
@@ -143,7 +140,9 @@ fn span_cost(c: &mut Criterion) {
         group.bench_function("outside_window", |b| b.iter(span));
         // `steptrace::layer` around a trivial closure: what a layer span costs a model that
         // is not being recorded.
-        group.bench_function("layer_outside_window", |b| b.iter(|| steptrace::layer("encoder.layer2", || std::hint::black_box(1))));
+        group.bench_function("layer_outside_window", |b| {
+            b.iter(|| steptrace::layer("encoder.layer2", || std::hint::black_box(1)))
+        });
     });
     drop(profiler);
 
@@ -249,7 +248,8 @@ fn writer_throughput(c: &mut Criterion) {
             for _ in 0..iters {
                 total += std::thread::spawn(|| {
                     let dir = tempfile::tempdir().expect("tempdir");
-                    let (dispatch, mut profiler) = dispatch_for("wait=0,warmup=1,active=2,repeat=1", dir.path(), u64::MAX);
+                    let (dispatch, mut profiler) =
+                        dispatch_for("wait=0,warmup=1,active=2,repeat=1", dir.path(), u64::MAX);
                     let start = Instant::now();
                     tracing::dispatcher::with_default(&dispatch, || {
                         profiler.start();

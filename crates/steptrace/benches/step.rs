@@ -19,9 +19,7 @@
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use steptrace::format::names::{
-    BACKWARD, DATA_LOAD, FORWARD, LOSS, OPTIMIZER, SYNC, TARGET, TRAIN_STEP, TRANSFER_H2D,
-};
+use steptrace::format::names::{BACKWARD, DATA_LOAD, FORWARD, LOSS, OPTIMIZER, SYNC, TARGET, TRAIN_STEP, TRANSFER_H2D};
 use steptrace::{own_span, Profiler, Schedule};
 use tracing::Dispatch;
 use tracing_subscriber::prelude::*;
@@ -34,11 +32,8 @@ const CAP: u64 = 256 << 20;
 
 fn dispatch_for(schedule: &str, dir: &std::path::Path) -> (Dispatch, Profiler) {
     let schedule: Schedule = schedule.parse().expect("schedule");
-    let (layer, profiler) = Profiler::builder(schedule)
-        .out_dir(dir)
-        .max_file_bytes(CAP)
-        .build_global()
-        .expect("profiler");
+    let (layer, profiler) =
+        Profiler::builder(schedule).out_dir(dir).max_file_bytes(CAP).build_global().expect("profiler");
     (Dispatch::new(tracing_subscriber::registry().with(layer)), profiler)
 }
 
@@ -83,10 +78,29 @@ struct Times {
 
 /// The points [`one_step`] times, in order.
 const POINTS: &[&str] = &[
-    "step boundary", "data.load begin", "data.load end", "transfer.h2d begin", "transfer.h2d end",
-    "train.step begin", "forward begin", "hidden0 begin", "hidden0 end", "hidden1 begin", "hidden1 end",
-    "output begin", "output end", "forward end", "loss begin", "loss end", "backward begin", "backward end",
-    "optimizer begin", "optimizer end", "train.step end", "sync begin", "sync end",
+    "step boundary",
+    "data.load begin",
+    "data.load end",
+    "transfer.h2d begin",
+    "transfer.h2d end",
+    "train.step begin",
+    "forward begin",
+    "hidden0 begin",
+    "hidden0 end",
+    "hidden1 begin",
+    "hidden1 end",
+    "output begin",
+    "output end",
+    "forward end",
+    "loss begin",
+    "loss end",
+    "backward begin",
+    "backward end",
+    "optimizer begin",
+    "optimizer end",
+    "train.step end",
+    "sync begin",
+    "sync end",
 ];
 
 /// Times `f` into `total` and into the next point.
@@ -147,7 +161,8 @@ fn one_step_with(step: &mut dyn FnMut(), batch: u64, t: &mut Times) {
 /// Where the step's time went, over every step run (warm-up included).
 fn print_points(name: &str, times: &Times, steps: u64) {
     let per_step = |d: &Duration| d.as_nanos() as f64 / steps.max(1) as f64;
-    let points: Vec<String> = POINTS.iter().zip(&times.by_point).map(|(p, d)| format!("{p} {:.0}", per_step(d))).collect();
+    let points: Vec<String> =
+        POINTS.iter().zip(&times.by_point).map(|(p, d)| format!("{p} {:.0}", per_step(d))).collect();
     println!("training_step/{name}: ns a step by point: {}", points.join(", "));
 }
 
@@ -155,7 +170,9 @@ fn recorded_step(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut group = c.benchmark_group("training_step");
     group.measurement_time(Duration::from_secs(5));
-    for (name, schedule) in [("wait", "skip_first=1000000000,active=1"), ("recorded", "wait=0,warmup=1,active=1000000000")] {
+    for (name, schedule) in
+        [("wait", "skip_first=1000000000,active=1"), ("recorded", "wait=0,warmup=1,active=1000000000")]
+    {
         // The profiler's steps run on the thread that built it (its sink binds that thread).
         let (dispatch, mut profiler) = dispatch_for(schedule, dir.path());
         tracing::dispatcher::with_default(&dispatch, || {

@@ -42,7 +42,9 @@ fn ms(d: Duration) -> f64 {
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let sizes: Vec<u64> = std::env::args().skip(1).map(|a| a.parse()).collect::<Result<_, _>>()?;
     let sizes = if sizes.is_empty() { vec![1_000, 10_000, 100_000] } else { sizes };
-    println!("steps\tunprofiled_ms\tprofiled_ms\tfinish_ms\tfile_bytes\twindow_peak_rss_kb\tpeak_rss_kb\twaits\twaited_ms");
+    println!(
+        "steps\tunprofiled_ms\tprofiled_ms\tfinish_ms\tfile_bytes\twindow_peak_rss_kb\tpeak_rss_kb\twaits\twaited_ms"
+    );
     for n in sizes {
         let plain = Instant::now();
         for _ in 0..=n {

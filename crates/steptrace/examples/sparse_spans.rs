@@ -51,7 +51,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let gap = Duration::from_micros(*args.get(1).unwrap_or(&50));
     let dir = tempfile::tempdir()?;
     let schedule: Schedule = "wait=0,warmup=1,active=1000000000".parse()?;
-    let (layer, mut profiler) = Profiler::builder(schedule).out_dir(dir.path()).max_file_bytes(1 << 30).build_global()?;
+    let (layer, mut profiler) =
+        Profiler::builder(schedule).out_dir(dir.path()).max_file_bytes(1 << 30).build_global()?;
     let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
     tracing::dispatcher::with_default(&dispatch, || {
         profiler.start();

@@ -49,7 +49,9 @@ pub enum Error {
         reason: &'static str,
     },
     /// A target directive could not be parsed.
-    #[error("invalid target directive `{directive}`: {reason} (expected e.g. `my_crate=info` or `cubecl_runtime=trace`)")]
+    #[error(
+        "invalid target directive `{directive}`: {reason} (expected e.g. `my_crate=info` or `cubecl_runtime=trace`)"
+    )]
     Targets {
         /// The directive as given.
         directive: String,
@@ -102,7 +104,11 @@ impl Kept {
 
 fn kept_note(kept: &Option<Kept>) -> String {
     match kept {
-        Some(k) => format!(" ({} bytes written so far are kept in {}, readable as a trace cut short)", k.bytes, k.path.display()),
+        Some(k) => format!(
+            " ({} bytes written so far are kept in {}, readable as a trace cut short)",
+            k.bytes,
+            k.path.display()
+        ),
         None => " (nothing of this cycle was kept)".to_owned(),
     }
 }

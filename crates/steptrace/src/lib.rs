@@ -73,7 +73,10 @@ pub mod settings;
 pub mod terminal;
 
 pub use collect::{capture, device, direct, gate, ranks, schedule, sink};
-pub use collect::{layer, layer_span, Action, Profiler, ProfilerBuilder, ProfilerLayer, RankLayer, RankProfilers, Schedule, ScheduleError};
+pub use collect::{
+    layer, layer_span, Action, Profiler, ProfilerBuilder, ProfilerLayer, RankLayer, RankProfilers, Schedule,
+    ScheduleError,
+};
 pub use error::{Error, Kept, Result};
 pub use read::{analysis, bench, hygiene, reader};
 pub use sink::SavedTrace;

@@ -66,7 +66,12 @@ pub const CUPTI: &str = "STEPTRACE_CUPTI";
 
 /// Every variable steptrace reads outside its tests.
 pub const VARIABLES: &[Variable] = &[
-    Variable { name: CACHE_DIR, kind: Kind::Setting, values: "a folder", meaning: "where cubecl's kernel and autotune caches are kept, and the device peaks (in its `peaks` folder)" },
+    Variable {
+        name: CACHE_DIR,
+        kind: Kind::Setting,
+        values: "a folder",
+        meaning: "where cubecl's kernel and autotune caches are kept, and the device peaks (in its `peaks` folder)",
+    },
     Variable {
         name: EXPECT_LAVAPIPE,
         kind: Kind::Setting,
@@ -79,10 +84,25 @@ pub const VARIABLES: &[Variable] = &[
         values: "steps, unwritten or announced",
         meaning: "which of the stepping thread's spans reach the trace, and how",
     },
-    Variable { name: OWN_SPANS, kind: Kind::Experiment, values: "tracing", meaning: "steptrace's own spans through tracing's registry" },
-    Variable { name: LINGER, kind: Kind::Experiment, values: "off, or 10 to 50000 (µs)", meaning: "how the writer thread waits between steps" },
+    Variable {
+        name: OWN_SPANS,
+        kind: Kind::Experiment,
+        values: "tracing",
+        meaning: "steptrace's own spans through tracing's registry",
+    },
+    Variable {
+        name: LINGER,
+        kind: Kind::Experiment,
+        values: "off, or 10 to 50000 (µs)",
+        meaning: "how the writer thread waits between steps",
+    },
     Variable { name: ATTRIBUTION, kind: Kind::Experiment, values: "off", meaning: "kernel attribution turned off" },
-    Variable { name: CUPTI, kind: Kind::Experiment, values: "keep, per-cycle or off", meaning: "how CUPTI's kinds are enabled, or CUPTI not used" },
+    Variable {
+        name: CUPTI,
+        kind: Kind::Experiment,
+        values: "keep, per-cycle or off",
+        meaning: "how CUPTI's kinds are enabled, or CUPTI not used",
+    },
 ];
 
 /// `STEPTRACE_SPANS`.
@@ -190,14 +210,33 @@ fn parse(get: &dyn Fn(&str) -> Option<String>) -> Read {
             }
             _ => {
                 let shown: String = v.chars().filter(|c| !c.is_control()).take(40).collect();
-                problems.push(format!("{LINGER}={shown:?} is not understood (accepted: off, or 10 to 50000 µs); it is ignored"));
+                problems.push(format!(
+                    "{LINGER}={shown:?} is not understood (accepted: off, or 10 to 50000 µs); it is ignored"
+                ));
                 Linger::Default
             }
         },
     };
-    let cache_dir = get(CACHE_DIR).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let cache_dir = get(CACHE_DIR).filter(|v| !v.is_empty()).map(|v| match (tilde_rest(&v), get("HOME")) {
+        // A quoted `~` reaches a program unexpanded: it means the home folder, not a folder
+        // named `~` here.
+        (Some(rest), Some(home)) if !home.is_empty() => PathBuf::from(home).join(rest),
+        (Some(_), _) => {
+            problems.push(format!("{CACHE_DIR} starts with ~ but HOME is not set: the folder is taken as written"));
+            PathBuf::from(v)
+        }
+        (None, _) => PathBuf::from(v),
+    });
     let expect_lavapipe = get(EXPECT_LAVAPIPE).is_some();
     Read { spans, own_spans_tracing, linger, attribution_off, cupti, cache_dir, expect_lavapipe, problems, experiments }
+}
+
+/// What follows a leading `~` (`~` alone, or `~/...`): the path under the home folder.
+fn tilde_rest(v: &str) -> Option<&str> {
+    match v.strip_prefix('~')? {
+        "" => Some(""),
+        rest => rest.strip_prefix('/'),
+    }
 }
 
 /// `STEPTRACE_SPANS`.
@@ -251,7 +290,9 @@ fn effect(knob: &str) -> &'static str {
     let (name, value) = knob.split_once('=').unwrap_or((knob, ""));
     match (name, value) {
         (SPANS, "steps") => "only the ProfilerStep spans are kept",
-        (SPANS, "unwritten") => "the stepping thread's spans are made but none is written, its steps' included: no trace is saved",
+        (SPANS, "unwritten") => {
+            "the stepping thread's spans are made but none is written, its steps' included: no trace is saved"
+        }
         (SPANS, _) => "every batch of spans is announced through tracing-chrome",
         (OWN_SPANS, _) => "steptrace's own spans go through tracing's registry",
         (LINGER, "off") => "the trace writer parks between steps",
@@ -279,7 +320,8 @@ pub fn warnings() -> Vec<String> {
 /// Why no trace was written although a window recorded, when an experiment's knob is the
 /// reason (`STEPTRACE_SPANS=unwritten`).
 pub fn why_no_trace() -> Option<String> {
-    (spans() == Spans::Unwritten).then(|| format!("{SPANS}=unwritten writes none of the stepping thread's spans (an experiment)"))
+    (spans() == Spans::Unwritten)
+        .then(|| format!("{SPANS}=unwritten writes none of the stepping thread's spans (an experiment)"))
 }
 
 /// `path` as steptrace prints and records it: a leading home directory written `$HOME` (which
@@ -310,18 +352,34 @@ mod tests {
     #[test]
     fn values_are_read_without_case_and_blanks() {
         let r = from(&[(SPANS, " Unwritten "), (ATTRIBUTION, "OFF"), (CUPTI, "Per-Cycle"), (LINGER, "200")]);
-        assert_eq!((r.spans, r.attribution_off, r.cupti, r.linger), (Spans::Unwritten, true, Cupti::PerCycle, Linger::Every(200)));
+        assert_eq!(
+            (r.spans, r.attribution_off, r.cupti, r.linger),
+            (Spans::Unwritten, true, Cupti::PerCycle, Linger::Every(200))
+        );
         assert!(r.problems.is_empty(), "{:?}", r.problems);
         assert_eq!(r.experiments.len(), 4, "{:?}", r.experiments);
     }
 
     #[test]
     fn an_unknown_value_is_named_with_what_is_accepted_and_ignored() {
-        let r = from(&[(SPANS, "everything"), (OWN_SPANS, "direct"), (LINGER, "5"), (CUPTI, "maybe"), (ATTRIBUTION, "no")]);
-        assert_eq!((r.spans, r.own_spans_tracing, r.linger, r.cupti, r.attribution_off), (Spans::All, false, Linger::Default, Cupti::Near, false));
+        let r =
+            from(&[(SPANS, "everything"), (OWN_SPANS, "direct"), (LINGER, "5"), (CUPTI, "maybe"), (ATTRIBUTION, "no")]);
+        assert_eq!(
+            (r.spans, r.own_spans_tracing, r.linger, r.cupti, r.attribution_off),
+            (Spans::All, false, Linger::Default, Cupti::Near, false)
+        );
         assert_eq!(r.problems.len(), 5, "{:?}", r.problems);
-        assert!(r.problems[0].contains("STEPTRACE_SPANS=\"everything\"") && r.problems[0].contains("steps, unwritten, announced"), "{:?}", r.problems);
-        assert!(r.problems.iter().any(|p| p.contains("STEPTRACE_LINGER=\"5\"") && p.contains("10 to 50000")), "{:?}", r.problems);
+        assert!(
+            r.problems[0].contains("STEPTRACE_SPANS=\"everything\"")
+                && r.problems[0].contains("steps, unwritten, announced"),
+            "{:?}",
+            r.problems
+        );
+        assert!(
+            r.problems.iter().any(|p| p.contains("STEPTRACE_LINGER=\"5\"") && p.contains("10 to 50000")),
+            "{:?}",
+            r.problems
+        );
         assert!(r.experiments.is_empty());
     }
 
@@ -341,6 +399,20 @@ mod tests {
         assert!(r.problems.is_empty() && r.experiments.is_empty());
         let r = from(&[(CACHE_DIR, "/tmp/c"), (EXPECT_LAVAPIPE, "1")]);
         assert_eq!((r.cache_dir, r.expect_lavapipe), (Some(PathBuf::from("/tmp/c")), true));
+    }
+
+    /// A quoted `~` is the home folder, as the shell would have made it; `~user` and a `~`
+    /// inside a name are names.
+    #[test]
+    fn a_leading_tilde_is_the_home_folder() {
+        let r = from(&[(CACHE_DIR, "~/sc"), ("HOME", "/home/u")]);
+        assert_eq!(r.cache_dir, Some(PathBuf::from("/home/u/sc")));
+        assert_eq!(from(&[(CACHE_DIR, "~"), ("HOME", "/home/u")]).cache_dir, Some(PathBuf::from("/home/u")));
+        assert_eq!(from(&[(CACHE_DIR, "~other/sc"), ("HOME", "/home/u")]).cache_dir, Some(PathBuf::from("~other/sc")));
+        assert_eq!(from(&[(CACHE_DIR, "a~/b"), ("HOME", "/home/u")]).cache_dir, Some(PathBuf::from("a~/b")));
+        let r = from(&[(CACHE_DIR, "~/sc")]);
+        assert_eq!(r.cache_dir, Some(PathBuf::from("~/sc")));
+        assert!(r.problems.iter().any(|p| p.contains("HOME is not set")), "{:?}", r.problems);
     }
 
     #[test]

@@ -22,10 +22,7 @@ pub fn wrap(text: &str) -> Vec<String> {
 /// A table in steptrace's style whose cells wrap so that it fits [`WIDTH`].
 pub fn table() -> Table {
     let mut table = Table::new();
-    table
-        .load_style(UTF8_FULL_CONDENSED)
-        .set_content_arrangement(ContentArrangement::Dynamic)
-        .set_width(WIDTH as u16);
+    table.load_style(UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic).set_width(WIDTH as u16);
     table
 }
 
@@ -145,9 +142,11 @@ mod tests {
     fn short_text_and_long_words_stay_whole() {
         assert_eq!(wrap("sync: step"), ["sync: step"]);
         let path = "x".repeat(120);
-        assert_eq!(wrap(&format!("wrote {path} (cycle 0)")), ["wrote".to_owned(), format!("    {path}"), "    (cycle 0)".to_owned()]);
+        assert_eq!(
+            wrap(&format!("wrote {path} (cycle 0)")),
+            ["wrote".to_owned(), format!("    {path}"), "    (cycle 0)".to_owned()]
+        );
     }
-
 }
 
 #[cfg(test)]
@@ -157,7 +156,8 @@ mod block_tests {
     #[test]
     fn a_block_fits_with_its_indentation_tables_and_commands_kept_usable() {
         let long = "word ".repeat(40);
-        let command = format!("   run:      steptrace bench --model mlp --batch 256 {}--json out.json", "--steps 300 ".repeat(8));
+        let command =
+            format!("   run:      steptrace bench --model mlp --batch 256 {}--json out.json", "--steps 300 ".repeat(8));
         let mut t = table();
         t.set_header(["span", "why"]).add_row(["a", long.trim()]);
         let text = format!("plain {long}\n  evidence: {long}\n{command}\n{t}\nshort\n");
@@ -171,7 +171,11 @@ mod block_tests {
         let evidence: Vec<&str> = out.lines().skip_while(|l| !l.starts_with("  evidence:")).take(2).collect();
         assert!(evidence[1].starts_with("      ") && !evidence[1].starts_with("       "), "{evidence:?}");
         // The command's lines end in a shell continuation, but the last.
-        let run: Vec<&str> = out.lines().skip_while(|l| !l.trim_start().starts_with("run:")).take_while(|l| !l.starts_with('┌')).collect();
+        let run: Vec<&str> = out
+            .lines()
+            .skip_while(|l| !l.trim_start().starts_with("run:"))
+            .take_while(|l| !l.starts_with('┌'))
+            .collect();
         assert!(run.len() >= 2 && run[..run.len() - 1].iter().all(|l| l.ends_with(" \\")), "{run:?}");
         assert!(!run[run.len() - 1].ends_with('\\'), "{run:?}");
     }

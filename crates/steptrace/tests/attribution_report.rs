@@ -21,10 +21,34 @@ const STEP_US: f64 = 10_000.0;
 type Kernel<'a> = (&'a str, f64, [u64; 3], &'a str, &'a str, &'a str, &'a str);
 
 const KERNELS: [Kernel<'static>; 5] = [
-    ("conv_kernel_f32", 1000.0, [200, 1, 1], attribution::CALLED, "conv", "Conv2d [256, 16, 28, 28]", "forward > conv1"),
+    (
+        "conv_kernel_f32",
+        1000.0,
+        [200, 1, 1],
+        attribution::CALLED,
+        "conv",
+        "Conv2d [256, 16, 28, 28]",
+        "forward > conv1",
+    ),
     ("elemwise_fuse_1", 500.0, [300, 1, 1], attribution::CALLED, "elementwise (fused)", "Add; Relu", "forward"),
-    ("matmul_entry_f32", 4000.0, [2, 2, 1], attribution::INFERRED, "matmul", "Conv2dWeightBackward [32, 16, 3, 3]", "backward > conv2"),
-    ("elemwise_fuse_2", 250.0, [300, 1, 1], attribution::CALLED, "elementwise (fused)", "Sub; Mul", "optimizer > conv1"),
+    (
+        "matmul_entry_f32",
+        4000.0,
+        [2, 2, 1],
+        attribution::INFERRED,
+        "matmul",
+        "Conv2dWeightBackward [32, 16, 3, 3]",
+        "backward > conv2",
+    ),
+    (
+        "elemwise_fuse_2",
+        250.0,
+        [300, 1, 1],
+        attribution::CALLED,
+        "elementwise (fused)",
+        "Sub; Mul",
+        "optimizer > conv1",
+    ),
     ("autotune_candidate", 250.0, [300, 1, 1], attribution::NO_BLOCK, "", "", ""),
 ];
 
@@ -193,16 +217,43 @@ fn an_all_outside_trace_attributes_nothing() {
 /// backward inferred from the tensors so named (2000 µs), and a layer named by steptrace's spans
 /// forward (500 µs) and, inferred, backward (250 µs).
 const MODULE: [Kernel<'static>; 4] = [
-    ("matmul_fwd", 1000.0, [300, 1, 1], attribution::MODULE, "matmul", "Matmul [256, 512]", "forward > blocks.1.linear"),
-    ("matmul_bwd", 2000.0, [300, 1, 1], attribution::MODULE_INFERRED, "matmul", "Matmul [512, 256]", "backward > blocks.1.linear"),
+    (
+        "matmul_fwd",
+        1000.0,
+        [300, 1, 1],
+        attribution::MODULE,
+        "matmul",
+        "Matmul [256, 512]",
+        "forward > blocks.1.linear",
+    ),
+    (
+        "matmul_bwd",
+        2000.0,
+        [300, 1, 1],
+        attribution::MODULE_INFERRED,
+        "matmul",
+        "Matmul [512, 256]",
+        "backward > blocks.1.linear",
+    ),
     ("conv_fwd", 500.0, [300, 1, 1], attribution::CALLED, "conv", "Conv2d [256, 16, 28, 28]", "forward > conv1"),
-    ("conv_bwd", 250.0, [300, 1, 1], attribution::INFERRED, "conv", "Conv2dWeightBackward [16, 3, 3, 3]", "backward > conv1"),
+    (
+        "conv_bwd",
+        250.0,
+        [300, 1, 1],
+        attribution::INFERRED,
+        "conv",
+        "Conv2dWeightBackward [16, 3, 3, 3]",
+        "backward > conv1",
+    ),
 ];
 
 #[test]
 fn layers_named_by_the_module_tree_are_attributed_and_counted_apart() {
     assert!([attribution::MODULE, attribution::MODULE_INFERRED].iter().all(|h| attribution::is_tied_to_span(h)));
-    assert!(!attribution::is_tied_to_span(attribution::OUTSIDE_SPANS) && !attribution::is_tied_to_span(attribution::NO_BLOCK));
+    assert!(
+        !attribution::is_tied_to_span(attribution::OUTSIDE_SPANS)
+            && !attribution::is_tied_to_span(attribution::NO_BLOCK)
+    );
     let r = report_of(&trace_of(5, true, &MODULE));
     let a = r.device.attribution.as_ref().expect("attribution");
     assert!(close(a.attributed_ms_per_step, 3.75) && close(a.attributed_share, 1.0), "{a:?}");

@@ -69,7 +69,9 @@ fn captures_asked_from_code_and_by_signal_record_their_steps_and_say_who_asked()
     if let Some(asked) = by_signal {
         let file = ready(dir.path());
         assert_eq!(file.state, State::Ended, "kept for the asker after the run");
-        assert!(matches!(file.answer_to(&refused), Some(Answer::Refused { reason, .. }) if reason.contains("already recording")));
+        assert!(
+            matches!(file.answer_to(&refused), Some(Answer::Refused { reason, .. }) if reason.contains("already recording"))
+        );
         let Progress::Answered(answer) = asked.poll().unwrap() else { panic!("no answer") };
         let Answer::Saved { path, steps, partial, .. } = asked.outcome(answer).unwrap() else { panic!("not saved") };
         assert_eq!((path, steps, partial), (saved[1].path.clone(), Steps::new(11, 13), false));
@@ -81,7 +83,8 @@ fn captures_asked_from_code_and_by_signal_record_their_steps_and_say_who_asked()
 #[test]
 fn a_run_that_ends_inside_a_capture_saves_it_cut_short() {
     let dir = tempfile::tempdir().unwrap();
-    let (layer, mut profiler) = Profiler::builder("on-demand,active=5".parse().unwrap()).out_dir(dir.path()).build_global().unwrap();
+    let (layer, mut profiler) =
+        Profiler::builder("on-demand,active=5".parse().unwrap()).out_dir(dir.path()).build_global().unwrap();
     let handle = profiler.capture_handle().unwrap();
     let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
     let saved = tracing::dispatcher::with_default(&dispatch, || {
@@ -136,7 +139,10 @@ fn bad_requests_get_clear_errors_and_signal_nothing() {
 
     // This process, ready and busy, or with a request already waiting: refused, nothing
     // written over.
-    let (_layer, profiler) = Profiler::builder(Schedule::on_demand(1, 1).unwrap()).out_dir(dir.path()).build_global::<tracing_subscriber::Registry>().unwrap();
+    let (_layer, profiler) = Profiler::builder(Schedule::on_demand(1, 1).unwrap())
+        .out_dir(dir.path())
+        .build_global::<tracing_subscriber::Registry>()
+        .unwrap();
     let own = Paths::new(dir.path(), std::process::id());
     std::fs::write(&own.request, b"{\"earlier\": true}").unwrap();
     let err = capture::ask(dir.path(), std::process::id(), Some(2), "t").unwrap_err();

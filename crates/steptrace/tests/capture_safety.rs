@@ -14,7 +14,9 @@ use steptrace::capture::{self, CaptureError, Paths, Ready, State, FOLDER};
 use steptrace::{Profiler, Schedule};
 
 fn on_demand(dir: &Path) -> Result<Profiler, steptrace::Error> {
-    let (_layer, profiler) = Profiler::builder(Schedule::on_demand(1, 1).unwrap()).out_dir(dir).build_global::<tracing_subscriber::Registry>()?;
+    let (_layer, profiler) = Profiler::builder(Schedule::on_demand(1, 1).unwrap())
+        .out_dir(dir)
+        .build_global::<tracing_subscriber::Registry>()?;
     Ok(profiler)
 }
 
@@ -93,7 +95,11 @@ fn a_fifo_request_does_not_block_the_runs_step_boundary() {
     });
     let started = Instant::now();
     profiler.step();
-    assert!(started.elapsed() < Duration::from_secs(5), "the step boundary blocked on a FIFO for {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "the step boundary blocked on a FIFO for {:?}",
+        started.elapsed()
+    );
     assert!(std::fs::symlink_metadata(&request).is_err(), "the FIFO is taken away");
     profiler.finish().unwrap();
 }

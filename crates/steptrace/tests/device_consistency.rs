@@ -28,7 +28,12 @@ fn base(steps: u64) -> Vec<Value> {
         let t = n as f64 * STEP_US;
         ev.push(json!({"ph": "X", "cat": "user_annotation", "name": format!("ProfilerStep#{n}"), "pid": 1, "tid": 1,
                        "ts": t, "dur": STEP_US}));
-        let kernels = [("gemm", 1000.0, 4000.0), ("elementwise", 6000.0, 5.0), ("elementwise", 6100.0, 5.0), ("elementwise", 6200.0, 5.0)];
+        let kernels = [
+            ("gemm", 1000.0, 4000.0),
+            ("elementwise", 6000.0, 5.0),
+            ("elementwise", 6100.0, 5.0),
+            ("elementwise", 6200.0, 5.0),
+        ];
         for (k, (name, at, dur)) in kernels.into_iter().enumerate() {
             let c = n * 10 + k as u64 + 1;
             ev.push(host("cudaLaunchKernel", t + at - 10.0, 5.0, json!({"correlation": c})));
@@ -41,8 +46,11 @@ fn base(steps: u64) -> Vec<Value> {
 fn report_of(events: Vec<Value>) -> Report {
     let doc = json!({"schemaVersion": 1, "traceEvents": events});
     let trace = parse_trace(&serde_json::to_vec(&doc).unwrap()).unwrap();
-    Report::build(&[("hostile.json".into(), trace)], &ReportOptions { batch_size: Some(64), ..ReportOptions::default() })
-        .unwrap()
+    Report::build(
+        &[("hostile.json".into(), trace)],
+        &ReportOptions { batch_size: Some(64), ..ReportOptions::default() },
+    )
+    .unwrap()
 }
 
 /// Every percentage written in `text`, as a number.
@@ -123,7 +131,12 @@ fn kernels_duplicated_with_new_ids_are_counted_once_and_named() {
     assert!(w[0].contains("the copies are left out of every figure"), "{}", w[0]);
     let (k, k0) = (r.device.kernels.as_ref().unwrap(), clean.device.kernels.as_ref().unwrap());
     assert_eq!(k.kernels_per_step.median, 4.0, "38 per step, not 76");
-    assert!((k.kernel_ms - k0.kernel_ms).abs() < 1e-9 && k.kernel_ms <= k.busy_ms + 1e-9, "{} against {}", k.kernel_ms, k.busy_ms);
+    assert!(
+        (k.kernel_ms - k0.kernel_ms).abs() < 1e-9 && k.kernel_ms <= k.busy_ms + 1e-9,
+        "{} against {}",
+        k.kernel_ms,
+        k.busy_ms
+    );
     assert_eq!(k.rows[0].share_of_busy, k0.rows[0].share_of_busy);
     assert_eq!(r.device.launch.as_ref().unwrap().unmatched_kernels, 0);
     // The warning is in the JSON output too.
@@ -208,14 +221,22 @@ fn a_kernel_of_absurd_length_gives_no_infinite_ratio_nor_a_share_over_the_whole(
     let k = r.device.kernels.as_ref().unwrap();
     let absurd = k.rows.iter().find(|row| row.label == "absurd").unwrap();
     assert!(absurd.share_of_step <= 1.0 && absurd.share_of_busy <= 1.0, "{absurd:?}");
-    assert!(!warnings_with(&r, "start before the previous kernel on their stream ended").is_empty(), "{:#?}", r.warnings);
+    assert!(
+        !warnings_with(&r, "start before the previous kernel on their stream ended").is_empty(),
+        "{:#?}",
+        r.warnings
+    );
     assert_no_impossible_figure(&r);
 }
 
 #[test]
 fn real_traces_hold_nothing_impossible() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures");
-    for name in ["torch-kineto-mlp-h200.json", "steptrace-v1-cuda-mlp-h200.trace.json", "h200-cuda/mlp-cuda.cycle0.20261201T104254.501Z.trace.json"] {
+    for name in [
+        "torch-kineto-mlp-h200.json",
+        "steptrace-v1-cuda-mlp-h200.trace.json",
+        "h200-cuda/mlp-cuda.cycle0.20261201T104254.501Z.trace.json",
+    ] {
         let trace = steptrace::reader::read_trace_file(&dir.join(name)).unwrap();
         let r = Report::build(&[(name.to_owned(), trace)], &ReportOptions::default()).unwrap();
         assert_eq!(r.warnings, Vec::<String>::new(), "{name}");

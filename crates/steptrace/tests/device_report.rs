@@ -25,17 +25,19 @@ struct Plant {
 fn kineto(plant: &Plant, steps: u64) -> Vec<Value> {
     let mut ev = Vec::new();
     let mut corr = 0u64;
-    let host = |name: &str, cat: &str, ts: f64, dur: f64, args: Value| {
-        json!({"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur, "args": args})
-    };
-    let dev = |name: &str, cat: &str, ts: f64, dur: f64, args: Value| {
-        json!({"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": dur, "args": args})
-    };
+    let host = |name: &str, cat: &str, ts: f64, dur: f64, args: Value| json!({"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur, "args": args});
+    let dev = |name: &str, cat: &str, ts: f64, dur: f64, args: Value| json!({"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": dur, "args": args});
     for n in 0..steps {
         let t = n as f64 * STEP_US;
         ev.push(host(&format!("ProfilerStep#{n}"), "user_annotation", t, STEP_US, json!({})));
         if plant.slow_input {
-            ev.push(host("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", "user_annotation", t, 3000.0, json!({})));
+            ev.push(host(
+                "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
+                "user_annotation",
+                t,
+                3000.0,
+                json!({}),
+            ));
         }
         let mut kernel = |ev: &mut Vec<Value>, name: &str, launch: f64, start: f64, dur: f64, grid: [u64; 3]| {
             corr += 1;
@@ -55,7 +57,13 @@ fn kineto(plant: &Plant, steps: u64) -> Vec<Value> {
         }
         kernel(&mut ev, "reduce", 7990.0, 8000.0, 500.0, [8, 1, 1]);
         let copy = |ts: f64, bytes: u64| {
-            dev("Memcpy HtoD (Pageable -> Device)", "gpu_memcpy", ts, 10.0, json!({"device": 0, "stream": 7, "bytes": bytes}))
+            dev(
+                "Memcpy HtoD (Pageable -> Device)",
+                "gpu_memcpy",
+                ts,
+                10.0,
+                json!({"device": 0, "stream": 7, "bytes": bytes}),
+            )
         };
         ev.push(copy(t + 3005.0, 65_536));
         if plant.upload {
@@ -149,7 +157,11 @@ fn hypotheses_fire_on_the_plants_only() {
     let upload = both.hypotheses.iter().find(|h| h.id == "repeated-upload").unwrap();
     assert!(upload.evidence.contains("4000 B ×1") && upload.evidence.contains("65536 B"), "{}", upload.evidence);
     let dominant = both.hypotheses.iter().find(|h| h.id == "dominant-kernel").unwrap();
-    assert!(dominant.evidence.contains("grid [64, 1, 1]") && dominant.evidence.contains("89%"), "{}", dominant.evidence);
+    assert!(
+        dominant.evidence.contains("grid [64, 1, 1]") && dominant.evidence.contains("89%"),
+        "{}",
+        dominant.evidence
+    );
 
     let clean = report_of(kineto(&Plant { slow_input: false, upload: false }, 5));
     assert_eq!(fired(&clean), ["dominant-kernel"]);

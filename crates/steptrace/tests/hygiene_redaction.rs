@@ -16,7 +16,8 @@ Zm9vYmFy\n\
 -----END RSA PRIVATE KEY-----\n";
 
 /// What must be gone from a sanitised copy of a trace holding [`KEY`]: every line of it.
-const KEY_LINES: [&str; 5] = ["BEGIN RSA PRIVATE KEY", "MIIEowIBAAKCAQEA", "q8Zp3Xv7Lk2Rt9Wm", "Zm9vYmFy", "END RSA PRIVATE KEY"];
+const KEY_LINES: [&str; 5] =
+    ["BEGIN RSA PRIVATE KEY", "MIIEowIBAAKCAQEA", "q8Zp3Xv7Lk2Rt9Wm", "Zm9vYmFy", "END RSA PRIVATE KEY"];
 
 fn event(ts: u64, args: Value) -> Value {
     json!({"ph": "X", "name": "work", "pid": 1, "tid": 1, "ts": ts, "dur": 1, "args": args})

@@ -35,7 +35,11 @@ fn an_implausible_batch_size_is_left_out_and_said() {
     for batch in [0, 1 << 62, u64::MAX] {
         let r = report(steps(0, 8), None, Some(batch));
         assert_eq!(r.run.batch_size, None, "{batch}");
-        assert!(r.warnings.iter().any(|w| w.contains(&format!("{batch}, is implausible"))), "{batch}: {:?}", r.warnings);
+        assert!(
+            r.warnings.iter().any(|w| w.contains(&format!("{batch}, is implausible"))),
+            "{batch}: {:?}",
+            r.warnings
+        );
         assert!(r.timing.steady_samples_per_s.is_none());
         for h in &r.hypotheses {
             for change in h.experiment.iter().flat_map(|e| e.changes.iter()) {

@@ -44,9 +44,19 @@ fn secrets_in_unknown_fields_and_keys_are_flagged_and_redacted() {
     located.sort_unstable();
     assert_eq!(
         located,
-        ["event 0 bp.deep[0]", "event 0 estack[0].f", "event 0 foo", "event 0 frank@example.com (key)", "event 0 sf", "event 0 stack[0]"]
+        [
+            "event 0 bp.deep[0]",
+            "event 0 estack[0].f",
+            "event 0 foo",
+            "event 0 frank@example.com (key)",
+            "event 0 sf",
+            "event 0 stack[0]"
+        ]
     );
-    assert_eq!(inv.other_fields.keys().map(String::as_str).collect::<Vec<_>>(), ["bp", "estack", "foo", "frank@example.com", "sf", "stack"]);
+    assert_eq!(
+        inv.other_fields.keys().map(String::as_str).collect::<Vec<_>>(),
+        ["bp", "estack", "foo", "frank@example.com", "sf", "stack"]
+    );
 
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("shared.json");
@@ -168,7 +178,10 @@ fn a_redacted_rank_file_keeps_its_layout_and_htas_rank() {
     ] {
         assert_eq!(outcome.unwrap().replaced, 2, "{name}");
         let copy = std::fs::read_to_string(dir.path().join(name)).unwrap();
-        assert!(copy.starts_with(r#"{"distributedInfo": {"backend": "threads", "rank": 1, "world_size": 2},"#), "{name}: {copy}");
+        assert!(
+            copy.starts_with(r#"{"distributedInfo": {"backend": "threads", "rank": 1, "world_size": 2},"#),
+            "{name}: {copy}"
+        );
         assert_eq!(hta_rank(&copy), Some(1), "{name}");
         assert!(!copy.contains("alice") && !copy.contains("4111111111111111"), "{name}: {copy}");
         let keys = top_level_keys(copy.as_bytes());
@@ -187,7 +200,10 @@ fn a_redacted_rank_file_keeps_its_layout_and_htas_rank() {
     let out = dir.path().join("kineto.json");
     redact_file_in_order(&parse_json_trace(kineto).unwrap(), &order, &out).unwrap();
     let copy = std::fs::read_to_string(&out).unwrap();
-    assert_eq!(top_level_keys(copy.as_bytes()), ["schemaVersion", "deviceProperties", "distributedInfo", "traceEvents", "traceName"]);
+    assert_eq!(
+        top_level_keys(copy.as_bytes()),
+        ["schemaVersion", "deviceProperties", "distributedInfo", "traceEvents", "traceName"]
+    );
     assert_eq!(hta_rank(&copy), Some(3));
 }
 
@@ -233,7 +249,13 @@ fn personal_numbers_shares_and_named_homes_are_flagged_and_redacted() {
     kinds.dedup();
     assert_eq!(
         kinds,
-        ["bank account number (IBAN)", "home directory path", "national identifier", "network share path", "payment card number"]
+        [
+            "bank account number (IBAN)",
+            "home directory path",
+            "national identifier",
+            "network share path",
+            "payment card number"
+        ]
     );
     assert_eq!(inv.findings.len(), 8, "{:?}", inv.findings);
     let dir = tempfile::tempdir().unwrap();

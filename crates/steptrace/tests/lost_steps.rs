@@ -13,7 +13,8 @@ fn a_window_whose_steps_never_reached_the_file_is_an_error() {
     let (results, lost, other) = std::thread::spawn(move || {
         let (layer, mut profiler) = Profiler::builder(schedule).out_dir(&first_dir).build().unwrap();
         // Built after it on the same thread: the thread now writes for this one.
-        let (_other_layer, other) = Profiler::builder(schedule).out_dir(&second_dir).build::<tracing_subscriber::Registry>().unwrap();
+        let (_other_layer, other) =
+            Profiler::builder(schedule).out_dir(&second_dir).build::<tracing_subscriber::Registry>().unwrap();
         let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
         tracing::dispatcher::with_default(&dispatch, || {
             profiler.start();
@@ -34,5 +35,8 @@ fn a_window_whose_steps_never_reached_the_file_is_an_error() {
     assert!(text.contains("none of the window's steps [0, 1] reached the file"), "{text}");
     // The partial file is kept for a look, and named.
     assert!(text.contains(".partial"), "{text}");
-    assert!(std::fs::read_dir(first.path()).unwrap().flatten().any(|e| e.file_name().to_string_lossy().ends_with(".partial")));
+    assert!(std::fs::read_dir(first.path())
+        .unwrap()
+        .flatten()
+        .any(|e| e.file_name().to_string_lossy().ends_with(".partial")));
 }

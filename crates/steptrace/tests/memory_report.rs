@@ -18,15 +18,18 @@ const MB: f64 = 1024.0 * 1024.0;
 
 fn trace(steps: u64, growth: f64, boundary_at_start: bool) -> Value {
     let mut ev = Vec::new();
-    let x = |name: &str, ts: f64, dur: f64| {
-        json!({"ph": "X", "cat": "steptrace", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur, "args": {}})
-    };
+    let x = |name: &str, ts: f64, dur: f64| json!({"ph": "X", "cat": "steptrace", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur, "args": {}});
     for n in 0..steps {
         let t = n as f64 * 10_000.0;
         ev.push(x(&format!("ProfilerStep#{n}"), t, 10_000.0));
         ev.push(x("train.step", t + 500.0, 8_600.0));
         let reserved = (200.0 + growth * n as f64) * MB;
-        let samples = [("forward", 100.0, 0.0, 20.0), ("loss", 110.0, 0.0, 20.0), ("backward", 150.0, 20.0, 0.0), ("optimizer", 60.0, 0.0, 0.0)];
+        let samples = [
+            ("forward", 100.0, 0.0, 20.0),
+            ("loss", 110.0, 0.0, 20.0),
+            ("backward", 150.0, 20.0, 0.0),
+            ("optimizer", 60.0, 0.0, 0.0),
+        ];
         for (k, (phase, in_use, grads, batch)) in samples.iter().enumerate() {
             let start = t + 1000.0 + k as f64 * 2000.0;
             ev.push(x(phase, start, 1900.0));
@@ -66,12 +69,21 @@ fn points_highest_categories_and_headroom_to_the_megabyte() {
         .collect();
     assert_eq!(
         points,
-        [("forward", 100.0, 200.0), ("loss", 110.0, 200.0), ("backward", 150.0, 200.0), ("optimizer", 60.0, 200.0), ("step end", 50.0, 200.0)]
+        [
+            ("forward", 100.0, 200.0),
+            ("loss", 110.0, 200.0),
+            ("backward", 150.0, 200.0),
+            ("optimizer", 60.0, 200.0),
+            ("step end", 50.0, 200.0)
+        ]
     );
     assert_eq!((m.highest_mb.median, m.highest_after.as_str()), (150.0, "backward"));
     assert_eq!(m.pool_overhead_mb.as_ref().unwrap().median, 50.0);
     let cats: Vec<(&str, f64)> = m.categories.iter().map(|c| (c.name.as_str(), c.mb)).collect();
-    assert_eq!(cats, [("parameters", 20.0), ("optimizer_state", 40.0), ("gradients", 20.0), ("input_batch", 0.0), ("other", 70.0)]);
+    assert_eq!(
+        cats,
+        [("parameters", 20.0), ("optimizer_state", 40.0), ("gradients", 20.0), ("input_batch", 0.0), ("other", 70.0)]
+    );
     let sum: f64 = m.categories.iter().map(|c| c.mb).sum();
     assert_eq!(sum, m.highest_mb.median, "the categories add up to in use");
     assert!(m.not_observed.is_empty(), "{:?}", m.not_observed);
@@ -93,12 +105,21 @@ fn reserved_memory_that_grows_every_step_is_a_hypothesis() {
 fn a_sample_before_any_phase_ended_is_the_step_start_and_comes_first() {
     let r = report_of(10.0, true);
     let m = r.memory.as_ref().expect("memory view");
-    let points: Vec<(&str, f64, f64)> =
-        m.points.iter().map(|p| (p.after.as_str(), p.in_use_mb.median, p.reserved_mb.as_ref().unwrap().median)).collect();
+    let points: Vec<(&str, f64, f64)> = m
+        .points
+        .iter()
+        .map(|p| (p.after.as_str(), p.in_use_mb.median, p.reserved_mb.as_ref().unwrap().median))
+        .collect();
     // Reserved grows by 10 MB a step: the steady steps 1..=5 are counted, their median is step 3's 230.
     assert_eq!(
         points,
-        [("step start", 50.0, 230.0), ("forward", 100.0, 230.0), ("loss", 110.0, 230.0), ("backward", 150.0, 230.0), ("optimizer", 60.0, 230.0)]
+        [
+            ("step start", 50.0, 230.0),
+            ("forward", 100.0, 230.0),
+            ("loss", 110.0, 230.0),
+            ("backward", 150.0, 230.0),
+            ("optimizer", 60.0, 230.0)
+        ]
     );
     assert_eq!((m.highest_mb.median, m.highest_after.as_str()), (150.0, "backward"));
     let g = m.reserved_growth.as_ref().expect("growth read at the step starts");
@@ -107,7 +128,10 @@ fn a_sample_before_any_phase_ended_is_the_step_start_and_comes_first() {
 
 #[test]
 fn a_trace_without_samples_has_no_memory_view() {
-    let trace = parse_trace(br#"{"traceEvents": [{"ph": "X", "name": "ProfilerStep#0", "pid": 1, "tid": 1, "ts": 0, "dur": 5}]}"#).unwrap();
+    let trace = parse_trace(
+        br#"{"traceEvents": [{"ph": "X", "name": "ProfilerStep#0", "pid": 1, "tid": 1, "ts": 0, "dur": 5}]}"#,
+    )
+    .unwrap();
     let r = Report::build(&[("plain.json".into(), trace)], &ReportOptions::default()).unwrap();
     assert!(r.memory.is_none());
 }

@@ -47,7 +47,8 @@ fn run(dir: &Path, schedule: &str, world: u32, steps: u64) -> (Vec<Vec<SavedTrac
                                         .spawn_scoped(inner, || {
                                             tracing::dispatcher::with_default(&dispatch, || {
                                                 let _rank = ranks::enter(rank);
-                                                let _load = tracing::info_span!(target: "steptrace", "data.load").entered();
+                                                let _load =
+                                                    tracing::info_span!(target: "steptrace", "data.load").entered();
                                                 spin(Duration::from_micros(100));
                                             })
                                         })
@@ -59,7 +60,8 @@ fn run(dir: &Path, schedule: &str, world: u32, steps: u64) -> (Vec<Vec<SavedTrac
                                     spin(Duration::from_micros(200 * (1 + u64::from(rank))));
                                 }
                                 {
-                                    let _ar = tracing::info_span!(target: "steptrace", "collective.all_reduce").entered();
+                                    let _ar =
+                                        tracing::info_span!(target: "steptrace", "collective.all_reduce").entered();
                                     barrier.wait();
                                 }
                                 profiler.step();
@@ -157,7 +159,8 @@ fn bad_rank_requests_are_refused_with_reasons() {
     let builder = || Profiler::builder("active=1".parse().unwrap()).out_dir(dir.path());
     let err = builder().build_ranks::<tracing_subscriber::Registry>(0).unwrap_err();
     assert!(matches!(err, Error::Rank { .. }) && err.to_string().contains("1 to"), "{err}");
-    let err = builder().file_name("{worker}.cycle{cycle}.json").build_ranks::<tracing_subscriber::Registry>(2).unwrap_err();
+    let err =
+        builder().file_name("{worker}.cycle{cycle}.json").build_ranks::<tracing_subscriber::Registry>(2).unwrap_err();
     assert!(err.to_string().contains("{rank}"), "{err}");
     let (_layer, group) = builder().build_ranks::<tracing_subscriber::Registry>(2).unwrap();
     let err = group.take(2).unwrap_err();
@@ -184,7 +187,10 @@ impl steptrace::device::DeviceCollector for Nothing {
     fn open(&mut self) -> Result<(), steptrace::device::DeviceError> {
         Ok(())
     }
-    fn close(&mut self, _origin: std::time::Instant) -> Result<steptrace::device::DeviceWindow, steptrace::device::DeviceError> {
+    fn close(
+        &mut self,
+        _origin: std::time::Instant,
+    ) -> Result<steptrace::device::DeviceWindow, steptrace::device::DeviceError> {
         Ok(steptrace::device::DeviceWindow::default())
     }
 }
@@ -227,7 +233,8 @@ fn one_collector_for_several_ranks_is_said_in_every_file_not_shared() {
 #[test]
 fn the_building_thread_can_be_rank_0() {
     let dir = tempfile::tempdir().unwrap();
-    let (layer, group) = Profiler::builder("active=2,repeat=1".parse().unwrap()).out_dir(dir.path()).build_ranks(2).unwrap();
+    let (layer, group) =
+        Profiler::builder("active=2,repeat=1".parse().unwrap()).out_dir(dir.path()).build_ranks(2).unwrap();
     let dispatch = Dispatch::new(tracing_subscriber::registry().with(layer));
     let step = |group: &steptrace::RankProfilers, rank: u32| {
         let mut p = group.take(rank).unwrap();

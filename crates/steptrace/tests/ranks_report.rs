@@ -31,7 +31,8 @@ impl Plan {
 
     fn doc(&self, rank: u32) -> Value {
         let exchange = 0.3;
-        let mut events = vec![json!({"ph":"M","pid":1,"tid":1,"name":"thread_name","args":{"name":format!("rank-{rank}")}})];
+        let mut events =
+            vec![json!({"ph":"M","pid":1,"tid":1,"name":"thread_name","args":{"name":format!("rank-{rank}")}})];
         let mut t = 1000.0;
         for step in 0..self.steps {
             let work = self.work(rank, step);
@@ -39,7 +40,9 @@ impl Plan {
             let step_ms = if self.synced { slowest + exchange } else { work };
             let us = |ms: f64| ms * 1000.0;
             events.push(json!({"ph":"X","name":format!("ProfilerStep#{step}"),"pid":1,"tid":1,"ts":t,"dur":us(step_ms),"cat":"steptrace"}));
-            events.push(json!({"ph":"X","name":"forward","pid":1,"tid":1,"ts":t + 1.0,"dur":us(work) - 2.0,"cat":"steptrace"}));
+            events.push(
+                json!({"ph":"X","name":"forward","pid":1,"tid":1,"ts":t + 1.0,"dur":us(work) - 2.0,"cat":"steptrace"}),
+            );
             if self.synced {
                 let name = if self.torch_shaped { "nccl:all_reduce" } else { "collective.all_reduce" };
                 events.push(json!({"ph":"X","name":name,"pid":1,"tid":1,"ts":t + us(work),"dur":us(step_ms - work),"cat":"steptrace"}));
@@ -176,7 +179,9 @@ fn a_missing_rank_is_said_and_a_file_without_rank_is_refused() {
     assert!(report.warnings.iter().any(|w| w.contains("rank(s) [1] of 4")), "{:?}", report.warnings);
     assert_eq!(report.straggler.as_ref().map(|s| s.rank), Some(2));
 
-    let mut doc: Value = serde_json::from_str(r#"{"traceEvents":[{"ph":"X","name":"ProfilerStep#1","ts":0,"dur":5,"pid":1,"tid":1}]}"#).unwrap();
+    let mut doc: Value =
+        serde_json::from_str(r#"{"traceEvents":[{"ph":"X","name":"ProfilerStep#1","ts":0,"dur":5,"pid":1,"tid":1}]}"#)
+            .unwrap();
     doc["x"] = json!(1);
     files.push(("plain.json".into(), parse_trace(doc.to_string().as_bytes()).unwrap()));
     let err = RankReport::build(&files, &ReportOptions::default()).unwrap_err();

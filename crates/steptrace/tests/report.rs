@@ -159,7 +159,8 @@ fn device_events_of_torch_traces_are_observed() {
     }
     let doc = json!({"schemaVersion": 1, "traceEvents": events});
     let t = parse_trace(&serde_json::to_vec(&doc).unwrap()).unwrap();
-    let r = Report::build(&[("k.json".into(), t)], &ReportOptions { batch_size: Some(8), ..ReportOptions::default() }).unwrap();
+    let r = Report::build(&[("k.json".into(), t)], &ReportOptions { batch_size: Some(8), ..ReportOptions::default() })
+        .unwrap();
     assert_eq!(r.sources[0].producer, steptrace::analysis::Producer::TorchProfiler);
     // Step 0 is startup (no declaration); steps 1..3 are steady, 10 ms each.
     assert_eq!(r.timing.steady_ms.as_ref().unwrap().n, 3);

@@ -44,7 +44,11 @@ fn unusable_events_are_left_out_and_named() {
     let steps: Vec<u64> = r.timing.steps.iter().map(|s| s.step).collect();
     assert_eq!(steps, [0, 3]);
     assert_eq!(r.warnings.len(), 2, "{:#?}", r.warnings);
-    assert!(r.warnings[0].starts_with("a.json: 1 event(s) with a missing, negative or non-finite duration"), "{}", r.warnings[0]);
+    assert!(
+        r.warnings[0].starts_with("a.json: 1 event(s) with a missing, negative or non-finite duration"),
+        "{}",
+        r.warnings[0]
+    );
     assert!(r.warnings[1].contains("with a time no trace can hold"), "{}", r.warnings[1]);
     // Steps 0 and 3 span 30 ms of wall time: 15 ms/step, never negative.
     assert_eq!(r.timing.window.unwrap().ms_per_step, 15.0);
@@ -66,7 +70,11 @@ fn duplicate_steps_are_counted_once_within_and_across_files() {
     let steps: Vec<(u64, f64)> = r.timing.steps.iter().map(|s| (s.step, s.ms)).collect();
     assert_eq!(steps, [(0, 10.0), (1, 12.0), (2, 10.0)]);
     assert!(r.warnings[0].contains("a.json: 1 step number(s) written more than once (#1 ×2)"), "{:?}", r.warnings);
-    assert!(r.warnings[1].contains("b.json holds 1 step(s) that a.json also holds (#1): counted once, from a.json"), "{:?}", r.warnings);
+    assert!(
+        r.warnings[1].contains("b.json holds 1 step(s) that a.json also holds (#1): counted once, from a.json"),
+        "{:?}",
+        r.warnings
+    );
 }
 
 #[test]
@@ -75,7 +83,11 @@ fn nested_step_markers_are_not_steps() {
     let r = build(&[("a.json", trace(events))]);
     let steps: Vec<u64> = r.timing.steps.iter().map(|s| s.step).collect();
     assert_eq!(steps, [0, 2]);
-    assert!(r.warnings[0].contains("1 ProfilerStep span(s) start inside an earlier step on their thread (#1)"), "{:?}", r.warnings);
+    assert!(
+        r.warnings[0].contains("1 ProfilerStep span(s) start inside an earlier step on their thread (#1)"),
+        "{:?}",
+        r.warnings
+    );
 }
 
 #[test]
@@ -100,7 +112,13 @@ fn a_hundred_thousand_nested_spans_give_exact_figures() {
     assert_eq!(row("ProfilerStep#*").timing, Timing::Synced);
     // Own time: 1 µs before the child and 1 µs after it, for every span
     // (the innermost holds the 1 µs sync inside its 3 µs).
-    let self_us: f64 = r.spans.rows.iter().filter(|row| row.name.starts_with('s') && row.name != "sync").map(|row| row.self_ms * 1000.0).sum();
+    let self_us: f64 = r
+        .spans
+        .rows
+        .iter()
+        .filter(|row| row.name.starts_with('s') && row.name != "sync")
+        .map(|row| row.self_ms * 1000.0)
+        .sum();
     assert!((self_us - 2.0 * depth as f64).abs() < 1e-3, "{self_us}");
     assert_eq!(r.timing.steps.len(), 1);
 }

@@ -42,7 +42,8 @@ fn trace(steps: u64) -> Vec<Value> {
         let mut lossy = priced(b + 3, "forward > head", "elementwise", 10.0, 100.0);
         lossy["unpriced ops"] = json!(["CtcLoss"]);
         ev.push(kernel("ctc", t + 7400.0, 500.0, b + 4, lossy));
-        let outside = json!({"attribution": "not attributed: launched outside any fused block (autotune, copies, ...)"});
+        let outside =
+            json!({"attribution": "not attributed: launched outside any fused block (autotune, copies, ...)"});
         ev.push(kernel("copy_kernel", t + 8000.0, 250.0, b + 5, outside));
     }
     ev
@@ -87,7 +88,8 @@ fn each_block_is_priced_against_its_floor() {
     assert!(close(v.kernel_ms_per_step, 7.75), "{}", v.kernel_ms_per_step);
     assert!(close(v.priced_ms_per_step, 7.0), "{}", v.priced_ms_per_step);
     assert!(close(v.priced_share, 7.0 / 7.75));
-    let row = |name: &str| v.by_layer.iter().find(|r| r.name == name).unwrap_or_else(|| panic!("{name}: {:?}", v.by_layer));
+    let row =
+        |name: &str| v.by_layer.iter().find(|r| r.name == name).unwrap_or_else(|| panic!("{name}: {:?}", v.by_layer));
     let fc1 = row("forward > fc1");
     assert!(close(fc1.floor_ms.unwrap(), 2.0) && close(fc1.above_floor_ms.unwrap(), 2.0), "{fc1:?}");
     assert_eq!(fc1.bound, Some("compute"));
@@ -95,12 +97,15 @@ fn each_block_is_priced_against_its_floor() {
     assert!(close(fc1.achieved_flops, 2e9 / 4e-3) && close(fc1.achieved_bandwidth, 1e6 / 4e-3));
     // Two kernels of one block: priced once, against their summed 3 ms.
     let act = row("forward > act");
-    assert!(close(act.ms_per_step, 3.0) && close(act.floor_ms.unwrap(), 2.0) && close(act.above_floor_ms.unwrap(), 1.0));
+    assert!(
+        close(act.ms_per_step, 3.0) && close(act.floor_ms.unwrap(), 2.0) && close(act.above_floor_ms.unwrap(), 1.0)
+    );
     assert_eq!(act.bound, Some("memory"));
     // Ranked by time above the floor.
     assert_eq!(v.by_layer[0].name, "forward > fc1");
     // By kernel: a block's work shared among its kernels by their time (half each here).
-    let kernel = |name: &str| v.by_kernel.iter().find(|r| r.name == name).unwrap_or_else(|| panic!("{name}: {:?}", v.by_kernel));
+    let kernel =
+        |name: &str| v.by_kernel.iter().find(|r| r.name == name).unwrap_or_else(|| panic!("{name}: {:?}", v.by_kernel));
     let (a, b) = (kernel("fused_a"), kernel("fused_b"));
     assert!(close(a.bytes_per_step, 1e6) && close(b.bytes_per_step, 1e6) && close(a.floor_ms.unwrap(), 1.0), "{a:?}");
     assert!(close(a.above_floor_ms.unwrap(), 0.5) && a.bound == Some("memory"));
@@ -111,7 +116,9 @@ fn each_block_is_priced_against_its_floor() {
     assert!(reasons.iter().any(|(n, ms)| n.contains("outside any fused block") && close(*ms, 0.25)), "{reasons:?}");
     // The step, split: the floor, above it, unpriced, idle; the parts make up the step.
     let s = v.step.as_ref().expect("a step split");
-    assert!(close(s.step_ms, 10.0) && close(s.floor_ms, 4.0) && close(s.above_floor_ms, 3.0) && close(s.unpriced_ms, 0.75));
+    assert!(
+        close(s.step_ms, 10.0) && close(s.floor_ms, 4.0) && close(s.above_floor_ms, 3.0) && close(s.unpriced_ms, 0.75)
+    );
     let idle = s.idle_input_ms.unwrap_or(0.0) + s.idle_sync_ms.unwrap_or(0.0) + s.idle_other_ms;
     assert!(close(idle, 10.0 - 7.75), "{s:?}");
     assert!(close(s.floor_ms + s.above_floor_ms + s.unpriced_ms + idle + s.rest_ms, s.step_ms));

@@ -72,7 +72,14 @@ fn view(r: &Report) -> &RooflineView {
 fn figures(v: &RooflineView) -> Vec<f64> {
     let mut out = vec![v.kernel_ms_per_step, v.priced_ms_per_step, v.priced_share];
     for r in v.by_layer.iter().chain(&v.by_op_kind).chain(&v.by_phase).chain(&v.by_kernel) {
-        out.extend([r.ms_per_step, r.flops_per_step, r.bytes_per_step, r.achieved_flops, r.achieved_bandwidth, r.intensity]);
+        out.extend([
+            r.ms_per_step,
+            r.flops_per_step,
+            r.bytes_per_step,
+            r.achieved_flops,
+            r.achieved_bandwidth,
+            r.intensity,
+        ]);
         out.extend([r.floor_ms, r.above_floor_ms, r.efficiency].into_iter().flatten());
     }
     for r in &v.unpriced {
@@ -114,7 +121,15 @@ fn assert_bounded(v: &RooflineView) {
     let text = shown(v);
     assert!(!says_infinite(&text), "{text}");
     if let Some(s) = &v.step {
-        let parts = [s.floor_ms, s.above_floor_ms, s.unpriced_ms, s.idle_input_ms.unwrap_or(0.0), s.idle_sync_ms.unwrap_or(0.0), s.idle_other_ms, s.rest_ms];
+        let parts = [
+            s.floor_ms,
+            s.above_floor_ms,
+            s.unpriced_ms,
+            s.idle_input_ms.unwrap_or(0.0),
+            s.idle_sync_ms.unwrap_or(0.0),
+            s.idle_other_ms,
+            s.rest_ms,
+        ];
         assert!(parts.iter().all(|p| *p >= 0.0), "{s:?}");
         // The split shows the floor and the time above it in place of the priced time.
         let priced = v.priced_ms_per_step;
@@ -146,7 +161,8 @@ fn overlapping_kernels_are_named_instead_of_split() {
 fn kernels_that_overlap_on_their_stream_are_named_even_when_they_fit_the_step() {
     // Two 2 ms kernels on one stream, the second starting before the first ends: 4 ms of
     // kernels in a 10 ms step, but one stream cannot run them at once.
-    let events = trace(5, |t, b| vec![kernel(t + 100.0, 2000.0, b + 1, 2e9, 1e6), kernel(t + 1000.0, 2000.0, b + 2, 2e9, 1e6)]);
+    let events =
+        trace(5, |t, b| vec![kernel(t + 100.0, 2000.0, b + 1, 2e9, 1e6), kernel(t + 1000.0, 2000.0, b + 2, 2e9, 1e6)]);
     let r = report(events, Some(peaks(1e9, 1e12))).expect("a report");
     let v = view(&r);
     assert!(v.step.is_none(), "{:?}", v.step);
@@ -155,7 +171,11 @@ fn kernels_that_overlap_on_their_stream_are_named_even_when_they_fit_the_step() 
     assert_bounded(v);
     // The rule on time above the floor says why it did not run.
     assert!(r.hypotheses.iter().all(|h| h.id != "above-floor"));
-    assert!(r.not_examined.iter().any(|n| n.check == "time above the device floor" && n.why == why), "{:?}", r.not_examined);
+    assert!(
+        r.not_examined.iter().any(|n| n.check == "time above the device floor" && n.why == why),
+        "{:?}",
+        r.not_examined
+    );
 }
 
 #[test]
@@ -193,8 +213,15 @@ fn implausible_work_and_timeless_kernels_are_not_priced() {
 
 #[test]
 fn unusable_limits_are_named() {
-    for (copy, flops, named) in [(0.0, 1e12, "copy bandwidth 0 B/s: not positive"), (1e9, -1.0, "f32 throughput -1 FLOP/s"), (1e308, 1e12, "implausibly large"), (1e-300, 1e12, "implausibly small"), (f64::NAN, 1e12, "not a finite number")] {
-        let r = report(trace(3, |t, b| vec![kernel(t + 100.0, 4000.0, b + 1, 2e9, 1e6)]), Some(peaks(copy, flops))).unwrap();
+    for (copy, flops, named) in [
+        (0.0, 1e12, "copy bandwidth 0 B/s: not positive"),
+        (1e9, -1.0, "f32 throughput -1 FLOP/s"),
+        (1e308, 1e12, "implausibly large"),
+        (1e-300, 1e12, "implausibly small"),
+        (f64::NAN, 1e12, "not a finite number"),
+    ] {
+        let r = report(trace(3, |t, b| vec![kernel(t + 100.0, 4000.0, b + 1, 2e9, 1e6)]), Some(peaks(copy, flops)))
+            .unwrap();
         let v = view(&r);
         assert!(v.roofs.is_none());
         let why = v.no_floor.as_deref().unwrap();
@@ -260,4 +287,3 @@ proptest! {
         }
     }
 }
-

@@ -79,7 +79,8 @@ fn check(events: &[Value], include_args: bool) {
     let steps = named(events, "ProfilerStep#1").len() + named(events, "ProfilerStep#2").len();
     assert_eq!(steps, 2, "the two recorded steps");
     assert!(named(events, "ProfilerStep#0").is_empty(), "the warmup step is cut");
-    for (name, each_step) in [("forward", 2), ("conv1", 2), ("work", 2), ("loss", 2), ("backward", 1), ("data.load", 1)] {
+    for (name, each_step) in [("forward", 2), ("conv1", 2), ("work", 2), ("loss", 2), ("backward", 1), ("data.load", 1)]
+    {
         assert_eq!(named(events, name).len(), 2 * each_step, "{name}: on each thread, in each recorded step");
         assert!(named(events, name).iter().all(|e| e["ph"] == "X" && e["dur"].as_f64().unwrap() >= 0.0), "{name}");
     }
@@ -97,7 +98,15 @@ fn check(events: &[Value], include_args: bool) {
             .filter(|e| (e["tid"] == step_tid) == on_step_thread)
             .filter(|e| e["ph"] != "M" && e["name"] != "backward" && e["name"] != "data.load")
             .filter(|e| !e["name"].as_str().unwrap_or("").starts_with("ProfilerStep"))
-            .map(|e| format!("{} {} {} {}", e["ph"], e["name"], e["cat"], e.get("args").map(Value::to_string).unwrap_or_default()))
+            .map(|e| {
+                format!(
+                    "{} {} {} {}",
+                    e["ph"],
+                    e["name"],
+                    e["cat"],
+                    e.get("args").map(Value::to_string).unwrap_or_default()
+                )
+            })
             .collect();
         shapes.sort();
         shapes
@@ -173,7 +182,10 @@ fn a_span_keeps_its_args_on_whichever_thread_enters_it() {
         // Made on another thread, entered on the stepping one.
         let d = dispatch.clone();
         let made_there = std::thread::spawn(move || {
-            tracing::dispatcher::with_default(&d, || tracing::info_span!(target: "steptrace", "made_there", batch = 2u64))
+            tracing::dispatcher::with_default(
+                &d,
+                || tracing::info_span!(target: "steptrace", "made_there", batch = 2u64),
+            )
         })
         .join()
         .unwrap();

@@ -61,7 +61,9 @@ fn a_rank_report_of_files_read_as_they_are_parsed_is_that_of_the_traces() {
     let rank = |r: u32, steps: &[u32]| {
         let events: Vec<String> = steps
             .iter()
-            .map(|s| format!(r#"{{"ph":"X","name":"ProfilerStep#{s}","pid":1,"tid":1,"ts":{},"dur":{}}}"#, s * 100, 90 + r))
+            .map(|s| {
+                format!(r#"{{"ph":"X","name":"ProfilerStep#{s}","pid":1,"tid":1,"ts":{},"dur":{}}}"#, s * 100, 90 + r)
+            })
             .collect();
         format!(r#"{{"distributedInfo":{{"rank":{r},"world_size":2}},"traceEvents":[{}]}}"#, events.join(","))
     };
@@ -109,7 +111,8 @@ fn a_copy_made_from_two_reads_is_that_of_the_trace_held() {
         for gz in ["", ".gz"] {
             let held_out = dir.path().join(format!("{i}-held.json{gz}"));
             let streamed_out = dir.path().join(format!("{i}-streamed.json{gz}"));
-            let held = redact_file_in_order(&parse_json_trace(&bytes).unwrap(), &top_level_keys(&bytes), &held_out).unwrap();
+            let held =
+                redact_file_in_order(&parse_json_trace(&bytes).unwrap(), &top_level_keys(&bytes), &held_out).unwrap();
             let streamed = streamed_copy(&bytes, &bytes, &streamed_out).unwrap();
             assert_eq!((held.replaced, held.rebuilt), (streamed.replaced, streamed.rebuilt), "{name}");
             let (a, b) = (std::fs::read(&held_out).unwrap(), std::fs::read(&streamed_out).unwrap());

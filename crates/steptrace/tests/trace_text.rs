@@ -16,7 +16,11 @@ fn report(manifest: Value, events: Vec<Value>) -> Report {
 }
 
 fn steps() -> Vec<Value> {
-    (0..4).map(|n| json!({"ph": "X", "name": format!("ProfilerStep#{n}"), "pid": 1, "tid": 1, "ts": n * 1000, "dur": 900})).collect()
+    (0..4)
+        .map(
+            |n| json!({"ph": "X", "name": format!("ProfilerStep#{n}"), "pid": 1, "tid": 1, "ts": n * 1000, "dur": 900}),
+        )
+        .collect()
 }
 
 fn one_bounded_line(text: &str) {

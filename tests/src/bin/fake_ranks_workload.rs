@@ -24,7 +24,11 @@ fn main() {
     let mut w = RankWorkload::new("wait=1,warmup=1,active=4,repeat=1", number(3, 8), world, Path::new(out));
     if args.len() > 4 {
         let rank = u32::try_from(number(4, 0)).unwrap_or_else(|_| usage());
-        let extra: f64 = args.get(5).and_then(|v| v.parse().ok()).filter(|v: &f64| v.is_finite() && *v >= 0.0).unwrap_or_else(|| usage());
+        let extra: f64 = args
+            .get(5)
+            .and_then(|v| v.parse().ok())
+            .filter(|v: &f64| v.is_finite() && *v >= 0.0)
+            .unwrap_or_else(|| usage());
         w.slow = Some((rank, Duration::from_secs_f64(extra / 1000.0)));
     }
     match w.run() {

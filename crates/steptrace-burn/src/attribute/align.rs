@@ -104,7 +104,8 @@ mod tests {
 
     #[test]
     fn launches_pair_in_order_and_skip_what_one_side_lacks() {
-        let observed = ["k::CopyKernel", "k::MatmulEntry<f32>", "k::ElemwiseFuse", "k::ReduceKernel<f32>", "k::ElemwiseFuse"];
+        let observed =
+            ["k::CopyKernel", "k::MatmulEntry<f32>", "k::ElemwiseFuse", "k::ReduceKernel<f32>", "k::ElemwiseFuse"];
         // The first observed launch happened before CUPTI's window; CUPTI saw a kernel the
         // observer did not.
         let cupti = [

@@ -115,8 +115,12 @@ pub(crate) fn flops(name: &str, kind: &str, inputs: &[&TensorIr], outputs: &[&Te
         "LinearBiasBackward" => Some(largest_input),
         "Conv1d" | "Conv2d" | "Conv3d" => conv_pass(1).map(|f| with_bias(f, inputs.len() == 3)),
         // [x, weight, output_grad]: the forward's multiply-adds, over the output's gradient.
-        "Conv1dXBackward" | "Conv2dXBackward" | "Conv3dXBackward" | "Conv1dWeightBackward"
-        | "Conv2dWeightBackward" | "Conv3dWeightBackward" => {
+        "Conv1dXBackward"
+        | "Conv2dXBackward"
+        | "Conv3dXBackward"
+        | "Conv1dWeightBackward"
+        | "Conv2dWeightBackward"
+        | "Conv3dWeightBackward" => {
             let (w, grad) = (input(1)?, input(2)?);
             Some(2.0 * elements(grad) * per_channel(w))
         }
@@ -226,10 +230,8 @@ mod tests {
 
     #[test]
     fn operations_without_a_rule_are_named_and_their_bytes_still_count() {
-        let ops = [
-            ("CtcLoss", cost(None, &[(1, 64.0)], &[(2, 4.0)])),
-            ("CtcLoss", cost(None, &[(2, 4.0)], &[(3, 4.0)])),
-        ];
+        let ops =
+            [("CtcLoss", cost(None, &[(1, 64.0)], &[(2, 4.0)])), ("CtcLoss", cost(None, &[(2, 4.0)], &[(3, 4.0)]))];
         let w = block_work(ops.iter().map(|(n, c)| (*n, c)));
         assert_eq!(w.unpriced, ["CtcLoss"]);
         assert_eq!((w.flops, w.bytes), (0.0, 68.0));

@@ -40,11 +40,11 @@ use steptrace::format::device::{attribution, KernelAttribution};
 
 #[cfg_attr(not(feature = "cuda"), allow(unused_imports))]
 pub(crate) use align::{align, pair_uploads};
+use burn_ir::TensorId;
 use ops::OpNote;
 use spans::{Boundary, Inference, SpanMap};
-use std::thread::ThreadId;
-use burn_ir::TensorId;
 pub use stamps::StampLayer;
+use std::thread::ThreadId;
 
 /// `STEPTRACE_ATTRIBUTION=off` turns attribution off (to measure what it costs); kernels are
 /// then recorded as before, and each window says why they are not attributed.

@@ -45,8 +45,6 @@ fn kind_id(kind: &DispatchTensorKind) -> Option<u64> {
     }
 }
 
-
-
 /// The paths the last visit gave, in visiting order: each module path as the visit spells it,
 /// and its span path. A model's tree is the same at every step, so the next visit finds each
 /// path here and makes no string.
@@ -84,11 +82,15 @@ pub(crate) fn parameter_paths<M: Module>(model: &M) -> ParamPaths {
 /// The modules two span paths share: `attn > query` and `attn > key` share `attn`.
 fn common_module<'a>(a: &'a str, b: &str) -> &'a str {
     let mut end = 0;
-    for ((at, x), y) in a.split(" > ").scan(0, |pos, part| {
-        let start = *pos;
-        *pos += part.len() + 3;
-        Some((start, part))
-    }).zip(b.split(" > ")) {
+    for ((at, x), y) in a
+        .split(" > ")
+        .scan(0, |pos, part| {
+            let start = *pos;
+            *pos += part.len() + 3;
+            Some((start, part))
+        })
+        .zip(b.split(" > "))
+    {
         if x != y {
             break;
         }
@@ -166,7 +168,14 @@ mod tests {
     use steptrace::format::names::{BACKWARD, TRAIN_STEP};
 
     fn op(name: &str, kind: &'static str, inputs: &[u64], out: u64) -> OpNote {
-        OpNote { name: name.into(), kind, shape: None, inputs: inputs.to_vec(), outputs: vec![out], cost: Default::default() }
+        OpNote {
+            name: name.into(),
+            kind,
+            shape: None,
+            inputs: inputs.to_vec(),
+            outputs: vec![out],
+            cost: Default::default(),
+        }
     }
 
     fn boundary(stamp: u64, name: &str, enter: bool) -> Boundary {
@@ -183,7 +192,9 @@ mod tests {
             boundary(40, BACKWARD, true),
         ]);
         let params: HashMap<u64, Arc<str>> =
-            [(1, Arc::from("blocks.0 > linear")), (2, Arc::from("blocks.1 > linear")), (3, Arc::from("head"))].into_iter().collect();
+            [(1, Arc::from("blocks.0 > linear")), (2, Arc::from("blocks.1 > linear")), (3, Arc::from("head"))]
+                .into_iter()
+                .collect();
         let ops = [
             // The input batch (0) reshaped: no parameter, no module.
             op("Reshape", "layout", &[0], 11),
@@ -216,7 +227,8 @@ mod tests {
 
     #[test]
     fn an_operation_of_several_inputs_takes_the_module_they_share() {
-        let map = SpanMap::new(&[boundary(5, TRAIN_STEP, true), boundary(10, FORWARD, true), boundary(30, FORWARD, false)]);
+        let map =
+            SpanMap::new(&[boundary(5, TRAIN_STEP, true), boundary(10, FORWARD, true), boundary(30, FORWARD, false)]);
         let params: HashMap<u64, Arc<str>> =
             [(1, Arc::from("attn > query")), (2, Arc::from("attn > key")), (3, Arc::from("mlp"))].into_iter().collect();
         let ops = [

@@ -82,9 +82,7 @@ fn name_from_debug(debug: &str) -> String {
     for part in debug.split('(') {
         // `F32, Add`: the dtype comes before the variant.
         let word = part.rsplit(", ").next().unwrap_or(part).trim();
-        let ident: &str = &word[..word
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .unwrap_or(word.len())];
+        let ident: &str = &word[..word.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(word.len())];
         let is_variant = ident.chars().next().is_some_and(|c| c.is_ascii_uppercase())
             && !ident.ends_with("Ir")
             && !word.contains('{')
@@ -114,45 +112,20 @@ pub(crate) fn kind_of(name: &str) -> &'static str {
         "embedding"
     } else if has("Norm") || has("Attention") || has("Softmax") {
         "normalisation/attention"
-    } else if [
-        "Sum", "Mean", "Prod", "Max", "Min", "Arg", "All", "Any", "Cum", "TopK", "Sort",
-    ]
-    .iter()
-    .any(|p| name.starts_with(p))
-    {
-        "reduce"
-    } else if ["Select", "Gather", "Scatter", "Slice", "Mask", "Index"]
+    } else if ["Sum", "Mean", "Prod", "Max", "Min", "Arg", "All", "Any", "Cum", "TopK", "Sort"]
         .iter()
         .any(|p| name.starts_with(p))
     {
+        "reduce"
+    } else if ["Select", "Gather", "Scatter", "Slice", "Mask", "Index"].iter().any(|p| name.starts_with(p)) {
         "index/select"
-    } else if [
-        "Reshape",
-        "SwapDims",
-        "Permute",
-        "Flip",
-        "Expand",
-        "Unfold",
-        "Cat",
-        "RepeatDim",
-        "Pad",
-        "Cast",
-    ]
-    .contains(&name)
+    } else if ["Reshape", "SwapDims", "Permute", "Flip", "Expand", "Unfold", "Cat", "RepeatDim", "Pad", "Cast"]
+        .contains(&name)
     {
         "layout"
-    } else if [
-        "Empty",
-        "Ones",
-        "Zeros",
-        "Full",
-        "Random",
-        "IntRandom",
-        "FromData",
-        "Init",
-    ]
-    .iter()
-    .any(|p| name.starts_with(p))
+    } else if ["Empty", "Ones", "Zeros", "Full", "Random", "IntRandom", "FromData", "Init"]
+        .iter()
+        .any(|p| name.starts_with(p))
     {
         "init"
     } else if name == "Drop" {
@@ -182,11 +155,8 @@ pub(crate) fn block_kind(ops: &[OpNote]) -> String {
         "layout",
     ];
     let real: Vec<&OpNote> = ops.iter().filter(|o| o.kind != "drop").collect();
-    let kind = ORDER
-        .iter()
-        .find(|k| real.iter().any(|o| o.kind == **k))
-        .copied()
-        .or_else(|| real.first().map(|o| o.kind));
+    let kind =
+        ORDER.iter().find(|k| real.iter().any(|o| o.kind == **k)).copied().or_else(|| real.first().map(|o| o.kind));
     match (kind, real.len()) {
         (None, _) => "none".to_owned(),
         (Some(k), 0 | 1) => k.to_owned(),
@@ -243,12 +213,7 @@ pub(crate) fn id_number(id: &TensorId) -> Option<u64> {
 fn displayed_number(id: &impl fmt::Display) -> Option<u64> {
     let mut prefix = Prefix::<40>(String::new());
     let _ = write!(prefix, "{id}");
-    prefix
-        .0
-        .trim_start_matches("TensorId(")
-        .trim_end_matches(')')
-        .parse()
-        .ok()
+    prefix.0.trim_start_matches("TensorId(").trim_end_matches(')').parse().ok()
 }
 
 /// A hasher that keeps the one `u64` written to it (and says if anything else was).
@@ -289,23 +254,11 @@ mod tests {
 
     #[test]
     fn variant_names_come_from_the_debug_form() {
-        assert_eq!(
-            name_from_debug("NumericFloat(F32, Add(BinaryOpIr { lhs: TensorIr"),
-            "Add"
-        );
-        assert_eq!(
-            name_from_debug("Float(F32, Matmul(MatmulOpIr { lhs"),
-            "Matmul"
-        );
-        assert_eq!(
-            name_from_debug("Module(Conv2dWeightBackward(Conv2dWeightBackwardOpIr {"),
-            "Conv2dWeightBackward"
-        );
+        assert_eq!(name_from_debug("NumericFloat(F32, Add(BinaryOpIr { lhs: TensorIr"), "Add");
+        assert_eq!(name_from_debug("Float(F32, Matmul(MatmulOpIr { lhs"), "Matmul");
+        assert_eq!(name_from_debug("Module(Conv2dWeightBackward(Conv2dWeightBackwardOpIr {"), "Conv2dWeightBackward");
         assert_eq!(name_from_debug("Drop(TensorIr { id: TensorId(3)"), "Drop");
-        assert_eq!(
-            name_from_debug("BaseFloat(Reshape(ShapeOpIr { input"),
-            "Reshape"
-        );
+        assert_eq!(name_from_debug("BaseFloat(Reshape(ShapeOpIr { input"), "Reshape");
         assert_eq!(name_from_debug("{ weird"), "unknown");
     }
 
@@ -325,9 +278,7 @@ mod tests {
         assert_eq!(block_kind(&ops[..1]), "matmul");
         assert_eq!(block_kind(&ops[2..]), "none");
         assert_eq!(compact(&ops), "Matmul [256, 10]; Add");
-        let many: Vec<OpNote> = (0..9)
-            .map(|i| op(&format!("Op{i}"), "elementwise", Some("[4]")))
-            .collect();
+        let many: Vec<OpNote> = (0..9).map(|i| op(&format!("Op{i}"), "elementwise", Some("[4]"))).collect();
         assert_eq!(compact(&many), "Op0 [4]; Op1; Op2; Op3; Op4; Op5; +3 more");
         assert_eq!(block_kind(&many), "elementwise (fused)");
     }

@@ -56,16 +56,9 @@ impl SpanMap {
     /// such as prefetch threads, make tensors that are not the model's).
     pub(crate) fn new(boundaries: &[Boundary]) -> SpanMap {
         let is_phase = |b: &Boundary| b.enter && [FORWARD, BACKWARD, OPTIMIZER].contains(&&*b.name);
-        let mut threads: Vec<ThreadId> = boundaries
-            .iter()
-            .filter(|b| is_phase(b))
-            .map(|b| b.thread)
-            .collect();
+        let mut threads: Vec<ThreadId> = boundaries.iter().filter(|b| is_phase(b)).map(|b| b.thread).collect();
         threads.dedup();
-        let mut ordered: Vec<&Boundary> = boundaries
-            .iter()
-            .filter(|b| threads.contains(&b.thread))
-            .collect();
+        let mut ordered: Vec<&Boundary> = boundaries.iter().filter(|b| threads.contains(&b.thread)).collect();
         ordered.sort_by_key(|b| b.stamp);
         let mut stacks: HashMap<ThreadId, Vec<Arc<str>>> = HashMap::new();
         let mut points = Vec::with_capacity(ordered.len());
@@ -140,12 +133,7 @@ pub(crate) fn phase_of(path: &str) -> &str {
 
 /// The deepest path two paths share.
 fn common(a: &str, b: &str) -> Option<String> {
-    let shared: Vec<&str> = a
-        .split(" > ")
-        .zip(b.split(" > "))
-        .take_while(|(x, y)| x == y)
-        .map(|(x, _)| x)
-        .collect();
+    let shared: Vec<&str> = a.split(" > ").zip(b.split(" > ")).take_while(|(x, y)| x == y).map(|(x, _)| x).collect();
     (!shared.is_empty()).then(|| shared.join(" > "))
 }
 
@@ -210,16 +198,12 @@ impl Inference {
     /// tensors made after the forward count what their lineage carries.
     fn vote(&self, map: &SpanMap, op: &OpNote) -> Option<(Arc<str>, u32)> {
         let mut votes: Vec<(Arc<str>, u32)> = Vec::new();
-        let mut vote =
-            |span: &Arc<str>, weight: u32| match votes.iter_mut().find(|(s, _)| s == span) {
-                Some((_, n)) => *n += weight,
-                None => votes.push((Arc::clone(span), weight)),
-            };
+        let mut vote = |span: &Arc<str>, weight: u32| match votes.iter_mut().find(|(s, _)| s == span) {
+            Some((_, n)) => *n += weight,
+            None => votes.push((Arc::clone(span), weight)),
+        };
         for id in &op.inputs {
-            if let Some(made) = map
-                .path_of(*id)
-                .filter(|p| phase_of(p) == FORWARD && p.contains(" > "))
-            {
+            if let Some(made) = map.path_of(*id).filter(|p| phase_of(p) == FORWARD && p.contains(" > ")) {
                 vote(made, 2);
             }
             for read in self.readers.get(id).into_iter().flatten() {
@@ -256,12 +240,7 @@ pub(crate) fn attribute_upload(map: &SpanMap, id: Option<u64>, shape: &str) -> K
 /// The op kind of a host-to-device copy of a tensor made from host data.
 pub(crate) const UPLOAD_KIND: &str = "upload";
 
-pub(crate) fn attribute_block(
-    map: &SpanMap,
-    inference: &Inference,
-    block: u64,
-    ops: &[OpNote],
-) -> KernelAttribution {
+pub(crate) fn attribute_block(map: &SpanMap, inference: &Inference, block: u64, ops: &[OpNote]) -> KernelAttribution {
     let mut out = KernelAttribution::default();
     out.block = Some(block);
     out.op_kind = Some(block_kind(ops));
@@ -303,17 +282,12 @@ pub(crate) fn attribute_block(
             if let Some(span) = inference.forward_span(map, op) {
                 inferred = Some(match inferred {
                     None => span,
-                    Some(so_far) => {
-                        Arc::from(common(&so_far, &span).unwrap_or_else(|| FORWARD.to_owned()))
-                    }
+                    Some(so_far) => Arc::from(common(&so_far, &span).unwrap_or_else(|| FORWARD.to_owned())),
                 });
             }
         }
         let from_modules = inferred.as_ref().is_some_and(|s| map.is_module_path(s));
-        match inferred
-            .as_deref()
-            .and_then(|s| s.strip_prefix("forward > "))
-        {
+        match inferred.as_deref().and_then(|s| s.strip_prefix("forward > ")) {
             Some(below) => {
                 out.span = Some(format!("{phase} > {below}"));
                 out.attribution =
@@ -394,79 +368,46 @@ mod tests {
         let map = step();
         // Forward: conv1 reads the batch (1) and its weight (2), makes 11; conv2 reads 11 and
         // its weight (3), makes 21.
-        let forward = [
-            op("Conv2d", "conv", &[1, 2], 11),
-            op("Conv2d", "conv", &[11, 3], 21),
-        ];
+        let forward = [op("Conv2d", "conv", &[1, 2], 11), op("Conv2d", "conv", &[11, 3], 21)];
         // conv2's weight gradient reads 11 (made by conv1, read by conv2) and a gradient.
         let grad = op("Matmul", "matmul", &[11, 45], 46);
         let all: Vec<OpNote> = forward.iter().cloned().chain([grad.clone()]).collect();
         let inference = Inference::new(&map, all.iter());
         let a = attribute_block(&map, &inference, 0, &forward[..1]);
-        assert_eq!(
-            (a.span.as_deref(), a.phase.as_deref()),
-            (Some("forward > conv1"), Some("forward"))
-        );
+        assert_eq!((a.span.as_deref(), a.phase.as_deref()), (Some("forward > conv1"), Some("forward")));
         assert_eq!(a.attribution, attribution::CALLED);
         let both = attribute_block(&map, &inference, 1, &forward);
         assert_eq!(both.span.as_deref(), Some("forward"));
         let b = attribute_block(&map, &inference, 2, std::slice::from_ref(&grad));
-        assert_eq!(
-            (b.span.as_deref(), b.attribution.as_str()),
-            (Some("backward > conv2"), attribution::INFERRED)
-        );
+        assert_eq!((b.span.as_deref(), b.attribution.as_str()), (Some("backward > conv2"), attribution::INFERRED));
         assert_eq!(b.op_kind.as_deref(), Some("matmul"));
         // conv1's weight gradient reads the batch, read in forward by conv1 only.
         let g1 = op("Matmul", "matmul", &[1, 47], 48);
-        assert_eq!(
-            attribute_block(&map, &inference, 3, &[g1]).span.as_deref(),
-            Some("backward > conv1")
-        );
+        assert_eq!(attribute_block(&map, &inference, 3, &[g1]).span.as_deref(), Some("backward > conv1"));
         // The optimizer's update of conv2's weight reads it.
         let update = op("Sub", "elementwise", &[3, 46], 65);
-        assert_eq!(
-            attribute_block(&map, &inference, 4, &[update])
-                .span
-                .as_deref(),
-            Some("optimizer > conv2")
-        );
+        assert_eq!(attribute_block(&map, &inference, 4, &[update]).span.as_deref(), Some("optimizer > conv2"));
         // A weight gradient that reads a view made during backward (conv2's input, transposed)
         // is named through the view; what the gradient makes passes the name on, weakly.
         let view = op("SwapDims", "reshape", &[11], 52);
         let through = op("Matmul", "matmul", &[52, 45], 53);
         let chained = op("Mul", "elementwise", &[53, 45], 54);
-        let ops: Vec<OpNote> =
-            forward.iter().cloned().chain([view, through.clone(), chained.clone()]).collect();
+        let ops: Vec<OpNote> = forward.iter().cloned().chain([view, through.clone(), chained.clone()]).collect();
         let lineage = Inference::new(&map, ops.iter());
         let t = attribute_block(&map, &lineage, 8, std::slice::from_ref(&through));
-        assert_eq!(
-            (t.span.as_deref(), t.attribution.as_str()),
-            (Some("backward > conv2"), attribution::INFERRED)
-        );
+        assert_eq!((t.span.as_deref(), t.attribution.as_str()), (Some("backward > conv2"), attribution::INFERRED));
         let c = attribute_block(&map, &lineage, 9, std::slice::from_ref(&chained));
         assert_eq!(c.span.as_deref(), Some("backward > conv2"));
         // Reading only gradients: the phase alone.
         let pure = op("Mul", "elementwise", &[45], 50);
         let p = attribute_block(&map, &inference, 5, &[pure]);
-        assert_eq!(
-            (p.span.as_deref(), p.attribution.as_str()),
-            (Some("backward"), attribution::PHASE_ONLY)
-        );
+        assert_eq!((p.span.as_deref(), p.attribution.as_str()), (Some("backward"), attribution::PHASE_ONLY));
         // Fused across two phases.
-        let across = [
-            op("Mul", "elementwise", &[], 30),
-            op("Add", "elementwise", &[], 50),
-        ];
+        let across = [op("Mul", "elementwise", &[], 30), op("Add", "elementwise", &[], 50)];
         let x = attribute_block(&map, &inference, 7, &across);
-        assert_eq!(
-            (x.span.as_deref(), x.attribution.as_str()),
-            (Some("forward + backward"), attribution::ACROSS)
-        );
+        assert_eq!((x.span.as_deref(), x.attribution.as_str()), (Some("forward + backward"), attribution::ACROSS));
         // Made outside every span.
         let loose = op("Ones", "init", &[], 80);
-        assert_eq!(
-            attribute_block(&map, &inference, 6, &[loose]).attribution,
-            attribution::OUTSIDE_SPANS
-        );
+        assert_eq!(attribute_block(&map, &inference, 6, &[loose]).attribution, attribution::OUTSIDE_SPANS);
     }
 }

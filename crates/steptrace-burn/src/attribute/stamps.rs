@@ -54,10 +54,7 @@ impl Visit for NameField {
 }
 
 fn clean(name: &str) -> String {
-    name.chars()
-        .filter(|c| !c.is_control())
-        .take(LAYER_NAME_CHARS)
-        .collect()
+    name.chars().filter(|c| !c.is_control()).take(LAYER_NAME_CHARS).collect()
 }
 
 impl<S> Layer<S> for StampLayer

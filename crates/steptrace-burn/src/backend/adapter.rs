@@ -106,10 +106,7 @@ impl AdapterSummary {
 /// The `n`-th adapter of the target's type, as cubecl's `select_from_adapter_list` finds it.
 #[cfg(feature = "wgpu")]
 fn find_adapter(adapters: &[AdapterSummary], target: WgpuTarget) -> Option<&AdapterSummary> {
-    adapters
-        .iter()
-        .filter(|a| a.device_type == target.device_type())
-        .nth(target.index())
+    adapters.iter().filter(|a| a.device_type == target.device_type()).nth(target.index())
 }
 
 /// The adapter `auto`/`wgpu` would use: `CUBECL_WGPU_DEFAULT_DEVICE` if it names an existing
@@ -117,22 +114,14 @@ fn find_adapter(adapters: &[AdapterSummary], target: WgpuTarget) -> Option<&Adap
 /// Adapters of type `Other` are never picked.
 #[cfg(feature = "wgpu")]
 pub(crate) fn pick_adapter(adapters: &[AdapterSummary]) -> Option<(WgpuTarget, &AdapterSummary)> {
-    if let Some(target) = std::env::var("CUBECL_WGPU_DEFAULT_DEVICE")
-        .ok()
-        .and_then(|v| WgpuTarget::parse(&v))
-    {
+    if let Some(target) = std::env::var("CUBECL_WGPU_DEFAULT_DEVICE").ok().and_then(|v| WgpuTarget::parse(&v)) {
         if let Some(a) = find_adapter(adapters, target) {
             return Some((target, a));
         }
     }
-    [
-        WgpuTarget::DiscreteGpu(0),
-        WgpuTarget::IntegratedGpu(0),
-        WgpuTarget::VirtualGpu(0),
-        WgpuTarget::Cpu,
-    ]
-    .into_iter()
-    .find_map(|t| find_adapter(adapters, t).map(|a| (t, a)))
+    [WgpuTarget::DiscreteGpu(0), WgpuTarget::IntegratedGpu(0), WgpuTarget::VirtualGpu(0), WgpuTarget::Cpu]
+        .into_iter()
+        .find_map(|t| find_adapter(adapters, t).map(|a| (t, a)))
 }
 
 #[cfg(all(test, feature = "wgpu"))]

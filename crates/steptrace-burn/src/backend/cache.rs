@@ -134,11 +134,7 @@ impl CacheConfig {
 
     /// An enabled cache at `dir`.
     pub fn at(dir: impl Into<PathBuf>) -> Self {
-        CacheConfig {
-            dir: dir.into(),
-            enabled: true,
-            autotune_level: None,
-        }
+        CacheConfig { dir: dir.into(), enabled: true, autotune_level: None }
     }
 }
 
@@ -237,14 +233,10 @@ pub fn configure_cubecl_cache(cfg: &CacheConfig) -> CacheState {
 fn install(dir: Option<&Path>, level: Option<AutotuneLevel>, state: &mut CacheState) {
     // Keep what cubecl.toml / burn.toml / CUBECL_* say; a malformed file makes cubecl panic,
     // in which case its defaults are used.
-    let (mut config, load_note) =
-        match catch_silently(|| CubeClRuntimeConfig::from_current_dir().override_from_env()) {
-            Ok(c) => (c, None),
-            Err(panic) => (
-                CubeClRuntimeConfig::default(),
-                Some(format!("cubecl config file ignored ({panic})")),
-            ),
-        };
+    let (mut config, load_note) = match catch_silently(|| CubeClRuntimeConfig::from_current_dir().override_from_env()) {
+        Ok(c) => (c, None),
+        Err(panic) => (CubeClRuntimeConfig::default(), Some(format!("cubecl config file ignored ({panic})"))),
+    };
     if let Some(dir) = dir {
         config.environment.path = CubeCacheConfig::Directory(dir.to_path_buf());
         config.autotune.disable_cache = false;
@@ -278,7 +270,8 @@ fn install(dir: Option<&Path>, level: Option<AutotuneLevel>, state: &mut CacheSt
         Err(existing) => {
             state.autotune_level = AutotuneLevel::from(&existing.autotune.level).to_string();
             if level.is_some_and(|l| l != AutotuneLevel::from(&existing.autotune.level)) {
-                state.autotune_level_source = "cubecl configuration (already fixed: --autotune-level not applied)".to_string();
+                state.autotune_level_source =
+                    "cubecl configuration (already fixed: --autotune-level not applied)".to_string();
             }
             let Some(dir) = dir else { return };
             let here = points_at(&existing.environment.path, dir);
@@ -406,11 +399,8 @@ mod tests {
     #[test]
     fn disabled_leaves_cubecl_alone() {
         let tmp = tempfile::tempdir().expect("tempdir");
-        let s = configure_cubecl_cache(&CacheConfig {
-            dir: tmp.path().join("c"),
-            enabled: false,
-            autotune_level: None,
-        });
+        let s =
+            configure_cubecl_cache(&CacheConfig { dir: tmp.path().join("c"), enabled: false, autotune_level: None });
         assert!(!s.compilation_cache && !s.autotune_cache);
         assert!(s.note.is_some());
     }
@@ -444,7 +434,10 @@ mod tests {
         assert_eq!(cold.files_before, 0);
         assert!(cold.compilation_cache && cold.autotune_cache, "{cold:?}");
         assert_eq!(cold.note, None);
-        assert_eq!((cold.autotune_level.as_str(), cold.autotune_level_source.as_str()), ("minimal", "steptrace --autotune-level"));
+        assert_eq!(
+            (cold.autotune_level.as_str(), cold.autotune_level_source.as_str()),
+            ("minimal", "steptrace --autotune-level")
+        );
 
         // cubecl now uses the directory, the level, and the autotune log sink.
         let live = CubeClRuntimeConfig::get();

@@ -6,9 +6,9 @@
 
 use burn::prelude::Device;
 
-use super::{BackendError, Selection};
 #[cfg(any(feature = "cuda", feature = "wgpu", feature = "cpu"))]
 use super::{probe::note_usable, BackendKind};
+use super::{BackendError, Selection};
 
 impl Selection {
     /// The selected backend's device, plain (not autodiff: call `.autodiff()` to train):

@@ -34,9 +34,7 @@ fn install_hook() {
         let previous = panic::take_hook();
         panic::set_hook(Box::new(move |info| {
             let silenced = SILENCED.with(Cell::get)
-                || std::thread::current()
-                    .name()
-                    .is_some_and(|name| name.starts_with(PROBE_THREAD_PREFIX));
+                || std::thread::current().name().is_some_and(|name| name.starts_with(PROBE_THREAD_PREFIX));
             if !silenced {
                 previous(info);
             }

@@ -131,14 +131,20 @@ impl MemoryAsker {
             if !gpu_known || !is_cubecl(device) {
                 return None;
             }
-            let DispatchDevice::Cube(cube) = device.clone().without_autodiff().as_dispatch().clone() else { return None };
+            let DispatchDevice::Cube(cube) = device.clone().without_autodiff().as_dispatch().clone() else {
+                return None;
+            };
             let service = catch_silently(|| cube.client().service_id()).ok()?;
             #[cfg(feature = "cuda")]
-            if let Some(asker) = asker_for::<<cubecl::cuda::CudaRuntime as cubecl_runtime::runtime::Runtime>::Server>(service) {
+            if let Some(asker) =
+                asker_for::<<cubecl::cuda::CudaRuntime as cubecl_runtime::runtime::Runtime>::Server>(service)
+            {
                 return Some(asker);
             }
             #[cfg(feature = "wgpu")]
-            if let Some(asker) = asker_for::<<cubecl::wgpu::WgpuRuntime as cubecl_runtime::runtime::Runtime>::Server>(service) {
+            if let Some(asker) =
+                asker_for::<<cubecl::wgpu::WgpuRuntime as cubecl_runtime::runtime::Runtime>::Server>(service)
+            {
                 return Some(asker);
             }
             None

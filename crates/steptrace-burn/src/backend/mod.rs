@@ -55,15 +55,17 @@ pub(crate) use guard::panic_message;
 /// figures: one test's tensors must not appear in another's before/after comparison.
 #[cfg(test)]
 pub(crate) static DEVICE_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
-pub(crate) use startup::timed_client;
 pub use cache::{configure_cubecl_cache, count_cache_files, AutotuneLevel, CacheConfig, CacheState};
 pub use memory::{
-    memory_in_use, memory_limits, memory_usage, memory_usage_after_sync, pool_largest_allocations, MemoryAsker, MemoryLimits, MemorySnapshot,
-    PendingUsage,
+    memory_in_use, memory_limits, memory_usage, memory_usage_after_sync, pool_largest_allocations, MemoryAsker,
+    MemoryLimits, MemorySnapshot, PendingUsage,
 };
 pub use probe::{cuda_kernel_compiler, probe, probe_all, Probe};
 pub use select::{select, Selection};
-pub use startup::{install_log_capture, install_profiler, startup_progress, LogSlotTaken, StartupCapture, StartupProgress};
+pub(crate) use startup::timed_client;
+pub use startup::{
+    install_log_capture, install_profiler, startup_progress, LogSlotTaken, StartupCapture, StartupProgress,
+};
 pub use types::{backend_runtime_name, backend_type_name, short_type_name};
 
 /// What the user asked for (`--backend auto|cuda|wgpu|cpu`).
@@ -83,12 +85,8 @@ pub enum BackendChoice {
 
 impl BackendChoice {
     /// Every choice, in the order they are documented.
-    pub const ALL: [BackendChoice; 4] = [
-        BackendChoice::Auto,
-        BackendChoice::Cuda,
-        BackendChoice::Wgpu,
-        BackendChoice::Cpu,
-    ];
+    pub const ALL: [BackendChoice; 4] =
+        [BackendChoice::Auto, BackendChoice::Cuda, BackendChoice::Wgpu, BackendChoice::Cpu];
 
     /// The name accepted by [`FromStr`] and printed by [`Display`](fmt::Display).
     pub fn as_str(self) -> &'static str {
@@ -126,16 +124,12 @@ impl FromStr for BackendChoice {
         BackendChoice::ALL
             .into_iter()
             .find(|c| c.as_str().eq_ignore_ascii_case(wanted))
-            .ok_or_else(|| BackendError::UnknownBackend {
-                name: s.to_string(),
-            })
+            .ok_or_else(|| BackendError::UnknownBackend { name: s.to_string() })
     }
 }
 
 /// A concrete backend family.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum BackendKind {
     /// `Device::cuda(0)`: cubecl's CUDA runtime, fusion on.

@@ -169,9 +169,7 @@ fn select_auto() -> Result<Selection, BackendError> {
         return Ok(cpu_selection(choice, Some(skipped.join("; ")), probes, cpu));
     }
     skipped.push(format!("{} unavailable: {}", BackendKind::Cpu.display_name(), cpu.reason_or_ok()));
-    Err(BackendError::NoBackend {
-        reasons: skipped.join("; "),
-    })
+    Err(BackendError::NoBackend { reasons: skipped.join("; ") })
 }
 
 /// Probes wgpu and, when it is available, the adapter to run on and its description.
@@ -191,10 +189,7 @@ fn probe_wgpu_target() -> (Probe, Option<(WgpuTarget, String)>) {
 }
 
 fn unavailable(p: &Probe) -> BackendError {
-    BackendError::Unavailable {
-        kind: p.kind,
-        reason: p.reason_or_ok().to_string(),
-    }
+    BackendError::Unavailable { kind: p.kind, reason: p.reason_or_ok().to_string() }
 }
 
 fn cuda_selection(requested: BackendChoice, p: Probe) -> Selection {
@@ -215,14 +210,7 @@ fn wgpu_selection(
     fallback_reason: Option<String>,
     probes: Vec<Probe>,
 ) -> Selection {
-    Selection {
-        kind: BackendKind::Wgpu,
-        device,
-        fallback_reason,
-        requested,
-        wgpu_device: Some(target),
-        probes,
-    }
+    Selection { kind: BackendKind::Wgpu, device, fallback_reason, requested, wgpu_device: Some(target), probes }
 }
 
 /// The CPU selection; `cpu` is the (passed) CPU probe, recorded after `probes`.
@@ -234,14 +222,7 @@ fn cpu_selection(
 ) -> Selection {
     let device = cpu.device.clone().unwrap_or_else(|| "CPU".to_string());
     probes.push(cpu);
-    Selection {
-        kind: BackendKind::Cpu,
-        device,
-        fallback_reason,
-        requested,
-        wgpu_device: None,
-        probes,
-    }
+    Selection { kind: BackendKind::Cpu, device, fallback_reason, requested, wgpu_device: None, probes }
 }
 
 #[cfg(test)]
@@ -330,12 +311,7 @@ mod tests {
     fn without_any_adapter_auto_falls_back_to_cpu() {
         let exe = std::env::current_exe().expect("test binary");
         let status = std::process::Command::new(exe)
-            .args([
-                "--exact",
-                "backend::select::tests::child_without_any_adapter",
-                "--nocapture",
-                "--test-threads=1",
-            ])
+            .args(["--exact", "backend::select::tests::child_without_any_adapter", "--nocapture", "--test-threads=1"])
             .env(NO_ADAPTER_CHILD, "1")
             .env("VK_ICD_FILENAMES", "/nonexistent/icd.json")
             .env("VK_DRIVER_FILES", "/nonexistent/icd.json")

@@ -1,11 +1,11 @@
 //! The instrumented loader: the CPU batch read in a `data.load` span, on the
 //! training thread or on named prefetch threads.
 
-use steptrace::format::names::{DATA_LOAD, DATA_WAIT};
 use std::sync::mpsc::{sync_channel, Receiver};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
+use steptrace::format::names::{DATA_LOAD, DATA_WAIT};
 
 use super::{BatchSource, HostBatch, SourceError};
 
@@ -107,10 +107,7 @@ impl Loader {
         }
         let worker = &self.workers[(index % self.workers.len() as u64) as usize];
         let _wait = steptrace::own_span!(DATA_WAIT, batch = index);
-        worker
-            .rx
-            .recv()
-            .map_err(|_| LoaderError::Stopped { index })?
+        worker.rx.recv().map_err(|_| LoaderError::Stopped { index })?
     }
 
     /// The source's batch size.

@@ -47,7 +47,12 @@ pub struct SourceInfo {
 impl SourceInfo {
     /// Data called `name`, the rest unknown.
     pub fn named(name: impl Into<String>) -> SourceInfo {
-        SourceInfo { name: name.into(), source: "not stated".into(), licence: "not stated".into(), ..SourceInfo::default() }
+        SourceInfo {
+            name: name.into(),
+            source: "not stated".into(),
+            licence: "not stated".into(),
+            ..SourceInfo::default()
+        }
     }
 }
 

@@ -3,10 +3,10 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use steptrace::collect::device::{CopyRecord, DeviceError, KernelRecord, LaunchRecord, MemsetRecord};
-use steptrace::collect::{DeviceCollector, DeviceWindow};
-use steptrace::format::device::{ClockCalibration, DeviceProperties, KernelArgs, MemcpyArgs, MemsetArgs};
 use cubecl::logging::TimingRequest;
+use steptrace::device::{CopyRecord, DeviceError, KernelRecord, LaunchRecord, MemsetRecord};
+use steptrace::device::{DeviceCollector, DeviceWindow};
+use steptrace::format::device::{ClockCalibration, DeviceProperties, KernelArgs, MemcpyArgs, MemsetArgs};
 use steptrace_cupti::{probe, ClockMap, Collector, CollectorConfig, LaunchSource};
 
 use crate::attribute::{self, Recorded, Recording};
@@ -139,15 +139,24 @@ impl DeviceCollector for CuptiDevice {
         }
         for c in &w.memcpys {
             let mut args = MemcpyArgs::default();
-            (args.device, args.stream, args.correlation) = (c.device_id, u64::from(c.stream_id), u64::from(c.correlation_id));
+            (args.device, args.stream, args.correlation) =
+                (c.device_id, u64::from(c.stream_id), u64::from(c.correlation_id));
             (args.bytes, args.kind) = (c.bytes, c.kind.label().to_owned());
-            out.copies.push(CopyRecord { start_us: us(&map, origin, c.start_ns), end_us: us(&map, origin, c.end_ns), args });
+            out.copies.push(CopyRecord {
+                start_us: us(&map, origin, c.start_ns),
+                end_us: us(&map, origin, c.end_ns),
+                args,
+            });
         }
         for m in &w.memsets {
             let mut args = MemsetArgs::default();
             (args.device, args.stream, args.correlation, args.bytes) =
                 (m.device_id, u64::from(m.stream_id), u64::from(m.correlation_id), m.bytes);
-            out.memsets.push(MemsetRecord { start_us: us(&map, origin, m.start_ns), end_us: us(&map, origin, m.end_ns), args });
+            out.memsets.push(MemsetRecord {
+                start_us: us(&map, origin, m.start_ns),
+                end_us: us(&map, origin, m.end_ns),
+                args,
+            });
         }
         for l in &w.launches {
             out.launches.push(LaunchRecord {
@@ -165,7 +174,11 @@ impl DeviceCollector for CuptiDevice {
             attribute_copies(&mut out, recorded);
         }
         out.dropped_by_collector = w.dropped_records;
-        let costs = w.open_cost.iter().map(|(part, d)| ("open", part, d)).chain(w.close_cost.iter().map(|(part, d)| ("close", part, d)));
+        let costs = w
+            .open_cost
+            .iter()
+            .map(|(part, d)| ("open", part, d))
+            .chain(w.close_cost.iter().map(|(part, d)| ("close", part, d)));
         out.collector_us = costs.map(|(when, part, d)| (format!("{when} {part}"), d.as_secs_f64() * 1e6)).collect();
         let mut clock = ClockCalibration::default();
         // CUPTI's clock reading at trace time 0.

@@ -10,7 +10,7 @@
 
 use std::fmt;
 
-use steptrace::collect::DeviceCollector;
+use steptrace::device::DeviceCollector;
 
 use crate::backend::{BackendKind, Selection};
 
@@ -63,7 +63,9 @@ impl DeviceSetup {
             DeviceSetup::Collector(_, what) if what.starts_with("CUPTI") => {
                 format!("{mode}: recorded by {what} (kernels, copies, memsets, launches; kernels tied to burn ops and spans)")
             }
-            DeviceSetup::Collector(_, what) => format!("{mode}: kernels recorded by {what}, tied to burn ops and spans"),
+            DeviceSetup::Collector(_, what) => {
+                format!("{mode}: kernels recorded by {what}, tied to burn ops and spans")
+            }
             DeviceSetup::NotObserved(why) => format!("{mode}: not observed ({why})"),
         }
     }
@@ -77,7 +79,11 @@ pub fn setup(mode: DeviceActivityMode, selection: &Selection) -> DeviceSetup {
 
 /// [`setup`], for the kernels of `device` (a device the program built itself) rather than the
 /// one `selection` opens.
-pub fn setup_on(mode: DeviceActivityMode, selection: &Selection, device: Option<&burn::prelude::Device>) -> DeviceSetup {
+pub fn setup_on(
+    mode: DeviceActivityMode,
+    selection: &Selection,
+    device: Option<&burn::prelude::Device>,
+) -> DeviceSetup {
     if mode == DeviceActivityMode::Off {
         return DeviceSetup::NotObserved("turned off (--device-activity off)".into());
     }
@@ -107,7 +113,9 @@ fn cuda_setup(selection: &Selection, attributed: bool, own: Option<&burn::prelud
             let what = device.source.clone();
             DeviceSetup::Collector(Box::new(device), what)
         }
-        Err(why) if !attributed => DeviceSetup::NotObserved(format!("{why} (--detail ops times kernels without CUPTI)")),
+        Err(why) if !attributed => {
+            DeviceSetup::NotObserved(format!("{why} (--detail ops times kernels without CUPTI)"))
+        }
         Err(why) => {
             let device = own.map_or_else(|| burn::prelude::Device::cuda(0), |d| d.clone().inner());
             let device = timed::TimedDevice::new(device, &selection.device, timed::CUDA_EVENTS);

@@ -13,8 +13,8 @@ use burn::prelude::Device;
 use cubecl::config::{type_name_format, TypeNameFormatLevel};
 use cubecl::logging::TimingRequest;
 use cubecl::profile::TimingMethod;
-use steptrace::collect::device::{DeviceError, KernelRecord};
-use steptrace::collect::{DeviceCollector, DeviceWindow};
+use steptrace::device::{DeviceCollector, DeviceWindow};
+use steptrace::device::{DeviceError, KernelRecord};
 use steptrace::format::device::{DeviceProperties, KernelArgs};
 
 use crate::attribute::{self, Recording};
@@ -63,27 +63,21 @@ impl DeviceCollector for TimedDevice {
     }
 
     fn close(&mut self, origin: Instant) -> Result<DeviceWindow, DeviceError> {
-        let recording = self
-            .recording
-            .take()
-            .ok_or("the timed collector was closed without being opened")?;
+        let recording = self.recording.take().ok_or("the timed collector was closed without being opened")?;
         // Every measurement handed over is read below, which waits for its kernel anyway.
         let synced = self.device.sync();
         let recorded = attribute::close(recording);
         let recorded_dropped = recorded.dropped_launches;
         let mut out = DeviceWindow::default();
         out.source = self.source.clone();
-        out.kinds = vec![format!(
-            "kernel (timed by cubecl: {} where the device has them)", self.method
-        )];
+        out.kinds = vec![format!("kernel (timed by cubecl: {} where the device has them)", self.method)];
         out.devices.push(self.properties.clone());
-        out.launches_unavailable =
-            Some("kernels are timed through cubecl's launch observer: there is no driver record of their launches".into());
+        out.launches_unavailable = Some(
+            "kernels are timed through cubecl's launch observer: there is no driver record of their launches".into(),
+        );
         let (mut unread, mut lengths_only, mut untimed) = (0u64, 0u64, 0u64);
         // Seconds since `deep`, a reference before every instant of the run.
-        let deep = origin
-            .checked_sub(std::time::Duration::from_secs(1 << 20))
-            .unwrap_or(origin);
+        let deep = origin.checked_sub(std::time::Duration::from_secs(1 << 20)).unwrap_or(origin);
         let secs = |d: std::time::Duration| d.as_secs_f64();
         let mut measured = Vec::new();
         for (i, (note, attribution)) in recorded.launches.into_iter().enumerate() {
@@ -100,10 +94,7 @@ impl DeviceCollector for TimedDevice {
                 unread += 1;
                 continue;
             };
-            let (start, end) = (
-                secs(ticks.start_duration_since(deep)),
-                secs(ticks.end_duration_since(deep)),
-            );
+            let (start, end) = (secs(ticks.start_duration_since(deep)), secs(ticks.end_duration_since(deep)));
             let launched = secs(note.at.unwrap_or(origin).duration_since(deep));
             measured.push((i, note.kernel, method, attribution, start, end, launched));
         }
@@ -112,10 +103,7 @@ impl DeviceCollector for TimedDevice {
         // earlier than its launch, so the offset is at least every launch's lead over its
         // kernel's start; the largest lead is the estimate (exact for a kernel that started as
         // soon as it was launched, onto an idle device).
-        let offset = measured
-            .iter()
-            .map(|m| m.6 - m.4)
-            .fold(f64::NEG_INFINITY, f64::max);
+        let offset = measured.iter().map(|m| m.6 - m.4).fold(f64::NEG_INFINITY, f64::max);
         let origin_s = secs(origin.duration_since(deep));
         for (i, kernel, method, attribution, start, end, _) in measured {
             let mut args = KernelArgs::default();
@@ -138,14 +126,10 @@ impl DeviceCollector for TimedDevice {
             );
         }
         if let Err(e) = synced {
-            out.problems.push(format!(
-                "the device could not be synchronised at the window's end: {e:?}"
-            ));
+            out.problems.push(format!("the device could not be synchronised at the window's end: {e:?}"));
         }
         if unread > 0 {
-            out.problems.push(format!(
-                "{unread} kernel measurements could not be read back"
-            ));
+            out.problems.push(format!("{unread} kernel measurements could not be read back"));
         }
         if lengths_only > 0 {
             out.problems.push(format!(
@@ -160,9 +144,7 @@ impl DeviceCollector for TimedDevice {
             ));
         }
         if untimed > 0 {
-            out.problems.push(format!(
-                "{untimed} launches were not timed (refused by the backend, or dry runs)"
-            ));
+            out.problems.push(format!("{untimed} launches were not timed (refused by the backend, or dry runs)"));
         }
         Ok(out)
     }

@@ -191,7 +191,10 @@ fn print_out_of_memory(o: &OutOfMemory) {
     t.add_row(["phases registered".to_owned(), reached]);
     match o.limits {
         Some(l) => {
-            t.add_row(["device capacity".to_owned(), l.capacity.map_or_else(|| "not stated by its runtime".to_owned(), size)]);
+            t.add_row([
+                "device capacity".to_owned(),
+                l.capacity.map_or_else(|| "not stated by its runtime".to_owned(), size),
+            ]);
             t.add_row(["largest allocation".to_owned(), size(l.max_allocation)]);
         }
         None => {
@@ -200,7 +203,10 @@ fn print_out_of_memory(o: &OutOfMemory) {
     }
     match o.at_failure {
         Some(m) => {
-            t.add_row(["held after the failure".to_owned(), format!("in use {}, reserved {}", size(m.bytes_in_use), size(m.bytes_reserved))]);
+            t.add_row([
+                "held after the failure".to_owned(),
+                format!("in use {}, reserved {}", size(m.bytes_in_use), size(m.bytes_reserved)),
+            ]);
             for c in &o.categories {
                 t.add_row([format!("  {}", c.name.replace('_', " ")), signed(c.bytes)]);
             }
@@ -227,7 +233,11 @@ fn print_out_of_memory(o: &OutOfMemory) {
         };
         t.add_row([
             "the failure alone said".to_owned(),
-            format!("per sample {}; batch that fits {}", said(&b.per_sample, &size), said(&b.fitting_batch, &|v| format!("{v} samples"))),
+            format!(
+                "per sample {}; batch that fits {}",
+                said(&b.per_sample, &size),
+                said(&b.fitting_batch, &|v| format!("{v} samples"))
+            ),
         ]);
     }
     if let Some(p) = &o.probe {

@@ -245,7 +245,8 @@ impl OutOfMemory {
     pub fn with_probe(mut self, probe: Option<Probe>) -> OutOfMemory {
         let measured = probe.as_ref().map(|p| (p.per_sample.clone(), p.fitting_batch.clone()));
         if let Some((per_sample, fits)) = measured.filter(|(p, f)| p.is_some() || f.is_some()) {
-            let bounds = FailureBounds { per_sample: self.per_sample.clone(), fitting_batch: self.fitting_batch.clone() };
+            let bounds =
+                FailureBounds { per_sample: self.per_sample.clone(), fitting_batch: self.fitting_batch.clone() };
             if let Some(p) = per_sample {
                 self.per_sample = Estimate::Known(p);
             }
@@ -312,7 +313,9 @@ pub(crate) fn explain(f: &Facts<'_>) -> OutOfMemory {
             c
         }
         None => {
-            not_observed.push("what the allocator held after the failure: the backend does not report memory in use".to_owned());
+            not_observed.push(
+                "what the allocator held after the failure: the backend does not report memory in use".to_owned(),
+            );
             Vec::new()
         }
     };
@@ -351,7 +354,9 @@ fn largest(f: &Facts<'_>) -> Vec<Allocation> {
     for (i, &(bytes, page)) in f.pools.iter().take(3).enumerate() {
         let rank = ["", "second ", "third "][i];
         seen.push(Allocation {
-            description: format!("the {rank}largest allocation a memory pool has served since the start (pages of {page} B)"),
+            description: format!(
+                "the {rank}largest allocation a memory pool has served since the start (pages of {page} B)"
+            ),
             bytes,
         });
     }
@@ -359,7 +364,10 @@ fn largest(f: &Facts<'_>) -> Vec<Allocation> {
         seen.push(Allocation { description: format!("the largest parameter, {path} {shape:?}"), bytes: *bytes });
     }
     if f.batch_bytes > 0 {
-        seen.push(Allocation { description: format!("the input batch ({} samples, input and target)", f.batch_size), bytes: f.batch_bytes });
+        seen.push(Allocation {
+            description: format!("the input batch ({} samples, input and target)", f.batch_size),
+            bytes: f.batch_bytes,
+        });
     }
     seen.sort_by_key(|a| std::cmp::Reverse(a.bytes));
     seen.truncate(6);
@@ -409,17 +417,27 @@ fn per_sample_by_memory(f: &Facts<'_>) -> Result<Bounded, String> {
                 bound: "at least",
                 method_note: format!(
                     "in use less parameters, gradients and optimizer state, over the batch size, at {where_}: {}",
-                    if s.after == crate::memory::STEP_START { format!("the start of step {}", s.step) } else { format!("after {} of step {}", s.after, s.step) }
+                    if s.after == crate::memory::STEP_START {
+                        format!("the start of step {}", s.step)
+                    } else {
+                        format!("after {} of step {}", s.after, s.step)
+                    }
                 ),
             });
         }
     }
     let held = f.at_failure.map_or(0, |m| m.bytes_in_use);
-    let needed = held.saturating_add(f.requested.unwrap_or(0)).saturating_sub(f.parameters.bytes + f.optimizer_state.unwrap_or(0));
+    let needed = held
+        .saturating_add(f.requested.unwrap_or(0))
+        .saturating_sub(f.parameters.bytes + f.optimizer_state.unwrap_or(0));
     if needed == 0 {
         return Err("neither a completed step's sample nor the failure says how much a sample needs (run a smaller batch with --memory --memory-phases to measure it)".to_owned());
     }
-    let held_note = if f.at_failure.is_some() { "what the allocator held after the failure plus the failed request" } else { "the failed request alone (memory in use not observed)" };
+    let held_note = if f.at_failure.is_some() {
+        "what the allocator held after the failure plus the failed request"
+    } else {
+        "the failed request alone (memory in use not observed)"
+    };
     Ok(Bounded {
         value: needed.div_ceil(f.batch_size),
         bound: "at least",
@@ -442,7 +460,11 @@ fn fitting_batch(f: &Facts<'_>, per_sample: &Bounded) -> Result<Bounded, String>
                 "parameters, gradients and optimizer state ({fixed} B) alone fill the device's {capacity} B: no batch fits"
             ));
         }
-        let optimizer_note = if f.optimizer_state.is_some() { "as measured" } else { "Adam's two moments per parameter, as after its first update" };
+        let optimizer_note = if f.optimizer_state.is_some() {
+            "as measured"
+        } else {
+            "Adam's two moments per parameter, as after its first update"
+        };
         fits.push((
             (capacity - fixed) / per_sample.value.max(1),
             format!(

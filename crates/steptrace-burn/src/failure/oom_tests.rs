@@ -63,7 +63,8 @@ fn a_first_step_failure_bounds_the_batch_from_the_failure() {
 fn a_sampled_step_and_a_too_large_request() {
     let p = params(100);
     let mut f = facts(&p);
-    f.highest = Some(Sample { in_use: 1_400, gradients: 100, optimizer_state: 200, after: "loss", step: 3, inside_step: true });
+    f.highest =
+        Some(Sample { in_use: 1_400, gradients: 100, optimizer_state: 200, after: "loss", step: 3, inside_step: true });
     f.optimizer_state = Some(200);
     f.shortage = Shortage::TooLargeForOneAllocation;
     f.requested = Some(5_000);
@@ -104,7 +105,14 @@ fn the_bound_per_sample_is_never_below_the_input_batch() {
     let p = params(100);
     let mut f = facts(&p);
     f.batch_bytes = 2_600;
-    f.highest = Some(Sample { in_use: 110, gradients: 0, optimizer_state: 0, after: "step start", step: 0, inside_step: false });
+    f.highest = Some(Sample {
+        in_use: 110,
+        gradients: 0,
+        optimizer_state: 0,
+        after: "step start",
+        step: 0,
+        inside_step: false,
+    });
     let r = explain(&f);
     let b = r.per_sample.known().unwrap();
     assert_eq!((b.value, b.bound), (260, "at least"));

@@ -349,10 +349,8 @@ mod tests {
     fn profiler(dir: &std::path::Path) -> Profiler {
         let schedule = "warmup=1,active=1,repeat=1".parse().expect("schedule");
         // Built, not installed: the spans go nowhere, the stepping is real.
-        let (_layer, profiler) = Profiler::builder(schedule)
-            .out_dir(dir)
-            .build::<tracing_subscriber::Registry>()
-            .expect("profiler");
+        let (_layer, profiler) =
+            Profiler::builder(schedule).out_dir(dir).build::<tracing_subscriber::Registry>().expect("profiler");
         profiler
     }
 

@@ -55,7 +55,9 @@ mod tests {
 
     #[test]
     fn an_install_failure_names_the_fix() {
-        let err = LearnerError::from(steptrace::Error::Install("a global default trace dispatcher has already been set".into()));
+        let err = LearnerError::from(steptrace::Error::Install(
+            "a global default trace dispatcher has already been set".into(),
+        ));
         let text = err.to_string();
         assert!(matches!(err, LearnerError::SubscriberExists { .. }));
         assert!(text.contains("already been set") && text.contains("with_application_logger"), "{text}");

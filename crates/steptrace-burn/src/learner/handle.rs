@@ -165,7 +165,10 @@ fn describe_trainer(m: &mut steptrace::format::Manifest, trainer: &str) {
              copy, so there is no transfer.h2d span"
                 .to_owned(),
         ),
-        ("epoch_boundaries", format!("steps that also hold validation and checkpointing carry the instant `{EPOCH_BOUNDARY}`")),
+        (
+            "epoch_boundaries",
+            format!("steps that also hold validation and checkpointing carry the instant `{EPOCH_BOUNDARY}`"),
+        ),
     ];
     for (key, value) in known {
         m.extra.entry(key).or_insert_with(|| value.into());
@@ -341,7 +344,11 @@ pub fn with_backend(builder: ProfilerBuilder, selection: &Selection) -> Profiler
 /// Device activity for the run on `selection`, in `mode`: a CUPTI collector
 /// on CUDA, or the reason it is not observed, which every trace then
 /// carries.
-pub fn with_device_activity(builder: ProfilerBuilder, mode: DeviceActivityMode, selection: &Selection) -> ProfilerBuilder {
+pub fn with_device_activity(
+    builder: ProfilerBuilder,
+    mode: DeviceActivityMode,
+    selection: &Selection,
+) -> ProfilerBuilder {
     let builder = builder.manifest("device_activity", mode.to_string());
     match crate::device::setup(mode, selection) {
         DeviceSetup::Collector(collector, _) => builder.device_collector(collector),

@@ -7,8 +7,8 @@ use steptrace::format::names::OPTIMIZER;
 use super::handle::ProfiledRun;
 use super::watch::{self, Watch};
 use super::{LearnerError, LearnerProfiler};
-use crate::failure::{StepError, StepFailure};
 use crate::failure::oom::{Facts, OutOfMemory, Sample, Shortage};
+use crate::failure::{StepError, StepFailure};
 
 impl LearnerProfiler {
     /// Runs `training.launch(learner)`, then [`finish`](Self::finish)es: the result of
@@ -36,12 +36,16 @@ impl LearnerProfiler {
             Ok(result) => result,
             Err(message) => {
                 let cause = StepError::Panicked { message };
-                return Err(self.fail(cause, "burn-train's training loop (the step, the optimizer or the loader panicked)"));
+                return Err(
+                    self.fail(cause, "burn-train's training loop (the step, the optimizer or the loader panicked)")
+                );
             }
         };
         if let Some(error) = result.error.clone() {
             let surfaced_at = match &*error {
-                TrainingError::EventProcessor(_) => "burn-train's metric processor (it reads the step's loss and outputs on its own thread)",
+                TrainingError::EventProcessor(_) => {
+                    "burn-train's metric processor (it reads the step's loss and outputs on its own thread)"
+                }
                 TrainingError::Workers(_) => "a worker of burn-train's multi-device strategy",
                 _ => "burn-train's training loop",
             };
@@ -55,9 +59,9 @@ impl LearnerProfiler {
     fn fail(self, cause: StepError, surfaced_at: &'static str) -> LearnerError {
         let step = self.driver.step_now();
         let console_full = self.driver.watch(|w| w.settings.console_full).unwrap_or(false);
-        let out_of_memory = cause
-            .out_of_memory()
-            .and_then(|(shortage, requested)| self.driver.watch(|w| explain(w, step, shortage, requested, surfaced_at)));
+        let out_of_memory = cause.out_of_memory().and_then(|(shortage, requested)| {
+            self.driver.watch(|w| explain(w, step, shortage, requested, surfaced_at))
+        });
         let reason = crate::failure::reason(step, &cause, out_of_memory.as_ref());
         let (mut traces, mut trace_errors) = (Vec::new(), Vec::new());
         if let Some(mut profiler) = self.driver.take() {
@@ -111,12 +115,16 @@ fn explain(w: &Watch, step: u64, shortage: Shortage, requested: Option<u64>, sur
     });
     report.phases_observed = phases_observed;
     if w.parameters.is_none() {
-        report.not_observed.push("the model's parameters: no optimizer was wrapped with the model (LearnerProfiler::optimizer)".to_owned());
+        report.not_observed.push(
+            "the model's parameters: no optimizer was wrapped with the model (LearnerProfiler::optimizer)".to_owned(),
+        );
     }
     if w.settings.batch_size.is_none() {
         report.not_observed.push("the batch size: declare it with the session's batch_size".to_owned());
     }
-    report.not_observed.push("the input batch's bytes: burn-train's loader threads build the batches on the device".to_owned());
+    report
+        .not_observed
+        .push("the input batch's bytes: burn-train's loader threads build the batches on the device".to_owned());
     report.not_observed.push(format!(
         "the step whose allocation failed: burn-train's loop does not wait for the device, so step {step} is where \
          the failure surfaced, and the allocation may be an earlier step's"

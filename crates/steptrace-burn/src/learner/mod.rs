@@ -222,11 +222,11 @@
 
 mod batcher;
 mod driver;
-mod phases;
 mod error;
 mod handle;
 mod launch;
 mod optimizer;
+mod phases;
 mod watch;
 
 pub use batcher::ProfiledBatcher;

@@ -19,13 +19,13 @@ use std::sync::Arc;
 use burn::module::{Module, Param};
 use burn::optim::{LearningRate, Optimizer};
 use burn::prelude::{Device, Tensor};
+use steptrace::direct::OwnSpan;
 use steptrace::format::names::OPTIMIZER;
 use steptrace::Profiler;
-use steptrace::collect::direct::OwnSpan;
 
 use super::driver::Driver;
-use crate::modules::{span_path, walk, ParamVisitor};
 use crate::backend::backend_runtime_name;
+use crate::modules::{span_path, walk, ParamVisitor};
 
 /// A per-tensor optimizer that runs `O`'s updates in an `optimizer` span,
 /// then ends the current `ProfilerStep#N` and opens the next one.
@@ -129,9 +129,8 @@ impl<O: Optimizer> Optimizer for Profiled<O> {
         #[cfg(feature = "attribution")]
         self.note_updated(id, moved.at, &out.0, moved.close);
         if let Some(device) = device {
-            let span = UPDATES.with(|cell| {
-                cell.borrow_mut().iter_mut().find(|u| u.driver == id).and_then(|u| u.span.take())
-            });
+            let span =
+                UPDATES.with(|cell| cell.borrow_mut().iter_mut().find(|u| u.driver == id).and_then(|u| u.span.take()));
             drop(span);
             self.driver.after_update(|profiler| describe(profiler, self.plan.parameters, &device));
         }

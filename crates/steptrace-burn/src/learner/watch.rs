@@ -90,7 +90,15 @@ impl std::fmt::Debug for Watch {
 
 impl Watch {
     pub(crate) fn new(device: Device, settings: WatchSettings) -> Watch {
-        Watch { device, settings, sampler: None, parameters: None, optimizer_state: None, first_update: 0, state_unread: None }
+        Watch {
+            device,
+            settings,
+            sampler: None,
+            parameters: None,
+            optimizer_state: None,
+            first_update: 0,
+            state_unread: None,
+        }
     }
 
     /// The model the optimizer updates: its parameters' bytes, and with `memory` the sampler.
@@ -139,9 +147,12 @@ impl Watch {
         if !self.settings.memory {
             return None;
         }
-        let unread = self.state_unread.as_ref().map(|w| format!("; optimizer state not observed: {w}")).unwrap_or_default();
+        let unread =
+            self.state_unread.as_ref().map(|w| format!("; optimizer state not observed: {w}")).unwrap_or_default();
         Some(match &self.sampler {
-            None => "memory not observed: no optimizer was wrapped with the model (LearnerProfiler::optimizer)".to_owned(),
+            None => {
+                "memory not observed: no optimizer was wrapped with the model (LearnerProfiler::optimizer)".to_owned()
+            }
             Some(s) if s.last.is_none() => "memory not observed: no recorded step was sampled".to_owned(),
             Some(_) => format!(
                 "memory: observed at the start of recorded steps: counter tracks `{}` and `{}`{unread}",
@@ -156,7 +167,8 @@ impl Watch {
 /// reads the tensors back from the device: done once, for the first update.
 pub(crate) fn state_bytes<S: burn::optim::RecordState>(state: &S) -> Result<u64, String> {
     let mut sink = burn::optim::StateSink::default();
-    crate::backend::catch_silently(|| state.state_flatten("", &mut sink)).map_err(|panic| format!("reading it panicked: {panic}"))?;
+    crate::backend::catch_silently(|| state.state_flatten("", &mut sink))
+        .map_err(|panic| format!("reading it panicked: {panic}"))?;
     Ok(sink.tensors.iter().fold(0u64, |sum, (_, data)| {
         sum.saturating_add((data.num_elements() as u64).saturating_mul(data.dtype().size() as u64))
     }))

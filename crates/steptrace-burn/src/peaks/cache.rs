@@ -96,6 +96,19 @@ impl PeaksCache {
             let what = if meta.is_dir() { "a directory, not a file" } else { "not a regular file" };
             return Err(PeaksError::NotAPeaksFile { path, what: what.to_owned() });
         }
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            let me = rustix::process::geteuid().as_raw();
+            if meta.uid() != me {
+                let what = format!(
+                    "owned by another user (uid {}, this process runs as {me}): a file planted in a shared cache \
+                     folder is not trusted",
+                    meta.uid()
+                );
+                return Err(PeaksError::NotAPeaksFile { path, what });
+            }
+        }
         if meta.len() > MAX_FILE_BYTES {
             let what = format!("{} KiB, larger than any peaks file", meta.len() / 1024);
             return Err(PeaksError::NotAPeaksFile { path, what });
@@ -111,6 +124,13 @@ impl PeaksCache {
         };
         if let Some(what) = key.mismatch(&peaks) {
             return Err(PeaksError::Foreign { path, what });
+        }
+        // A figure no device measures (zero, negative, beyond any device) is not a
+        // measurement: the file is refused rather than printed and copied into every trace.
+        let unusable = peaks.unusable_figures();
+        if !unusable.is_empty() {
+            let what = steptrace::display::line(&format!("figures no device measures: {}", unusable.join("; ")));
+            return Err(PeaksError::NotAPeaksFile { path, what });
         }
         Ok(Some(CachedPeaks { peaks, path }))
     }
@@ -206,11 +226,47 @@ mod tests {
         other.software = "burn 0.21.0".into();
         std::fs::write(&path, serde_json::to_vec(&other).unwrap()).unwrap();
         let err = cache.load(&k).expect_err("foreign");
-        assert!(matches!(err, PeaksError::Foreign { .. }) && err.to_string().contains("measured with burn 0.21.0"), "{err}");
+        assert!(
+            matches!(err, PeaksError::Foreign { .. }) && err.to_string().contains("measured with burn 0.21.0"),
+            "{err}"
+        );
         std::fs::remove_file(&path).unwrap();
         std::fs::create_dir(&path).unwrap();
         let err = cache.load(&k).expect_err("a directory");
         assert!(err.to_string().contains("a directory"), "{err}");
+    }
+
+    /// A figure no device measures is refused, not printed as measured and copied into traces.
+    #[test]
+    fn implausible_figures_are_refused() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let cache = PeaksCache::new(tmp.path());
+        let k = key();
+        for value in [0.0, -5e10, 1e300] {
+            let mut p = peaks(&k);
+            p.read = Some(Measured { value, spread: 0.0, method: "planted".into() });
+            std::fs::write(cache.path(&k), serde_json::to_vec(&p).unwrap()).unwrap();
+            let err = cache.load(&k).expect_err("an implausible figure");
+            assert!(matches!(err, PeaksError::NotAPeaksFile { .. }), "{value}: {err}");
+            assert!(err.to_string().contains("read bandwidth"), "{err}");
+        }
+    }
+
+    /// A file another user put in the cache folder is not read (where this process may give
+    /// a file away: as root).
+    #[cfg(unix)]
+    #[test]
+    fn another_users_file_is_not_trusted() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let cache = PeaksCache::new(tmp.path());
+        let k = key();
+        let path = cache.store(&k, &peaks(&k)).expect("stored");
+        if std::os::unix::fs::chown(&path, Some(4_242_424), None).is_err() {
+            eprintln!("this process cannot give a file away: skipped");
+            return;
+        }
+        let err = cache.load(&k).expect_err("planted by another user");
+        assert!(err.to_string().contains("owned by another user (uid 4242424"), "{err}");
     }
 
     #[test]

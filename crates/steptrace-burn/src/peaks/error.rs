@@ -75,7 +75,10 @@ impl PeaksError {
     pub fn is_unusable_cache(&self) -> bool {
         matches!(
             self,
-            PeaksError::Read { .. } | PeaksError::NotAPeaksFile { .. } | PeaksError::Corrupt { .. } | PeaksError::Foreign { .. }
+            PeaksError::Read { .. }
+                | PeaksError::NotAPeaksFile { .. }
+                | PeaksError::Corrupt { .. }
+                | PeaksError::Foreign { .. }
         )
     }
 }

@@ -84,7 +84,8 @@ pub fn software(kind: BackendKind) -> String {
 fn nvidia_driver() -> Option<String> {
     let clean = |v: &str| {
         let v = v.trim();
-        (!v.is_empty() && v.len() < 32 && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '.')).then(|| v.to_owned())
+        (!v.is_empty() && v.len() < 32 && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '.'))
+            .then(|| v.to_owned())
     };
     if let Some(v) = read_small("/sys/module/nvidia/version").as_deref().and_then(clean) {
         return Some(v);
@@ -134,8 +135,14 @@ mod tests {
     fn file_names_are_plain() {
         let k = key("llvmpipe (LLVM 15.0.6, 256 bits) [Vulkan, Cpu]");
         let name = k.file_name();
-        assert!(name.starts_with("wgpu_llvmpipe-llvm-15-0-6-256-bits-vulkan-cpu_burn-0-22-1-cubecl-0-11-3-wgpu-30-0-2"), "{name}");
-        assert!(name.ends_with(".json") && name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)), "{name}");
+        assert!(
+            name.starts_with("wgpu_llvmpipe-llvm-15-0-6-256-bits-vulkan-cpu_burn-0-22-1-cubecl-0-11-3-wgpu-30-0-2"),
+            "{name}"
+        );
+        assert!(
+            name.ends_with(".json") && name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)),
+            "{name}"
+        );
         assert_eq!(slug("../../etc/passwd"), "etc-passwd");
         assert_eq!(slug("///"), "unnamed");
         assert!(slug(&"x".repeat(500)).len() <= 80);

@@ -115,8 +115,16 @@ fn size(bytes: u64) -> String {
 
 /// The first element of a 1-D tensor, as f64.
 fn first(t: Tensor<1>) -> Result<f64, String> {
-    let data = t.narrow(0, 0, 1).cast(DType::F32).try_into_data().map_err(|e| format!("reading the result back failed: {e}"))?;
-    data.try_to_vec::<f32>().ok().and_then(|v| v.first().copied()).map(f64::from).ok_or_else(|| "the result read back empty".to_owned())
+    let data = t
+        .narrow(0, 0, 1)
+        .cast(DType::F32)
+        .try_into_data()
+        .map_err(|e| format!("reading the result back failed: {e}"))?;
+    data.try_to_vec::<f32>()
+        .ok()
+        .and_then(|v| v.first().copied())
+        .map(f64::from)
+        .ok_or_else(|| "the result read back empty".to_owned())
 }
 
 /// Whether a result read back is `want` (within `tolerance`, relative): the kernel ran.
@@ -181,7 +189,9 @@ fn row_sums(device: &Device, plan: &Plan) -> Result<Measured, String> {
     let values = data.try_to_vec::<f32>().map_err(|e| format!("reading the result back failed: {e:?}"))?;
     let wrong = values.iter().filter(|&&v| v != COLS as f32).count();
     if wrong > 0 || values.len() != rows {
-        return Err(format!("row sums: {wrong} of {rows} rows computed something else than {COLS}: the figure is not kept"));
+        return Err(format!(
+            "row sums: {wrong} of {rows} rows computed something else than {COLS}: the figure is not kept"
+        ));
     }
     let bytes = (rows * COLS * 4) as u64;
     let method = format!(

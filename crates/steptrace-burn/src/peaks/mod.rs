@@ -134,11 +134,13 @@ pub fn measure_with(selection: &Selection, device: &Device, plan: &Plan) -> Resu
         })
     });
     problems.extend(read_note);
-    let write = figure(&mut problems, "write", &mut || measure::write(device, plan, selection.kind == BackendKind::Cpu));
+    let write =
+        figure(&mut problems, "write", &mut || measure::write(device, plan, selection.kind == BackendKind::Cpu));
     let copy = figure(&mut problems, "copy", &mut || measure::copy(device, plan));
     let mut flops = std::collections::BTreeMap::new();
     for dtype in std::iter::once("f32").chain(plan.half_dtypes.iter().copied()) {
-        if let Some(m) = figure(&mut problems, &format!("{dtype} matmul"), &mut || measure::matmul(device, plan, dtype)) {
+        if let Some(m) = figure(&mut problems, &format!("{dtype} matmul"), &mut || measure::matmul(device, plan, dtype))
+        {
             flops.insert(dtype.to_owned(), m);
         }
     }
@@ -179,7 +181,11 @@ pub fn measure_with(selection: &Selection, device: &Device, plan: &Plan) -> Resu
 
 /// One figure, measured by `run`: absent, with the reason in `problems`, when it fails or
 /// its kernel panics.
-fn figure(problems: &mut Vec<String>, what: &str, run: &mut dyn FnMut() -> Result<Measured, String>) -> Option<Measured> {
+fn figure(
+    problems: &mut Vec<String>,
+    what: &str,
+    run: &mut dyn FnMut() -> Result<Measured, String>,
+) -> Option<Measured> {
     match catch_silently(run) {
         Ok(Ok(m)) => Some(m),
         Ok(Err(why)) => {
@@ -235,7 +241,13 @@ pub fn obtain(selection: &Selection, cache: &PeaksCache, remeasure: bool) -> Res
     if !remeasure {
         match cache.load(&key) {
             Ok(Some(found)) => {
-                return Ok(Obtained { peaks: found.peaks, path: found.path, from_cache: true, unusable_cache, not_stored: None })
+                return Ok(Obtained {
+                    peaks: found.peaks,
+                    path: found.path,
+                    from_cache: true,
+                    unusable_cache,
+                    not_stored: None,
+                })
             }
             Ok(None) => {}
             Err(e) => unusable_cache = Some(e),
@@ -268,7 +280,9 @@ mod tests {
             let device = selection.device().expect("device");
             let peaks = measure_with(&selection, &device, &Plan::tiny()).expect("measured");
             eprintln!("{}", serde_json::to_string_pretty(&peaks).unwrap_or_default());
-            for (name, m) in [("read", &peaks.read), ("write", &peaks.write), ("copy", &peaks.copy), ("launch", &peaks.launch_us)] {
+            for (name, m) in
+                [("read", &peaks.read), ("write", &peaks.write), ("copy", &peaks.copy), ("launch", &peaks.launch_us)]
+            {
                 let m = m.as_ref().unwrap_or_else(|| panic!("{choice}: {name} missing: {:?}", peaks.problems));
                 assert!(m.value.is_finite() && m.value > 0.0 && m.spread >= 0.0, "{choice} {name}: {m:?}");
                 assert!(m.method.contains("best of 2 runs after 1 untimed"), "{choice} {name}: {}", m.method);
@@ -277,9 +291,12 @@ mod tests {
             assert!(f32.value.is_finite() && f32.value > 0.0, "{f32:?}");
             assert_eq!(peaks.cpu, !selection.is_gpu());
             assert_eq!(peaks.backend, selection.kind.as_str());
-            assert!(peaks.problems.iter().any(|p| p.starts_with("f16, bf16 matmul: not measured")), "{:?}", peaks.problems);
+            assert!(
+                peaks.problems.iter().any(|p| p.starts_with("f16, bf16 matmul: not measured")),
+                "{:?}",
+                peaks.problems
+            );
             assert!(peaks.bandwidth().is_some() && peaks.throughput("bf16").is_some());
         }
     }
 }
-

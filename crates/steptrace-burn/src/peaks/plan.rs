@@ -62,7 +62,15 @@ impl Plan {
     /// A plan small enough for a unit test (a few MiB, n = 128): its figures are not the
     /// device's limits.
     pub fn tiny() -> Plan {
-        Plan { buffer_bytes: 4 * MIB, matmul_n: 128, half_dtypes: Vec::new(), launches: 50, warmup: 1, repeats: 2, matmul_repeats: 2 }
+        Plan {
+            buffer_bytes: 4 * MIB,
+            matmul_n: 128,
+            half_dtypes: Vec::new(),
+            launches: 50,
+            warmup: 1,
+            repeats: 2,
+            matmul_repeats: 2,
+        }
     }
 
     /// This plan with its buffers no larger than `device` allocates at once, and all three

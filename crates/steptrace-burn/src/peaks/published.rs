@@ -47,8 +47,11 @@ const H100_SXM: Sheet = Sheet {
 /// `NVL`); `NVIDIA H100 80GB HBM3` is the H100 SXM (the PCIe and NVL cards say so, and have
 /// HBM2e or other figures). Names are matched word by word, so `GH200` is not an H200.
 fn sheet(device: &str) -> Option<&'static Sheet> {
-    let words: Vec<String> =
-        device.split(|c: char| !c.is_ascii_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_ascii_lowercase).collect();
+    let words: Vec<String> = device
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_ascii_lowercase)
+        .collect();
     let has = |w: &str| words.iter().any(|x| x == w);
     if has("nvl") || has("pcie") {
         return None;
@@ -81,11 +84,17 @@ pub fn published(device: &str) -> BTreeMap<String, Published> {
     let line = |what: String| format!("{}: {}, {what}", s.datasheet, s.product);
     out.insert(
         "bandwidth".to_owned(),
-        Published { value: s.bandwidth_tb * 1e12, source: line(format!("GPU memory bandwidth {} TB/s ({})", s.bandwidth_tb, s.memory)) },
+        Published {
+            value: s.bandwidth_tb * 1e12,
+            source: line(format!("GPU memory bandwidth {} TB/s ({})", s.bandwidth_tb, s.memory)),
+        },
     );
     out.insert(
         "f32".to_owned(),
-        Published { value: s.f32_tflops * 1e12, source: line(format!("FP32 {} TFLOPS (without tensor cores)", s.f32_tflops)) },
+        Published {
+            value: s.f32_tflops * 1e12,
+            source: line(format!("FP32 {} TFLOPS (without tensor cores)", s.f32_tflops)),
+        },
     );
     for (key, name) in [("bf16", "BF16"), ("f16", "FP16")] {
         out.insert(
@@ -124,7 +133,11 @@ mod tests {
         assert_eq!(h200["f32"].value, 67e12);
         assert_eq!(h200["bf16"].value, 989e12);
         assert_eq!(h200["f16"].value, 989e12);
-        assert!(h200["bf16"].source.starts_with("NVIDIA H200 Tensor Core GPU datasheet: H200 SXM"), "{}", h200["bf16"].source);
+        assert!(
+            h200["bf16"].source.starts_with("NVIDIA H200 Tensor Core GPU datasheet: H200 SXM"),
+            "{}",
+            h200["bf16"].source
+        );
         assert!(h200["bf16"].source.contains("1,979 TFLOPS is with sparsity"), "{}", h200["bf16"].source);
         let h100 = published("NVIDIA H100 80GB HBM3");
         assert_eq!(h100["bandwidth"].value, 3.35e12);

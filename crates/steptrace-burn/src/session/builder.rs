@@ -69,6 +69,8 @@ pub enum SignalHandling {
 }
 
 /// Whether a session records, and through which profiler ([`SessionBuilder::profiling`]).
+// A builder's setting, made once: the profiler is moved in whole rather than boxed.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Default)]
 #[non_exhaustive]
 pub enum Profiling {

@@ -8,10 +8,10 @@ use steptrace::format::names::counters;
 use steptrace::format::{ColdStart, Figure, StartupInfo};
 use steptrace::SavedTrace;
 
-use crate::console as lines;
 use super::lifecycle::ms_between;
 use super::Session;
 use crate::backend::{self, BackendKind};
+use crate::console as lines;
 use crate::summary::{startup_steps, Mode, RunSummary, Stats};
 
 /// What the manifest says of the run's cache state until step 0 has ended.
@@ -60,7 +60,8 @@ impl Session {
             files_before: self.cache.files_before,
             state: CACHE_STATE_PENDING,
         };
-        let level = serde_json::json!({ "level": self.cache.autotune_level, "source": self.cache.autotune_level_source });
+        let level =
+            serde_json::json!({ "level": self.cache.autotune_level, "source": self.cache.autotune_level_source });
         let burn = BurnFields {
             burn_type: selection.backend_type_name(),
             fusion: applies(true.into()),
@@ -102,7 +103,8 @@ impl Session {
             live.stop();
         }
         let setup_end = self.clock.setup_end.unwrap_or(self.clock.started);
-        let cold = self.clock.startup.take().map(|c| c.finish((self.clock.started, setup_end), (self.clock.step_start, end)));
+        let cold =
+            self.clock.startup.take().map(|c| c.finish((self.clock.started, setup_end), (self.clock.step_start, end)));
         self.clock.cold_start = cold.clone();
         if self.output.console.full() {
             lines::cold_start_lines(cold.as_ref());
@@ -195,7 +197,9 @@ impl Session {
             (None, false) if self.memory.sampler.is_none() => {
                 "not observed: the model's parameters were not given (Session::watch)".to_owned()
             }
-            (None, false) => "not observed: no recorded step was sampled (memory is sampled in recorded steps only)".to_owned(),
+            (None, false) => {
+                "not observed: no recorded step was sampled (memory is sampled in recorded steps only)".to_owned()
+            }
         }
     }
 

@@ -3,135 +3,22 @@
 use std::time::Instant;
 
 use steptrace::format::names::{instants, TARGET};
-use steptrace::{Profiler, SavedTrace, Schedule};
+use steptrace::terminal::say;
+use steptrace::{Profiler, SavedTrace};
 
-use super::builder::{install_signals, BackendRequest, Profiling, SessionBuilder, SignalHandling};
-use crate::console::{self as lines, said_above, LiveLine};
-use super::{FailureState, MemoryWatch, Output, Session, StepClock};
-use crate::backend::{self, StartupCapture};
-use steptrace::terminal::{say, warn};
+use super::Session;
+use crate::backend;
+use crate::console::{self as lines, LiveLine};
 use crate::error::{Ended, Error, Result};
 use crate::failure::{StepError, StepFailure};
 use crate::signals::signal_name;
+use crate::summary::{Anomaly, RunSummary, Stats, StepRecord};
 use crate::sync::SyncPolicy;
-use crate::summary::{startup_steps, Anomaly, RunSummary, Stats, StepRecord};
 
 /// Steady steps whose median a new step is compared with, to flag it as slow.
 const SLOW_WINDOW: usize = 64;
 
 impl Session {
-    /// Starts a session as `b` says ([`SessionBuilder::start`]), stage by stage: the signal
-    /// handlers and the backend, cubecl's caches, the profiler, then the device.
-    pub(crate) fn start(mut b: SessionBuilder) -> Result<Session> {
-        // Taken out of the builder once; what is left in its place is never read.
-        let schedule = std::mem::replace(&mut b.schedule, Err(Error::Ended(Ended::Finished)))?;
-        let signals = install_signals(&b.signals)?;
-        let backend = std::mem::replace(&mut b.backend, BackendRequest::Choice(backend::BackendChoice::Auto));
-        let (selection, own) = match backend {
-            BackendRequest::Choice(choice) => (backend::select(choice)?, None),
-            BackendRequest::Selected(selection) => (selection, None),
-            BackendRequest::Device(device) => (backend::Selection::of_device(&device)?, Some(device)),
-        };
-        let console = b.console;
-        if console.start() {
-            lines::backend_lines(&selection);
-            // Environment variables not understood, and experiments' knobs that are set.
-            for line in steptrace::settings::warnings() {
-                warn(&line);
-            }
-        }
-        let cache = match b.cache_state.take() {
-            Some(state) => state,
-            None => backend::configure_cubecl_cache(&b.cache),
-        };
-        if console.start() {
-            lines::cache_line(&selection, &cache);
-        }
-        let records = !matches!(b.profiling, Profiling::Off);
-        // The device's measured limits, when `steptrace peaks` cached them: never measured here.
-        let peaks = super::peaks::find(&selection, console.start(), records);
-        if console.start() {
-            say(&format!("sync: {} ({})", b.sync, b.sync.meaning()));
-        }
-        // With a profiler the program installed, its subscriber decides (StampLayer beside it):
-        // the parameters are noted, which costs nothing when no window records attribution.
-        let attributed = selection.kind.uses_cubecl()
-            && match &b.profiling {
-                Profiling::Installed(_) => true,
-                Profiling::Install => b.device_activity == crate::device::DeviceActivityMode::Attributed,
-                Profiling::Off => false,
-            };
-        let profiler = start_profiler(&mut b, schedule, &selection, own.as_ref())?;
-        // Before the device client is created: the cold start is read from here on.
-        let startup = StartupCapture::begin(selection.kind);
-        let started = Instant::now();
-        let device = match own {
-            Some(device) => {
-                let _ = backend::timed_client(|| device.sync());
-                device
-            }
-            None => selection.device()?,
-        };
-        let device = if device.is_autodiff() { device } else { device.autodiff() };
-        let startup_steps = b.startup_steps.or(b.steps.map(startup_steps)).unwrap_or(1);
-        let host_memory = selection.kind == backend::BackendKind::Cpu;
-        let session = Session {
-            selection,
-            device,
-            cache,
-            profiler,
-            sync: b.sync,
-            attributed,
-            clock: StepClock {
-                started,
-                setup_end: None,
-                step_start: started,
-                step: 0,
-                in_step: false,
-                startup_steps,
-                fixed_startup: b.startup_steps.is_some(),
-                planned_steps: b.steps,
-                batch_size: b.batch_size,
-                records: Vec::with_capacity(b.steps.unwrap_or(64).min(1 << 16) as usize),
-                anomalies: Vec::new(),
-                shapes: Vec::new(),
-                first_shape: None,
-                samples: None,
-                loss: None,
-                startup: Some(startup),
-                cold_start: None,
-                inferred: false,
-                model_load_ms: None,
-            },
-            memory: MemoryWatch {
-                wanted: b.memory,
-                phases: b.memory_phases,
-                sampler: None,
-                note: None,
-                sampled_start: false,
-                parameters: None,
-                optimizer_state: None,
-                optimizer_state_tried: false,
-                pending_optimizer: None,
-                batch_bytes: 0,
-            },
-            failure: FailureState {
-                witness: None,
-                reached: None,
-                check_every_step: b.check_every_step,
-                ended: None,
-                interrupted: None,
-                host_memory,
-            },
-            output: Output { console, live: None, signals, owns_signals: matches!(b.signals, SignalHandling::Install) },
-        };
-        session.describe_run();
-        if let (Some(profiler), Some(peaks)) = (&session.profiler, &peaks) {
-            super::peaks::record(profiler, peaks);
-        }
-        Ok(session)
-    }
-
     /// Fails with [`Error::Ended`] once the session takes no more steps.
     pub(super) fn check_running(&self) -> Result<()> {
         match &self.failure.ended {
@@ -200,7 +87,8 @@ impl Session {
             let witness = self.failure.witness.take();
             // A step whose loss was read is checked already; otherwise startup steps are (a
             // batch too large fails at once), or every step when asked.
-            let check = self.clock.loss.is_none() && (self.failure.check_every_step || self.clock.step < self.clock.startup_steps);
+            let check = self.clock.loss.is_none()
+                && (self.failure.check_every_step || self.clock.step < self.clock.startup_steps);
             let outcome = backend::catch_silently(|| wait(&self.device, witness.filter(|_| check)));
             match outcome {
                 Ok(Ok(())) => {}
@@ -221,7 +109,12 @@ impl Session {
         }
         let step_end = Instant::now();
         let ms = (step_end - self.clock.step_start).as_secs_f64() * 1000.0;
-        let record = StepRecord { step: self.clock.step, ms, samples: self.clock.samples.or(self.clock.batch_size).unwrap_or(0), loss: self.clock.loss };
+        let record = StepRecord {
+            step: self.clock.step,
+            ms,
+            samples: self.clock.samples.or(self.clock.batch_size).unwrap_or(0),
+            loss: self.clock.loss,
+        };
         self.watch_time(record.step, ms);
         if self.clock.step == 0 {
             self.end_startup(step_end);
@@ -402,7 +295,9 @@ impl Session {
         }
         if self.clock.step >= self.clock.startup_steps {
             tracing::warn!(target: TARGET, step = self.clock.step, shape = ?shape, "{}", instants::NEW_SHAPE);
-            self.clock.anomalies.push(Anomaly { step: self.clock.step, what: format!("new input shape {shape:?} after startup") });
+            self.clock
+                .anomalies
+                .push(Anomaly { step: self.clock.step, what: format!("new input shape {shape:?} after startup") });
         }
         if self.clock.shapes.len() < 1024 {
             self.clock.shapes.push(shape);
@@ -437,7 +332,8 @@ impl Session {
         if let Some(live) = &mut self.output.live {
             live.stop();
         }
-        let out_of_memory = source.out_of_memory().map(|(shortage, requested)| self.explain_oom(shortage, requested, &source));
+        let out_of_memory =
+            source.out_of_memory().map(|(shortage, requested)| self.explain_oom(shortage, requested, &source));
         let reason = crate::failure::reason(step, &source, out_of_memory.as_ref());
         if let Some(profiler) = &mut self.profiler {
             crate::failure::mark(profiler, &reason, out_of_memory.as_ref());
@@ -454,69 +350,6 @@ impl Session {
     }
 }
 
-/// The profiler stage of [`Session::start`]: the program's own, a new one installed, or none.
-fn start_profiler(
-    b: &mut SessionBuilder,
-    schedule: Schedule,
-    selection: &backend::Selection,
-    own: Option<&burn::prelude::Device>,
-) -> Result<Option<Profiler>> {
-    let console = b.console;
-    let manifest = std::mem::take(&mut b.manifest);
-    match std::mem::take(&mut b.profiling) {
-        Profiling::Off => Ok(None),
-        Profiling::Installed(profiler) => {
-            for (key, value) in manifest {
-                let _ = profiler.set_manifest(key, value);
-            }
-            Ok(Some(profiler))
-        }
-        Profiling::Install => {
-            let mode = b.device_activity;
-            let setup = crate::device::setup_on(mode, selection, own);
-            if console.start() {
-                let described = setup.describe(mode);
-                say(&format!("device activity: {}", said_above(&described, selection.fallback_reason.as_deref())));
-            }
-            let mut builder = Profiler::builder(schedule.clone()).out_dir(&b.out_dir);
-            if let Some(worker) = &b.worker {
-                builder = builder.worker(worker.clone());
-            }
-            builder = match setup {
-                crate::device::DeviceSetup::Collector(collector, _) => builder.device_collector(collector),
-                crate::device::DeviceSetup::NotObserved(reason) => builder.device_not_observed(reason),
-            };
-            for (key, value) in manifest {
-                builder = builder.manifest(key, value);
-            }
-            for change in std::mem::take(&mut b.configure) {
-                builder = change(builder);
-            }
-            let profiler = backend::install_profiler(builder)?;
-            if console.start() {
-                for warning in profiler.warnings() {
-                    warn(&format!("steptrace: warning: {warning}"));
-                }
-                if schedule.is_on_demand() {
-                    say(&format!(
-                        "on demand: recording nothing until asked; from another terminal: steptrace capture {} --out {} [--steps N] \
-                         (a warmup step, then {} active steps by default)",
-                        std::process::id(),
-                        b.out_dir.display(),
-                        schedule.active()
-                    ));
-                }
-            }
-            let command = b.command.clone();
-            profiler.update_manifest(|m| {
-                m.command = command;
-                m.device_activity = Some(mode.to_string());
-            });
-            Ok(Some(profiler))
-        }
-    }
-}
-
 impl Drop for Session {
     /// Saves a cycle in progress as a partial file (errors are the profiler's to print).
     fn drop(&mut self) {
@@ -530,7 +363,10 @@ impl Drop for Session {
 
 /// Waits for `device`, after reading one element of `witness` (the step's loss) when given:
 /// burn reports a failed allocation of the step where a tensor it fed is read, not at a sync.
-fn wait(device: &burn::prelude::Device, witness: Option<burn::prelude::Tensor<1>>) -> std::result::Result<(), StepError> {
+fn wait(
+    device: &burn::prelude::Device,
+    witness: Option<burn::prelude::Tensor<1>>,
+) -> std::result::Result<(), StepError> {
     let _sync = steptrace::own_span!(steptrace::format::names::SYNC);
     if let Some(loss) = witness {
         let n = loss.dims()[0];

@@ -6,6 +6,7 @@ mod lifecycle;
 mod oom;
 mod peaks;
 mod phases;
+mod start;
 mod upload;
 
 use std::time::Instant;
@@ -18,14 +19,14 @@ use crate::backend::{CacheState, Selection, StartupCapture};
 use crate::console::{self, Console};
 use crate::memory::{MemorySampler, Parameters};
 use crate::signals::Signals;
-use crate::sync::SyncPolicy;
 use crate::summary::{Anomaly, StepRecord};
+use crate::sync::SyncPolicy;
 
 pub use builder::{BackendRequest, IntoSchedule, Profiling, SessionBuilder, SignalHandling, DEFAULT_SCHEDULE};
 pub use upload::{Upload, UploadSize};
 
-/// Your model, your loop: [`Session`], everything `steptrace train` records, for any burn
-/// training loop.
+/// A profiled training run of your own loop: everything `steptrace train` records, for any
+/// burn training loop.
 ///
 /// A session chooses the backend (CUDA, else wgpu, else the CPU, every fallback labelled
 /// with its reason), installs the profiler the one right way (kernel attribution's stamps,

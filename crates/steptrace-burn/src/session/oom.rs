@@ -45,7 +45,9 @@ impl Session {
             highest,
         });
         if self.memory.parameters.is_none() {
-            report.not_observed.push("the model's parameters: the session was not given the model (Session::watch)".to_owned());
+            report
+                .not_observed
+                .push("the model's parameters: the session was not given the model (Session::watch)".to_owned());
         }
         report
     }

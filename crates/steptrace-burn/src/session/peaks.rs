@@ -5,8 +5,8 @@ use steptrace::format::peaks::{Peaks, PEAKS};
 use steptrace::Profiler;
 
 use crate::backend::Selection;
-use steptrace::terminal::{say, warn};
 use crate::peaks::{PeaksCache, PeaksError, PeaksKey};
+use steptrace::terminal::{say, warn};
 
 /// The cached peaks of the selection's device, with the console line that says where they
 /// came from, or why there are none (when `console`); `profiled`: whether the run writes
@@ -35,7 +35,7 @@ fn say_found(selection: &Selection, found: &Result<Option<crate::peaks::CachedPe
             "peaks: this device's measured limits{} from {} (measured {}){}",
             if cached.peaks.cpu { " (CPU figures)" } else { "" },
             crate::private::tilde(&cached.path),
-            cached.peaks.measured_at,
+            steptrace::display::line(&cached.peaks.measured_at),
             if profiled { ": every trace of this run carries them" } else { "" }
         )),
         // The CPU backend runs no kernel to price, and an unprofiled run writes no trace.

@@ -4,7 +4,7 @@ use burn::module::Module;
 use burn::optim::{GradientsParams, ModuleOptimizer};
 use burn::prelude::Tensor;
 use burn::tensor::Gradients;
-use steptrace::collect::direct::OwnSpan;
+use steptrace::direct::OwnSpan;
 use steptrace::format::names::{
     BACKWARD, DATA_LOAD, FORWARD, INFER_REQUEST, LOSS, LOSS_READ, MODEL_LOAD, OPTIMIZER, TARGET, TRANSFER_H2D,
 };
@@ -14,8 +14,8 @@ use super::upload::Upload;
 use super::Session;
 use crate::backend::catch_silently;
 use crate::error::Result;
-use crate::memory::MemorySampler;
 use crate::failure::StepError;
+use crate::memory::MemorySampler;
 use crate::sync::SyncPolicy;
 
 /// The span of an autodiff phase.
@@ -44,7 +44,12 @@ impl Session {
             profiler.update_manifest(|m| m.parameters = Some(count as u64));
         }
         if self.memory.wanted && self.memory.sampler.is_none() {
-            let mut sampler = MemorySampler::new(self.device.clone(), parameters.bytes, self.memory.phases, self.sync != SyncPolicy::None);
+            let mut sampler = MemorySampler::new(
+                self.device.clone(),
+                parameters.bytes,
+                self.memory.phases,
+                self.sync != SyncPolicy::None,
+            );
             // A step already under way is not sampled: its start has passed.
             sampler.begin_step(false);
             self.memory.sampler = Some(sampler);
@@ -101,7 +106,8 @@ impl Session {
         self.clock.samples = size.samples;
         self.memory.batch_bytes = size.input_bytes.saturating_add(size.target_bytes);
         if self.failure.host_memory {
-            let (samples, bytes) = (self.clock.samples.or(self.clock.batch_size).map(|n| n as u64), self.memory.batch_bytes);
+            let (samples, bytes) =
+                (self.clock.samples.or(self.clock.batch_size).map(|n| n as u64), self.memory.batch_bytes);
             crate::failure::host_oom::note(|w| (w.samples, w.batch_bytes) = (samples, bytes));
         }
         self.sample_step_start();
@@ -109,7 +115,12 @@ impl Session {
             self.watch_shape(size.input_shape.clone());
         }
         let outcome = {
-            let _h2d = own_span!(TRANSFER_H2D, batch = self.clock.step, input_bytes = size.input_bytes, target_bytes = size.target_bytes);
+            let _h2d = own_span!(
+                TRANSFER_H2D,
+                batch = self.clock.step,
+                input_bytes = size.input_bytes,
+                target_bytes = size.target_bytes
+            );
             catch_silently(|| to_device(host))
         };
         outcome.map_err(|message| self.fail(StepError::Panicked { message }))
@@ -184,7 +195,13 @@ impl Session {
     /// # Errors
     ///
     /// As [`forward`](Self::forward).
-    pub fn optimize<M: Module>(&mut self, optim: &mut ModuleOptimizer, learning_rate: f64, model: M, grads: Gradients) -> Result<M> {
+    pub fn optimize<M: Module>(
+        &mut self,
+        optim: &mut ModuleOptimizer,
+        learning_rate: f64,
+        model: M,
+        grads: Gradients,
+    ) -> Result<M> {
         self.begin()?;
         let model = self.phase(OPTIMIZER, || {
             let grads = GradientsParams::from_grads(grads, &model);
@@ -381,7 +398,9 @@ impl Session {
                 }
             }
             Ok(Err(why)) => tracing::warn!(target: TARGET, "memory: optimizer state not observed: {why}"),
-            Err(panic) => tracing::warn!(target: TARGET, "memory: optimizer state not observed: reading it panicked: {panic}"),
+            Err(panic) => {
+                tracing::warn!(target: TARGET, "memory: optimizer state not observed: reading it panicked: {panic}")
+            }
         }
     }
 }

@@ -48,7 +48,12 @@ fn device_bytes(data: &TensorData, device: &Device) -> u64 {
 impl Upload for TensorData {
     fn upload_size(&self, device: &Device) -> UploadSize {
         let shape = self.shape().to_vec();
-        UploadSize { input_bytes: device_bytes(self, device), target_bytes: 0, samples: shape.first().copied(), input_shape: shape }
+        UploadSize {
+            input_bytes: device_bytes(self, device),
+            target_bytes: 0,
+            samples: shape.first().copied(),
+            input_shape: shape,
+        }
     }
 }
 
@@ -82,7 +87,13 @@ impl<T: Upload> Upload for Vec<T> {
     /// Every element's bytes as input; the samples and shape of the first.
     fn upload_size(&self, device: &Device) -> UploadSize {
         let mut out = self.first().map(|t| t.upload_size(device)).unwrap_or_default();
-        out.input_bytes = self.iter().map(|t| { let s = t.upload_size(device); s.input_bytes + s.target_bytes }).sum();
+        out.input_bytes = self
+            .iter()
+            .map(|t| {
+                let s = t.upload_size(device);
+                s.input_bytes + s.target_bytes
+            })
+            .sum();
         out.target_bytes = 0;
         out
     }

@@ -89,7 +89,8 @@ pub fn bench(w: &WorkloadArgs, protocol: &Protocol, progress: bool) -> anyhow::R
         last = Some(summary);
     }
     let summary = last.context("no run")?;
-    let fp = fingerprint(w, &summary, &format!("{:?}", protocol.profile).to_lowercase(), protocol.warmup, protocol.steps);
+    let fp =
+        fingerprint(w, &summary, &format!("{:?}", protocol.profile).to_lowercase(), protocol.warmup, protocol.steps);
     let result = BenchResult::new(fp, summary.backend.clone(), protocol.warmup, protocol.steps, w.batch as u64, runs)?;
     Ok(result.with_kernels(kernels))
 }
@@ -188,7 +189,13 @@ fn run_once(w: &WorkloadArgs, protocol: &Protocol, scratch: &Path, index: u64) -
 /// One `steptrace train` process of the workload `w` for `total` steps,
 /// with `args` (the profiler's flags) and its summary written to
 /// `json_path`; returns the summary. `index`, from 0, names it in errors.
-fn train_process(w: &WorkloadArgs, total: u64, args: &[OsString], json_path: &Path, index: u64) -> anyhow::Result<Trained> {
+fn train_process(
+    w: &WorkloadArgs,
+    total: u64,
+    args: &[OsString],
+    json_path: &Path,
+    index: u64,
+) -> anyhow::Result<Trained> {
     let exe = std::env::current_exe().context("cannot find the steptrace executable")?;
     let mut cmd = Command::new(exe);
     cmd.arg("train").args(workload_flags(w, true)).args(["--steps", &total.to_string()]);
@@ -260,7 +267,10 @@ pub fn render(r: &BenchResult) -> String {
         format!("median {:.3}  min {:.3}  max {:.3}  std {:.3}  IQR {:.3}", x.median, x.min, x.max, x.std, x.iqr)
     };
     table.add_row(["backend".to_owned(), r.backend_label.clone()]);
-    table.add_row(["protocol".to_owned(), format!("{} warm-up + {} measured steps, {} runs", r.warmup, r.steps, r.runs.len())]);
+    table.add_row([
+        "protocol".to_owned(),
+        format!("{} warm-up + {} measured steps, {} runs", r.warmup, r.steps, r.runs.len()),
+    ]);
     table.add_row(["ms/step, run medians".to_owned(), stats(&s.run_medians_ms)]);
     table.add_row(["ms/step, every step".to_owned(), stats(&s.all_steps_ms)]);
     table.add_row(["samples/s".to_owned(), format!("{:.0} (batch {} at the median)", s.samples_per_s, r.batch_size)]);

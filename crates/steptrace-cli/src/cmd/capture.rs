@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use serde_json::json;
 use steptrace::capture::{self, Answer, Asked, Progress};
-use steptrace::read::display::escape;
+use steptrace::display::escape;
 
 use crate::args::CaptureArgs;
 use crate::console::{say, warn};
@@ -52,15 +52,20 @@ pub fn run(a: CaptureArgs) -> anyhow::Result<ExitCode> {
             Progress::Answered(answer @ Answer::Accepted { .. }) => {
                 if accepted.as_ref() != Some(&answer) {
                     if let (false, Answer::Accepted { cycle, first_step, steps, .. }) = (quiet, &answer) {
-                        say(&format!("accepted: cycle {cycle}, warmup from step {first_step}, recording steps {steps}"));
+                        say(&format!(
+                            "accepted: cycle {cycle}, warmup from step {first_step}, recording steps {steps}"
+                        ));
                     }
                     accepted = Some(answer);
                 }
             }
             Progress::Answered(answer) => {
-                let Answer::Saved { path, steps, partial, .. } = asked.outcome(answer)? else { bail!("unexpected answer") };
+                let Answer::Saved { path, steps, partial, .. } = asked.outcome(answer)? else {
+                    bail!("unexpected answer")
+                };
                 if quiet {
-                    let out = json!({"pid": a.pid, "request": asked.id(), "path": path, "steps": steps, "partial": partial});
+                    let out =
+                        json!({"pid": a.pid, "request": asked.id(), "path": path, "steps": steps, "partial": partial});
                     println!("{}", serde_json::to_string_pretty(&out)?);
                 } else {
                     let cut = if partial { " (cut short: the run ended first)" } else { "" };
@@ -93,7 +98,9 @@ pub fn run(a: CaptureArgs) -> anyhow::Result<ExitCode> {
 /// Stopped by Ctrl-C: the request is taken back if the run has not read it.
 fn interrupted(asked: &Asked, pid: u32, accepted: bool, dir: &Path) -> ExitCode {
     if !accepted && asked.withdraw() {
-        warn(&format!("steptrace: interrupted: the request to process {pid} was taken back; nothing will be recorded for it"));
+        warn(&format!(
+            "steptrace: interrupted: the request to process {pid} was taken back; nothing will be recorded for it"
+        ));
     } else {
         warn(&format!(
             "steptrace: interrupted: process {pid} had already read the request; it will still answer it, and save any \

@@ -15,7 +15,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Context};
 use serde::Serialize;
 use steptrace::bench::{compare, compare_kernels, BenchResult, Comparison, KernelOutcome, KernelRecord, Verdict};
-use steptrace::read::display::{block, escape, label, LABEL_CHARS};
+use steptrace::display::{block, escape, label, LABEL_CHARS};
 
 use super::bench::{bench, Protocol};
 use crate::args::{value_name, CompareArgs, ProfileMode};
@@ -158,8 +158,13 @@ fn backends(a: &CompareArgs) -> anyhow::Result<ExitCode> {
     if !a.results.is_empty() {
         bail!("compare takes either two bench results or --backends, not both");
     }
-    let protocol =
-        Protocol { warmup: a.warmup, steps: a.steps, runs: a.runs, profile: ProfileMode::Off, trace_dir: "bench-traces".into() };
+    let protocol = Protocol {
+        warmup: a.warmup,
+        steps: a.steps,
+        runs: a.runs,
+        profile: ProfileMode::Off,
+        trace_dir: "bench-traces".into(),
+    };
     // burn's random init differs per backend: every backend starts from one saved state.
     let mut shared = start::SharedStart::new(&a.workload)?;
     let mut results: Vec<(String, Result<BenchResult, String>)> = Vec::new();
@@ -231,7 +236,12 @@ fn backends(a: &CompareArgs) -> anyhow::Result<ExitCode> {
     if let Some((first, rest)) = ok.split_first() {
         for other in rest {
             let c = compare(first, other, &expand(&["backend".to_owned()]), a.threshold)?;
-            crate::console::say(&format!("{} vs {}: {}", cell(&other.backend_label), cell(&first.backend_label), verdict(&c)));
+            crate::console::say(&format!(
+                "{} vs {}: {}",
+                cell(&other.backend_label),
+                cell(&first.backend_label),
+                verdict(&c)
+            ));
         }
     }
     if results.iter().any(|(_, r)| r.is_err()) {

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::bail;
 use steptrace::analysis::{Inventory, InventoryBuilder, SanitisedCopy};
-use steptrace::read::display::{escape, label, LABEL_CHARS};
+use steptrace::display::{escape, label, LABEL_CHARS};
 use steptrace::reader::{read_json_events, JsonEvent, JsonTrace, ReadError, TraceFile};
 
 use crate::args::InspectArgs;
@@ -62,7 +62,11 @@ pub fn run(a: InspectArgs) -> anyhow::Result<ExitCode> {
             outcome.bytes,
             if is_gzip(out) { ", gzip" } else { "" },
             if outcome.rebuilt { ", rebuilt from the complete events of a cut file" } else { "" },
-            if check.findings.is_empty() { "clean".to_owned() } else { format!("with {} findings left", check.findings.len()) }
+            if check.findings.is_empty() {
+                "clean".to_owned()
+            } else {
+                format!("with {} findings left", check.findings.len())
+            }
         );
     }
     Ok(if inv.findings.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(FLAGGED) })
@@ -76,7 +80,8 @@ fn inventory_of(path: &Path) -> Result<Inventory, ReadError> {
     let file = TraceFile::open(path)?;
     let size = file.len();
     let mut inventory = InventoryBuilder::new();
-    let (trace, _) = read_json_events(file, size, |event| inventory.event(&event)).map_err(|err| err.with_path(path))?;
+    let (trace, _) =
+        read_json_events(file, size, |event| inventory.event(&event)).map_err(|err| err.with_path(path))?;
     Ok(inventory.finish(&trace.metadata))
 }
 
@@ -110,7 +115,8 @@ fn check_new_file(out: &Path) -> anyhow::Result<()> {
 /// What the header line says of a damaged file.
 fn damage(a: &InspectArgs, trace: &JsonTrace) -> &'static str {
     let named = a.trace.extension().is_some_and(|e| e == "partial");
-    let unfinished = named || trace.steptrace().ok().flatten().is_some_and(|s| s.header.is_some() && s.metadata.is_none());
+    let unfinished =
+        named || trace.steptrace().ok().flatten().is_some_and(|s| s.header.is_some() && s.metadata.is_none());
     match (unfinished, trace.truncated) {
         (true, _) => " (cut short: a .partial file steptrace never finished, left by a crash, a second Ctrl-C, a failed write or a failed host allocation; complete events only)",
         (false, true) => " (cut short: complete events only)",

@@ -12,7 +12,8 @@ use crate::console::{say, warn};
 pub fn run(a: PeaksArgs) -> anyhow::Result<ExitCode> {
     // With --json, stdout holds the JSON alone: every other line goes to stderr.
     let note: fn(&str) = if a.json { warn } else { say };
-    let selection = backend::select(crate::convert::backend_choice(a.backend)).context("cannot choose the backend to measure")?;
+    let selection =
+        backend::select(crate::convert::backend_choice(a.backend)).context("cannot choose the backend to measure")?;
     note(&format!("backend: {}", selection.label()));
     let cache = PeaksCache::default();
     let key = PeaksKey::of(&selection);
@@ -68,13 +69,17 @@ pub fn run(a: PeaksArgs) -> anyhow::Result<ExitCode> {
 /// The table: each figure measured, its spread, the published figure and the share of it.
 fn print_table(peaks: &Peaks) {
     if peaks.cpu {
-        say(&format!(
-            "CPU figures: {} is a CPU; these are its limits as burn reaches them, not a GPU's",
-            peaks.device
-        ));
+        say(&format!("CPU figures: {} is a CPU; these are its limits as burn reaches them, not a GPU's", peaks.device));
     }
     let mut table = crate::console::table();
-    table.set_header([if peaks.cpu { "figure (CPU)" } else { "figure" }, "measured", "spread", "published", "% of pub.", "method"]);
+    table.set_header([
+        if peaks.cpu { "figure (CPU)" } else { "figure" },
+        "measured",
+        "spread",
+        "published",
+        "% of pub.",
+        "method",
+    ]);
     let bandwidth = peaks.published.get("bandwidth");
     let mut rows: Vec<(String, &Measured, Unit, Option<f64>)> = Vec::new();
     for (name, m) in [("read", &peaks.read), ("write", &peaks.write), ("copy", &peaks.copy)] {

@@ -9,7 +9,7 @@ use std::path::Path;
 use anyhow::{bail, Context};
 use plotters::prelude::*;
 use steptrace::analysis::Report;
-use steptrace::read::display::{escape, label};
+use steptrace::display::{escape, label};
 
 /// The plot as an SVG document (`<svg ...>...</svg>`), for `--plot` and
 /// the HTML page.
@@ -99,11 +99,15 @@ fn draw(report: &Report) -> Result<String, Box<dyn std::error::Error>> {
             chart.draw_series(LineSeries::new(points, BLUE))?;
         }
         chart
-            .draw_series(steps.iter().filter(|s| !s.startup).map(|s| Circle::new((s.step as f64, s.ms), 3, BLUE.filled())))?
+            .draw_series(
+                steps.iter().filter(|s| !s.startup).map(|s| Circle::new((s.step as f64, s.ms), 3, BLUE.filled())),
+            )?
             .label("steady step")
             .legend(|(x, y)| Circle::new((x + 8, y), 3, BLUE.filled()));
         chart
-            .draw_series(steps.iter().filter(|s| s.startup).map(|s| Circle::new((s.step as f64, s.ms), 4, RED.filled())))?
+            .draw_series(
+                steps.iter().filter(|s| s.startup).map(|s| Circle::new((s.step as f64, s.ms), 4, RED.filled())),
+            )?
             .label("startup step")
             .legend(|(x, y)| Circle::new((x + 8, y), 4, RED.filled()));
         chart.configure_series_labels().border_style(BLACK).background_style(WHITE.mix(0.9)).draw()?;

@@ -15,7 +15,7 @@ use std::process::ExitCode;
 
 use anyhow::bail;
 use steptrace::analysis::{check_ranks, rank_of, RankReport, Report, ReportError, ReportOptions};
-use steptrace::read::display::escape;
+use steptrace::display::escape;
 
 pub(crate) use render::source_flags;
 

@@ -27,6 +27,12 @@ use crate::convert::{command_line, config, device_activity, INTERNAL_TARGETS};
 pub fn run(a: TrainArgs, signals: Option<std::io::Result<Signals>>) -> anyhow::Result<ExitCode> {
     // Created first (exclusively), so that an unusable path fails before anything else; removed
     // again if the run fails, unless a refusal or a failure report is written to it.
+    if a.json.as_ref().is_some_and(|json| same_path(json, &a.out)) {
+        bail!(
+            "--json {} names the folder the traces go to (--out): give the summary a file of its own",
+            a.out.display()
+        );
+    }
     let json = match &a.json {
         Some(path) => Some(JsonOut::create(path)?),
         None => None,
@@ -147,7 +153,11 @@ pub fn run(a: TrainArgs, signals: Option<std::io::Result<Signals>>) -> anyhow::R
         say(&format!("no trace written: {why}"));
     }
     if records_nothing && summary.traces.is_empty() {
-        say(&format!("no trace written: the schedule {} recorded none of the {} steps that ran", a.schedule, summary.steps.len()));
+        say(&format!(
+            "no trace written: the schedule {} recorded none of the {} steps that ran",
+            a.schedule,
+            summary.steps.len()
+        ));
     }
     print_summary(summary, selection.fallback_reason.as_deref());
     if let Some(json) = json {
@@ -219,11 +229,12 @@ fn first_recorded(schedule: &Schedule) -> Option<u64> {
 /// memory it would need (no step ran: `--json` says so, as it says what a failed step left).
 fn refused(err: anyhow::Error, json: Option<JsonOut>) -> anyhow::Error {
     let too_large = err.chain().find_map(|cause| {
-        let config =
-            cause.downcast_ref::<steptrace_workload::ConfigError>().or(match cause.downcast_ref::<steptrace_workload::Error>() {
+        let config = cause.downcast_ref::<steptrace_workload::ConfigError>().or(
+            match cause.downcast_ref::<steptrace_workload::Error>() {
                 Some(steptrace_workload::Error::Config(c)) => Some(c),
                 _ => None,
-            })?;
+            },
+        )?;
         matches!(config, steptrace_workload::ConfigError::TooLarge { .. }).then_some(config)
     });
     if let (Some(json), Some(too_large)) = (json, too_large) {
@@ -336,4 +347,9 @@ fn print_summary(s: &RunSummary, reason: Option<&str>) {
         say(&format!("after startup, step {}: {}", anomaly.step, anomaly.what));
     }
     written_lines(&s.traces, &s.trace_errors);
+}
+
+/// Whether two paths name one place: the same text, or (where both exist) the same file.
+fn same_path(a: &Path, b: &Path) -> bool {
+    a == b || matches!((std::fs::canonicalize(a), std::fs::canonicalize(b)), (Ok(x), Ok(y)) if x == y)
 }

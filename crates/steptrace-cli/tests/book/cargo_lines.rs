@@ -35,7 +35,8 @@ fn check_chapter(file: &str, wanted: &[&str]) {
         let name = line.split('=').next().unwrap().trim();
         if let Some(path) = field(line, "path") {
             // The chapter's checkout is `../steptrace`: the rest is a path inside this one.
-            let inside = path.strip_prefix("../steptrace/").unwrap_or_else(|| panic!("{line}: not under ../steptrace/"));
+            let inside =
+                path.strip_prefix("../steptrace/").unwrap_or_else(|| panic!("{line}: not under ../steptrace/"));
             let manifest = std::fs::read_to_string(Path::new(&root).join(inside).join("Cargo.toml"))
                 .unwrap_or_else(|e| panic!("{line}: {inside}/Cargo.toml: {e}"));
             assert!(manifest.contains(&format!("name = \"{name}\"")), "{line}: {inside} is not the crate {name}");

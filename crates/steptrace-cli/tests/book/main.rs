@@ -27,9 +27,24 @@ use std::time::Instant;
 /// The book's example programs a chapter runs by name, where cargo puts each (beside
 /// `steptrace`), the source each is built from, and the command that builds it.
 const EXAMPLES: &[(&str, &str, &str, &str)] = &[
-    ("four_step", "examples/four_step", "crates/steptrace-burn/examples/four_step.rs", "cargo build -p steptrace-burn --example four_step"),
-    ("own_model", "examples/own_model", "crates/steptrace-burn/examples/own_model.rs", "cargo build -p steptrace-burn --example own_model"),
-    ("learner", "examples/learner", "crates/steptrace-burn/examples/learner.rs", "cargo build -p steptrace-burn --example learner"),
+    (
+        "four_step",
+        "examples/four_step",
+        "crates/steptrace-burn/examples/four_step.rs",
+        "cargo build -p steptrace-burn --example four_step",
+    ),
+    (
+        "own_model",
+        "examples/own_model",
+        "crates/steptrace-burn/examples/own_model.rs",
+        "cargo build -p steptrace-burn --example own_model",
+    ),
+    (
+        "learner",
+        "examples/learner",
+        "crates/steptrace-burn/examples/learner.rs",
+        "cargo build -p steptrace-burn --example learner",
+    ),
     (
         "fake_ranks_workload",
         "fake_ranks_workload",
@@ -74,7 +89,9 @@ fn bin_dir(at: &Path, needed: &[&str]) -> PathBuf {
         let written = std::fs::metadata(root().join(source)).and_then(|m| m.modified()).expect("example source");
         match built {
             Ok(built) if built >= written => {}
-            Ok(_) => panic!("{} is older than {source}: run `{build}` (cargo test --workspace builds it)", exe.display()),
+            Ok(_) => {
+                panic!("{} is older than {source}: run `{build}` (cargo test --workspace builds it)", exe.display())
+            }
             Err(_) => panic!("{} is missing: run `{build}` (cargo test --workspace builds it)", exe.display()),
         }
         std::os::unix::fs::symlink(&exe, bin.join(name)).unwrap();

@@ -196,7 +196,8 @@ pub fn chapter(markdown: &str) -> Result<Chapter, String> {
 
 /// The reason after [`NO_TEST_MARK`] in a paragraph, if there is one.
 fn reason(paragraph: &str) -> Option<&str> {
-    let normalised = paragraph.find(NO_TEST_MARK).or_else(|| paragraph.find(&NO_TEST_MARK.replace('\'', "\u{2019}")))?;
+    let normalised =
+        paragraph.find(NO_TEST_MARK).or_else(|| paragraph.find(&NO_TEST_MARK.replace('\'', "\u{2019}")))?;
     let rest = paragraph[normalised..].split_once(':')?.1.trim();
     (rest.chars().filter(|c| c.is_alphanumeric()).count() >= 3).then_some(rest)
 }

@@ -50,7 +50,10 @@ fn bad_blocks_are_refused_clearly() {
     assert!(commands("steptrace report \\\n").unwrap_err().contains("nothing follows"));
     let err = commands("for i in 1 2; do\n  steptrace train --seed $i\ndone").unwrap_err();
     assert!(err.contains("goes on to the next line"), "{err}");
-    assert_eq!(commands("for i in 1 2; do \\\n  steptrace train --seed $i; \\\ndone").unwrap(), ["for i in 1 2; do steptrace train --seed $i; done"]);
+    assert_eq!(
+        commands("for i in 1 2; do \\\n  steptrace train --seed $i; \\\ndone").unwrap(),
+        ["for i in 1 2; do steptrace train --seed $i; done"]
+    );
     let err = commands("cd runs\nsteptrace report .").unwrap_err();
     assert!(err.contains("`cd`"), "{err}");
 }
@@ -60,7 +63,10 @@ fn numbers_are_masked_and_dots_match_any_text() {
     assert!(line_matches("first step 40652.3 ms", "first step 1.2 ms"));
     assert!(line_matches("median 12.99  p90 16.76", "median 0.71  p90 0.89"));
     assert!(line_matches("1,234 events", "987 events"));
-    assert!(line_matches("wrote traces/mlp-cpu.cycle0.20261201T180129.778Z.trace.json", "wrote traces/mlp-cpu.cycle1.20271111T010101.001Z.trace.json"));
+    assert!(line_matches(
+        "wrote traces/mlp-cpu.cycle0.20261201T180129.778Z.trace.json",
+        "wrote traces/mlp-cpu.cycle1.20271111T010101.001Z.trace.json"
+    ));
     assert!(line_matches("steps [12, 13, 14]", "steps [17, 18, 19]"));
     assert!(line_matches("took 5 s.", "took 12 s."));
     assert!(line_matches("backend: cpu (...)", "backend: cpu (Intel Xeon, 2 threads)"));

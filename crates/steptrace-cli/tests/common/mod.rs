@@ -38,4 +38,3 @@ pub fn cuda_available(dir: &std::path::Path) -> bool {
     let (stdout, _) = text(&steptrace(&["backends"], dir));
     stdout.lines().any(|l| l.contains("cuda") && l.contains("yes"))
 }
-

@@ -33,7 +33,8 @@ pub(super) fn check_tensors(tensors: &[burn_pack::Tensor], needs: &InitHeader) -
         let expected = elements.and_then(|n| n.checked_mul(DType::F32.size()));
         let bytes = tensor.byte_len();
         if expected != Some(bytes) {
-            let expected = expected.map_or_else(|| "more than this machine can address".to_owned(), |b| format!("{b} bytes"));
+            let expected =
+                expected.map_or_else(|| "more than this machine can address".to_owned(), |b| format!("{b} bytes"));
             return Err(format!(
                 "parameter {name} holds {bytes} bytes, but its shape {shape:?} of f32 needs {expected}"
             ));
@@ -62,7 +63,9 @@ pub(super) fn check(path: &Path, holds: &InitHeader, needs: &InitHeader) -> Resu
 /// `mlp with d_input 64, n_classes 10, ...: 6 parameter tensors, 25418 weights`.
 fn describe(h: &InitHeader) -> String {
     let config = match serde_json::from_str::<serde_json::Value>(&h.config) {
-        Ok(serde_json::Value::Object(map)) => map.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", "),
+        Ok(serde_json::Value::Object(map)) => {
+            map.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ")
+        }
         _ => h.config.clone(),
     };
     let weights: usize = h.parameters.iter().map(|p| p.shape.iter().product::<usize>()).sum();
@@ -92,7 +95,9 @@ fn differences(holds: &InitHeader, needs: &InitHeader) -> Vec<String> {
     if a.is_empty() && holds.config != needs.config {
         out.push(format!("configuration: record {}, run {}", holds.config, needs.config));
     }
-    let by_path = |h: &InitHeader| h.parameters.iter().map(|p| (p.path.clone(), p.shape.clone())).collect::<std::collections::BTreeMap<_, _>>();
+    let by_path = |h: &InitHeader| {
+        h.parameters.iter().map(|p| (p.path.clone(), p.shape.clone())).collect::<std::collections::BTreeMap<_, _>>()
+    };
     let (pa, pb) = (by_path(holds), by_path(needs));
     let paths: std::collections::BTreeSet<&String> = pa.keys().chain(pb.keys()).collect();
     for path in paths {

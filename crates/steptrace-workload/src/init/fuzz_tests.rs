@@ -23,7 +23,9 @@ fn good_record() -> Vec<u8> {
             let mut cfg = RunConfig::new();
             cfg.save_init = Some(path.clone());
             let config = mlp();
-            Start::new(&cfg, "cpu", String::new()).apply(ModelKind::Mlp, &config, config.init(&Device::flex())).unwrap();
+            Start::new(&cfg, "cpu", String::new())
+                .apply(ModelKind::Mlp, &config, config.init(&Device::flex()))
+                .unwrap();
             std::fs::read(path).unwrap()
         })
         .clone()
@@ -51,7 +53,13 @@ fn file_weights(bytes: &[u8]) -> Vec<f32> {
     tensors.sort_by(|a, b| a.name.cmp(&b.name));
     tensors
         .iter()
-        .flat_map(|t| t.to_bytes().unwrap().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect::<Vec<_>>())
+        .flat_map(|t| {
+            t.to_bytes()
+                .unwrap()
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect::<Vec<_>>()
+        })
         .collect()
 }
 
@@ -60,8 +68,13 @@ fn holds(bytes: &[u8]) -> Result<(), String> {
     match try_start(bytes) {
         Ok(started) => {
             let expected = file_weights(bytes);
-            let same = started.len() == expected.len() && started.iter().zip(&expected).all(|(a, b)| a.to_bits() == b.to_bits());
-            if same { Ok(()) } else { Err("the model started from other weights than the file holds".into()) }
+            let same = started.len() == expected.len()
+                && started.iter().zip(&expected).all(|(a, b)| a.to_bits() == b.to_bits());
+            if same {
+                Ok(())
+            } else {
+                Err("the model started from other weights than the file holds".into())
+            }
         }
         Err(message) if message.starts_with("--init ") && !message.contains("panicked") => Ok(()),
         Err(message) => Err(format!("unclear error: {message}")),

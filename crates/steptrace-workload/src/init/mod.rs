@@ -55,8 +55,8 @@ use crate::config::RunConfig;
 
 mod check;
 
-use check::{check, check_tensors, read_weights};
 pub use check::Hashes;
+use check::{check, check_tensors, read_weights};
 
 /// The header's format tag: a record of another format is refused, not guessed at
 /// (`steptrace-init/1` was burn 0.21's named MessagePack record).
@@ -211,7 +211,12 @@ impl<'a> Start<'a> {
     /// [`RunConfig::save_init`](crate::RunConfig::save_init) when set. Afterwards
     /// [`hashes`](Self::hashes) names the record that holds the start (the one loaded, else
     /// the one saved) and [`warnings`](Self::warnings) says what its check noticed.
-    pub(crate) fn apply<M: Module>(&mut self, kind: ModelKind, config: &impl Serialize, model: M) -> Result<M, InitError> {
+    pub(crate) fn apply<M: Module>(
+        &mut self,
+        kind: ModelKind,
+        config: &impl Serialize,
+        model: M,
+    ) -> Result<M, InitError> {
         let needs = InitHeader {
             format: RECORD_FORMAT.to_owned(),
             model: kind.name().to_owned(),
@@ -228,9 +233,7 @@ impl<'a> Start<'a> {
                 self.warnings = loaded
                     .non_finite
                     .iter()
-                    .map(|what| {
-                        format!("--init {}: {what}; the run starts from them as they are", file_name(path))
-                    })
+                    .map(|what| format!("--init {}: {what}; the run starts from them as they are", file_name(path)))
                     .collect();
                 loaded.model
             }
@@ -272,7 +275,9 @@ fn save<M: Module>(path: &Path, header: InitHeader, model: &M) -> Result<Hashes,
 fn write_new(path: &Path, bytes: &[u8]) -> Result<(), InitError> {
     let mut file = match OpenOptions::new().write(true).create_new(true).open(path) {
         Ok(file) => file,
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Err(InitError::Exists { path: path.to_owned() }),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            return Err(InitError::Exists { path: path.to_owned() })
+        }
         Err(source) => return Err(InitError::Write { path: path.to_owned(), source }),
     };
     let written = file.write_all(bytes).and_then(|()| file.sync_all());
@@ -314,8 +319,8 @@ fn load<M: Module>(path: &Path, needs: &InitHeader, model: M) -> Result<Loaded<M
             "it has no {HEADER_KEY} header; a plain burn record does not say which model and shapes it holds"
         ))
     })?;
-    let holds: InitHeader =
-        serde_json::from_str(header).map_err(|e| not_a_record(format!("its {HEADER_KEY} header cannot be read ({e})")))?;
+    let holds: InitHeader = serde_json::from_str(header)
+        .map_err(|e| not_a_record(format!("its {HEADER_KEY} header cannot be read ({e})")))?;
     if holds.format != RECORD_FORMAT {
         return Err(not_a_record(format!(
             "its format is {} (this steptrace reads {RECORD_FORMAT}; written by burn {})",
@@ -323,19 +328,15 @@ fn load<M: Module>(path: &Path, needs: &InitHeader, model: M) -> Result<Loaded<M
         )));
     }
     check(path, &holds, needs)?;
-    let tensors = reader
-        .into_tensors()
-        .map_err(|e| not_a_record(format!("its weights cannot be read ({e})")))?;
+    let tensors = reader.into_tensors().map_err(|e| not_a_record(format!("its weights cannot be read ({e})")))?;
     check_tensors(&tensors, needs).map_err(not_a_record)?;
     let weights = read_weights(&tensors).map_err(not_a_record)?;
     let hashes = Hashes { file: file_sha256, weights: weights.sha256 };
     let non_finite = weights.non_finite;
     drop(tensors);
-    let record = ModuleRecord::from_bytes(bytes)
-        .map_err(|e| not_a_record(format!("its weights cannot be decoded: {e}")))?;
-    let model = model
-        .try_load_record(record)
-        .map_err(|e| not_a_record(format!("burn refused its weights: {e}")))?;
+    let record =
+        ModuleRecord::from_bytes(bytes).map_err(|e| not_a_record(format!("its weights cannot be decoded: {e}")))?;
+    let model = model.try_load_record(record).map_err(|e| not_a_record(format!("burn refused its weights: {e}")))?;
     let loaded = InitHeader { parameters: shapes(&model), ..holds.clone() };
     check(path, &loaded, needs)?;
     Ok(Loaded { model, hashes, non_finite })
@@ -392,6 +393,6 @@ impl ModuleVisitor for Materialise {
 }
 
 #[cfg(all(test, feature = "cpu"))]
-mod tests;
-#[cfg(all(test, feature = "cpu"))]
 mod fuzz_tests;
+#[cfg(all(test, feature = "cpu"))]
+mod tests;

@@ -41,7 +41,10 @@ fn parameter_paths_name_each_tensor_without_drawing_it() {
     let model = MlpConfig::new(64, 10).init(&device);
     let shapes = shapes(&model);
     let paths: Vec<&str> = shapes.iter().map(|p| p.path.as_str()).collect();
-    assert_eq!(paths, ["hidden.0.weight", "hidden.0.bias", "hidden.1.weight", "hidden.1.bias", "output.weight", "output.bias"]);
+    assert_eq!(
+        paths,
+        ["hidden.0.weight", "hidden.0.bias", "hidden.1.weight", "hidden.1.bias", "output.weight", "output.bias"]
+    );
     assert_eq!(shapes[0].shape, [64, 128]);
     assert_eq!(shapes[5].shape, [10]);
 }
@@ -135,7 +138,8 @@ fn a_crafted_tensor_is_refused_before_it_reaches_burn() {
     let header = reader.metadata().get(HEADER_KEY).unwrap().clone();
     let tensors = reader.into_tensors().unwrap();
     let craft = |name: &str, edit: &dyn Fn(burn_pack::Tensor) -> burn_pack::Tensor| {
-        let edited: Vec<_> = tensors.iter().cloned().map(|t| if t.name == "hidden.0.weight" { edit(t) } else { t }).collect();
+        let edited: Vec<_> =
+            tensors.iter().cloned().map(|t| if t.name == "hidden.0.weight" { edit(t) } else { t }).collect();
         let bytes = burn_pack::Writer::new(edited).with_metadata(HEADER_KEY, &header).into_bytes().unwrap();
         let path = dir.path().join(name);
         std::fs::write(&path, &bytes[..]).unwrap();
@@ -155,7 +159,10 @@ fn a_crafted_tensor_is_refused_before_it_reaches_burn() {
         let (name, dtype, _, id, bytes) = parts(t);
         burn_pack::Tensor::new(name, dtype, [128, 64], id, bytes)
     });
-    assert!(reshaped.contains("parameter hidden.0.weight has shape [128, 64] in the file; the model needs [64, 128]"), "{reshaped}");
+    assert!(
+        reshaped.contains("parameter hidden.0.weight has shape [128, 64] in the file; the model needs [64, 128]"),
+        "{reshaped}"
+    );
     let renamed = craft("renamed.bpk", &|t| {
         let (_, dtype, shape, id, bytes) = parts(t);
         burn_pack::Tensor::new("hidden.9.weight".to_owned(), dtype, shape, id, bytes)
@@ -196,7 +203,8 @@ fn the_start_is_named_by_its_file_and_weights_hashes() {
     saving.apply(ModelKind::Mlp, &mlp, mlp.init(&device)).unwrap();
     let saved = saving.hashes.clone().expect("a saved record is hashed");
     use sha2::Digest;
-    let digest: String = sha2::Sha256::digest(std::fs::read(&first).unwrap()).iter().map(|b| format!("{b:02x}")).collect();
+    let digest: String =
+        sha2::Sha256::digest(std::fs::read(&first).unwrap()).iter().map(|b| format!("{b:02x}")).collect();
     assert_eq!(saved.file, digest);
     assert_eq!(saved.weights.len(), 64);
     // Loaded from it and saved again: another file (its header says where it came from),
@@ -251,7 +259,8 @@ fn non_finite_weights_are_named_in_a_warning() {
         })
         .collect();
     let bad = dir.path().join("nan.bpk");
-    std::fs::write(&bad, &burn_pack::Writer::new(tensors).with_metadata(HEADER_KEY, &header).into_bytes().unwrap()[..]).unwrap();
+    std::fs::write(&bad, &burn_pack::Writer::new(tensors).with_metadata(HEADER_KEY, &header).into_bytes().unwrap()[..])
+        .unwrap();
     let mut cfg = RunConfig::new();
     cfg.init = Some(bad);
     let mut loading = start(&cfg);

@@ -17,7 +17,6 @@ use std::sync::OnceLock;
 use tracing_core::field::{Field, Visit};
 use tracing_core::span::{Attributes, Record};
 
-
 /// One field's value, as `Debug` would write it.
 #[derive(Clone, Debug)]
 enum Value {
@@ -62,16 +61,21 @@ impl Fields {
     /// Appends the fields to `out` as tracing-chrome writes its `args` object.
     pub(crate) fn json(&self, out: &mut String) {
         let mut order = vec![0; self.0.len()];
-        write_map(out, &mut order, |at| self.0[at].0, |out, at| match &self.0[at].1 {
-            Value::U64(v) => {
-                let _ = write!(out, "{v}");
-            }
-            Value::I64(v) => {
-                let _ = write!(out, "{v}");
-            }
-            Value::Bool(v) => out.push_str(if *v { "true" } else { "false" }),
-            Value::Text(text) => escaped_inner(out, text),
-        });
+        write_map(
+            out,
+            &mut order,
+            |at| self.0[at].0,
+            |out, at| match &self.0[at].1 {
+                Value::U64(v) => {
+                    let _ = write!(out, "{v}");
+                }
+                Value::I64(v) => {
+                    let _ = write!(out, "{v}");
+                }
+                Value::Bool(v) => out.push_str(if *v { "true" } else { "false" }),
+                Value::Text(text) => escaped_inner(out, text),
+            },
+        );
     }
 
     /// The `args` text of these fields.
@@ -102,9 +106,14 @@ impl Visit for Fields {
 pub(crate) fn u64_json(out: &mut String, fields: &[(&'static str, u64)]) {
     let mut order = [0usize; MAX_U64_FIELDS];
     let order = &mut order[..fields.len().min(MAX_U64_FIELDS)];
-    write_map(out, order, |at| fields[at].0, |out, at| {
-        let _ = write!(out, "{}", fields[at].1);
-    });
+    write_map(
+        out,
+        order,
+        |at| fields[at].0,
+        |out, at| {
+            let _ = write!(out, "{}", fields[at].1);
+        },
+    );
 }
 
 /// A direct span's integer fields, in the order the span names them.
@@ -136,7 +145,12 @@ impl IntFields {
 /// Writes an `args` object as serde_json writes tracing-chrome's map of texts: each key with
 /// the value `value` writes inside its quotes, keys in the map's order (sorted, unless
 /// `preserve_order`). `order` holds as many slots as there are keys, `name` names each.
-fn write_map(out: &mut String, order: &mut [usize], name: impl Fn(usize) -> &'static str, mut value: impl FnMut(&mut String, usize)) {
+fn write_map(
+    out: &mut String,
+    order: &mut [usize],
+    name: impl Fn(usize) -> &'static str,
+    mut value: impl FnMut(&mut String, usize),
+) {
     for (i, at) in order.iter_mut().enumerate() {
         *at = i;
     }
@@ -305,7 +319,12 @@ mod tests {
     struct Both(Arc<Mutex<Vec<(String, String)>>>);
 
     impl<S: tracing_core::Subscriber> Layer<S> for Both {
-        fn on_new_span(&self, attrs: &tracing_core::span::Attributes<'_>, _: &tracing_core::span::Id, _: Context<'_, S>) {
+        fn on_new_span(
+            &self,
+            attrs: &tracing_core::span::Attributes<'_>,
+            _: &tracing_core::span::Id,
+            _: Context<'_, S>,
+        ) {
             let (mut ours, mut theirs) = (Fields::default(), ChromeWay::default());
             attrs.record(&mut ours);
             attrs.record(&mut theirs);
@@ -334,7 +353,9 @@ mod tests {
         let subscriber = tracing_subscriber::registry().with(Both(seen.clone()));
         tracing::subscriber::with_default(subscriber, || {
             let _a = tracing::info_span!("load", zeta = 3u64, alpha = -7i64, mid = true, batch = 21usize).entered();
-            let _b = tracing::info_span!("odd", text = "a \"quoted\"\\ line\n\ttab\u{1}\u{7f}é", f = 1.0f64, g = 2.5e-7f64).entered();
+            let _b =
+                tracing::info_span!("odd", text = "a \"quoted\"\\ line\n\ttab\u{1}\u{7f}é", f = 1.0f64, g = 2.5e-7f64)
+                    .entered();
             let _c = tracing::info_span!("shape", shape = ?Shape { dims: vec![2, 3], tag: "x\"y" }, big = u128::MAX, s = %"shown").entered();
             tracing::info!(in_use = 10u64, reserved = 20u64, "device memory {}", "in use");
             tracing::info!(name.with.dots = 1u64, "k");

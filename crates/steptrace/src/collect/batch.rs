@@ -141,7 +141,16 @@ pub(crate) struct Batch {
 
 impl Batch {
     fn new() -> Batch {
-        Batch { id: 0, sink: 0, segment: 0, thread: 0, announced: false, records: Vec::with_capacity(32), text: String::with_capacity(128), ints: Vec::new() }
+        Batch {
+            id: 0,
+            sink: 0,
+            segment: 0,
+            thread: 0,
+            announced: false,
+            records: Vec::with_capacity(32),
+            text: String::with_capacity(128),
+            ints: Vec::new(),
+        }
     }
 
     fn clear(&mut self) {
@@ -473,7 +482,15 @@ mod tests {
     #[test]
     fn records_are_handed_over_in_order_with_their_text_and_only_to_their_segment() {
         let batches = Batches::default();
-        assert!(!batches.record(1, 7, 3, SPAN, NameSource::Text("conv1"), Some(ArgsSource::Text(r#"{"a":"1"}"#)), Ph::Begin));
+        assert!(!batches.record(
+            1,
+            7,
+            3,
+            SPAN,
+            NameSource::Text("conv1"),
+            Some(ArgsSource::Text(r#"{"a":"1"}"#)),
+            Ph::Begin
+        ));
         assert!(!batches.record(1, 7, 3, SPAN, NameSource::Step(4), None, Ph::End));
         let (id, records) = batches.hand_over(1, 7, true).expect("two records");
         assert_eq!(records, 2);

@@ -17,12 +17,12 @@ use super::capture::OnDemand;
 use super::device::DeviceCollector;
 use super::profiler::{Core, Profiler};
 use super::ranks::RankSpec;
-use crate::error::{Error, Result};
-use crate::format::names::TARGET;
-use crate::format::{Manifest, ManifestError};
 use crate::collect::gate::{GateFilter, GateLayer, Shared};
 use crate::collect::schedule::{Action, Schedule};
 use crate::collect::sink::{chrome_layer, FileNames, Linger, RankContext, SinkContext, DEFAULT_FILE_NAME};
+use crate::error::{Error, Result};
+use crate::format::names::TARGET;
+use crate::format::{Manifest, ManifestError};
 
 /// A device collector shared by the builder's clones.
 pub(crate) type SharedCollector = Arc<Mutex<Box<dyn DeviceCollector>>>;
@@ -281,7 +281,11 @@ impl ProfilerBuilder {
                     why: "an on-demand schedule works with one profiler per process, not per rank".to_owned(),
                 })
             }
-            (true, None) => Some(OnDemand::start(&self.out_dir, &crate::collect::sink::sanitize_worker(&self.worker), &self.schedule)?),
+            (true, None) => Some(OnDemand::start(
+                &self.out_dir,
+                &crate::collect::sink::sanitize_worker(&self.worker),
+                &self.schedule,
+            )?),
         };
         let shared = Arc::new(Shared::new(self.include_args));
         let epoch_unix_ms = match rank {
@@ -339,10 +343,7 @@ impl ProfilerBuilder {
     /// work is not counted in `ProfilerStep#0`.
     pub fn try_install(self) -> Result<Profiler> {
         let (layer, profiler) = self.build_global()?;
-        tracing_subscriber::registry()
-            .with(layer)
-            .try_init()
-            .map_err(|e| Error::Install(e.to_string()))?;
+        tracing_subscriber::registry().with(layer).try_init().map_err(|e| Error::Install(e.to_string()))?;
         // The registry and the gate alone: nothing else needs steptrace's own spans.
         profiler.record_own_spans_directly(None);
         Ok(profiler)
@@ -372,4 +373,3 @@ fn prepare_dir(dir: &Path) -> Result<()> {
     }
     Err(err("cannot create a file in it")(io::Error::from(io::ErrorKind::AlreadyExists)))
 }
-

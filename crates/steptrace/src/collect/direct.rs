@@ -99,7 +99,15 @@ pub(crate) fn end_step(step: DirectStep, end_waits: bool) {
     if shared.open_segment() != step.segment || !shared.bound_here() {
         return;
     }
-    let full = shared.batches.record(shared.sink_id(), step.segment, thread_id(), &STEP_META, NameSource::Step(step.step), None, Ph::End);
+    let full = shared.batches.record(
+        shared.sink_id(),
+        step.segment,
+        thread_id(),
+        &STEP_META,
+        NameSource::Step(step.step),
+        None,
+        Ph::End,
+    );
     if full || !end_waits {
         direct.hand_over(step.segment, true);
     }
@@ -202,7 +210,11 @@ impl<'a> OwnSpan<'a> {
     }
 
     /// Begins a layer span named `name` (cut as the gate cuts it); see [`layer`](crate::layer).
-    pub(crate) fn layer(name: &'a str, meta: &'static Metadata<'static>, span: impl FnOnce() -> EnteredSpan) -> OwnSpan<'a> {
+    pub(crate) fn layer(
+        name: &'a str,
+        meta: &'static Metadata<'static>,
+        span: impl FnOnce() -> EnteredSpan,
+    ) -> OwnSpan<'a> {
         match route(meta) {
             Route::Keep(direct, segment) => {
                 let name = layer_name(name);
@@ -266,7 +278,11 @@ impl Direct {
 /// then stands).
 pub(crate) fn layer_name(name: &str) -> Option<Cow<'_, str>> {
     let clean = !name.chars().any(char::is_control) && name.chars().nth(LAYER_NAME_CHARS).is_none();
-    let name = if clean { Cow::Borrowed(name) } else { Cow::Owned(name.chars().filter(|c| !c.is_control()).take(LAYER_NAME_CHARS).collect()) };
+    let name = if clean {
+        Cow::Borrowed(name)
+    } else {
+        Cow::Owned(name.chars().filter(|c| !c.is_control()).take(LAYER_NAME_CHARS).collect())
+    };
     (!name.trim().is_empty()).then_some(name)
 }
 

@@ -41,18 +41,15 @@ use tracing_subscriber::filter::{LevelFilter, Targets};
 use tracing_subscriber::layer::{Context, Filter, Layer};
 use tracing_subscriber::registry::LookupSpan;
 
-
-pub use crate::format::names::{STEP_SPAN, TARGET};
 use crate::format::names::LAYER_SPAN;
+pub use crate::format::names::{STEP_SPAN, TARGET};
 
-
-pub(crate) use super::shared::{OwnSpans, Shared};
-pub(crate) use super::threads::{tagged_category, thread_name};
-pub(crate) use super::args::{LayerName, MessageVisitor, StepNumber};
 use super::args::{Fields, LayerVisitor, SpanArgs, StepVisitor};
+pub(crate) use super::args::{LayerName, MessageVisitor, StepNumber};
 use super::batch::{ArgsSource, NameSource, Ph};
+pub(crate) use super::shared::{OwnSpans, Shared};
 use super::threads::thread_id;
-
+pub(crate) use super::threads::{tagged_category, thread_name};
 
 // === impl GateFilter ===
 
@@ -72,7 +69,9 @@ impl GateFilter {
 impl<S> Filter<S> for GateFilter {
     #[inline]
     fn enabled(&self, meta: &Metadata<'_>, _cx: &Context<'_, S>) -> bool {
-        self.shared.collecting() && self.targets.would_enable(meta.target(), meta.level()) && !self.shared.left_out(meta)
+        self.shared.collecting()
+            && self.targets.would_enable(meta.target(), meta.level())
+            && !self.shared.left_out(meta)
     }
 
     fn callsite_enabled(&self, meta: &'static Metadata<'static>) -> Interest {
@@ -328,7 +327,15 @@ where
         let meta = span.metadata();
         let ph = if begin { Ph::Begin } else { Ph::End };
         let record = |name, args: Option<&str>| {
-            self.shared.batches.record(self.shared.sink_id(), segment, thread_id(), meta, name, args.map(ArgsSource::Text), ph)
+            self.shared.batches.record(
+                self.shared.sink_id(),
+                segment,
+                thread_id(),
+                meta,
+                name,
+                args.map(ArgsSource::Text),
+                ph,
+            )
         };
         // A span without fields has neither a name of its own nor args: its extensions are not
         // read (most of a step's spans).
@@ -363,7 +370,15 @@ where
         });
         let (sink, thread) = (self.shared.sink_id(), thread_id());
         let args = args.as_deref().filter(|text| *text != "{}");
-        self.shared.batches.record(sink, segment, thread, event.metadata(), NameSource::Text(&name), args.map(ArgsSource::Text), Ph::Instant)
+        self.shared.batches.record(
+            sink,
+            segment,
+            thread,
+            event.metadata(),
+            NameSource::Text(&name),
+            args.map(ArgsSource::Text),
+            Ph::Instant,
+        )
     }
 
     /// Hands this thread's kept spans to the writer, announced by one event through
@@ -381,7 +396,6 @@ struct Kept {
     /// The span is a `ProfilerStep`.
     step: bool,
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -455,7 +469,10 @@ mod tests {
             let file: serde_json::Value = serde_json::from_str(&text).unwrap();
             let events = file["traceEvents"].as_array().unwrap();
             let complete = |name: &str| {
-                events.iter().filter(|e| e["ph"] == "X" && e["name"].as_str().is_some_and(|n| n.starts_with(name))).count()
+                events
+                    .iter()
+                    .filter(|e| e["ph"] == "X" && e["name"].as_str().is_some_and(|n| n.starts_with(name)))
+                    .count()
             };
             assert_eq!(complete("ProfilerStep#"), 3, "{text}");
             assert_eq!(complete("forward"), 3, "{text}");

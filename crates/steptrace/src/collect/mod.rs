@@ -10,16 +10,16 @@ pub mod capture;
 pub mod device;
 pub mod direct;
 pub mod gate;
-mod spans;
 mod profiler;
 pub mod ranks;
 pub mod schedule;
 mod shared;
 pub mod sink;
+mod spans;
 mod threads;
 
-pub use spans::{layer, layer_span};
 pub use builder::{ProfilerBuilder, ProfilerLayer};
 pub use profiler::Profiler;
 pub use ranks::{RankLayer, RankProfilers};
 pub use schedule::{Action, Schedule, ScheduleError};
+pub use spans::{layer, layer_span};

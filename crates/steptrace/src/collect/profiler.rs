@@ -13,13 +13,14 @@ use tracing_chrome::FlushGuard;
 use super::builder::{ProfilerBuilder, SharedCollector};
 use super::capture::{CaptureHandle, OnDemand};
 use super::direct::{self, DirectStep};
+use crate::collect::gate::Shared;
+use crate::collect::schedule::{Action, Schedule};
+use crate::collect::sink::{
+    DeviceOutcome, FileNames, SavedTrace, SegmentInfo, SegmentWriter, SinkContext, LINGER, NAME_VARIANTS,
+};
 use crate::error::{Error, Result};
 use crate::format::names::{STEP_SPAN, TARGET};
 use crate::format::{Manifest, ManifestError};
-use crate::collect::gate::Shared;
-use crate::collect::schedule::{Action, Schedule};
-use crate::collect::sink::{DeviceOutcome, FileNames, SavedTrace, SegmentInfo, SegmentWriter, SinkContext, LINGER, NAME_VARIANTS};
-
 
 /// How far ahead a closing window looks for the next one (see
 /// [`DeviceCollector::next_window_in`](crate::collect::device::DeviceCollector::next_window_in)).
@@ -173,7 +174,8 @@ impl Profiler {
         // Ending a step whose next one writes to the same file (the schedule says so before
         // any capture request is read, and a request cannot end a cycle early): its end is
         // handed to the writer with the next step's begin.
-        let same_file = prev.collects() && prev != Action::RecordAndSave && self.core.action_at(self.core.step + 1).collects();
+        let same_file =
+            prev.collects() && prev != Action::RecordAndSave && self.core.action_at(self.core.step + 1).collects();
         self.end_step(same_file);
         self.core.step += 1;
         if let Some(on_demand) = &mut self.core.on_demand {
@@ -287,7 +289,8 @@ impl Profiler {
 
     /// Traces finished so far (the writer finalises them in the background).
     pub fn saved(&self) -> Vec<SavedTrace> {
-        self.core.context
+        self.core
+            .context
             .results
             .lock()
             .map(|r| r.iter().filter_map(|(_, r)| r.as_ref().ok().cloned()).collect())
@@ -433,8 +436,11 @@ impl Profiler {
         let first = self.core.names.final_path(cycle);
         // A rank's files sit in the cycle's folder, made by the first rank there.
         let mut created = match first.parent().filter(|dir| !dir.as_os_str().is_empty() && !dir.is_dir()) {
-            Some(dir) => fs::create_dir_all(dir)
-                .map_err(|source| Error::OutDir { path: dir.to_path_buf(), what: "cannot create the cycle's folder", source }),
+            Some(dir) => fs::create_dir_all(dir).map_err(|source| Error::OutDir {
+                path: dir.to_path_buf(),
+                what: "cannot create the cycle's folder",
+                source,
+            }),
             None => Ok(()),
         }
         .and_then(|()| self.create_segment(cycle, first.clone(), &capture, active));
@@ -448,7 +454,8 @@ impl Profiler {
             created = self.create_segment(cycle, path, &capture, active);
             n += 1;
         }
-        let created = created.map(|(writer, info)| (writer.with_variants(self.core.names.clone(), first.clone(), n), info));
+        let created =
+            created.map(|(writer, info)| (writer.with_variants(self.core.names.clone(), first.clone(), n), info));
         match created {
             Ok((writer, info)) => {
                 if let Some(guard) = &self.core.guard {
@@ -484,7 +491,10 @@ impl Profiler {
             cut_reason: None,
             device: DeviceOutcome::NotCollected,
         }));
-        Ok((SegmentWriter::create(info.clone(), self.core.context.clone(), self.core.limit, self.core.next_segment)?, info))
+        Ok((
+            SegmentWriter::create(info.clone(), self.core.context.clone(), self.core.limit, self.core.next_segment)?,
+            info,
+        ))
     }
 
     /// Starts the device collector for the cycle that opens.

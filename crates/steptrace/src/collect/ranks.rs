@@ -75,9 +75,9 @@ use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt;
 
 use super::profiler::Core;
+use crate::collect::gate::GateLayer;
 use crate::error::{Error, Result};
 use crate::format::DistributedInfo;
-use crate::collect::gate::GateLayer;
 use crate::{Profiler, ProfilerBuilder};
 
 /// The most ranks one process may profile.
@@ -267,11 +267,8 @@ impl ProfilerBuilder {
         layers.reverse();
         cores.reverse();
         let unattributed = Arc::new(AtomicU64::new(0));
-        let layer = RankLayer {
-            ranks: layers,
-            targets: targets.unwrap_or_default(),
-            unattributed: unattributed.clone(),
-        };
+        let layer =
+            RankLayer { ranks: layers, targets: targets.unwrap_or_default(), unattributed: unattributed.clone() };
         Ok((layer, RankProfilers { slots: Mutex::new(cores), world_size, unattributed }))
     }
 
@@ -284,10 +281,7 @@ impl ProfilerBuilder {
     /// [`Error::Install`] when a global subscriber is installed already.
     pub fn try_install_ranks(self, world_size: u32) -> Result<RankProfilers> {
         let (layer, ranks) = self.build_ranks(world_size)?;
-        tracing_subscriber::registry()
-            .with(layer)
-            .try_init()
-            .map_err(|e| Error::Install(e.to_string()))?;
+        tracing_subscriber::registry().with(layer).try_init().map_err(|e| Error::Install(e.to_string()))?;
         Ok(ranks)
     }
 }

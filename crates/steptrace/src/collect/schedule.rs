@@ -150,10 +150,7 @@ pub enum ScheduleError {
     #[error("invalid schedule: `active` is required (e.g. \"wait=1,warmup=1,active=2\")")]
     MissingActive,
     /// `wait + warmup + active` does not fit in a step count.
-    #[error(
-        "invalid schedule: `{key}`={value} makes a cycle (wait + warmup + active) longer than {} steps",
-        u64::MAX
-    )]
+    #[error("invalid schedule: `{key}`={value} makes a cycle (wait + warmup + active) longer than {} steps", u64::MAX)]
     Overflow {
         /// The key whose value overflowed the cycle length.
         key: &'static str,
@@ -190,15 +187,7 @@ impl Schedule {
                 .unwrap_or(("active", active));
             return Err(ScheduleError::Overflow { key, value });
         }
-        Ok(Schedule {
-            skip_first: 0,
-            wait,
-            warmup,
-            active,
-            repeat: 0,
-            skip_first_wait: false,
-            on_demand: false,
-        })
+        Ok(Schedule { skip_first: 0, wait, warmup, active, repeat: 0, skip_first_wait: false, on_demand: false })
     }
 
     /// A schedule that records only when asked: every step is
@@ -395,14 +384,11 @@ impl FromStr for Schedule {
         let mut values: [Option<u64>; 6] = [None; 6];
         const KEYS: [&str; 6] = ["skip_first", "wait", "warmup", "active", "repeat", "skip_first_wait"];
         for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let (key, value) = part
-                .split_once('=')
-                .ok_or_else(|| ScheduleError::NotKeyValue { part: part.to_owned() })?;
+            let (key, value) =
+                part.split_once('=').ok_or_else(|| ScheduleError::NotKeyValue { part: part.to_owned() })?;
             let (key, value) = (key.trim(), value.trim());
-            let index = KEYS
-                .iter()
-                .position(|k| *k == key)
-                .ok_or_else(|| ScheduleError::UnknownKey { key: key.to_owned() })?;
+            let index =
+                KEYS.iter().position(|k| *k == key).ok_or_else(|| ScheduleError::UnknownKey { key: key.to_owned() })?;
             let parsed = match (key, value) {
                 ("skip_first_wait", "true") => Some(1),
                 ("skip_first_wait", "false") => Some(0),
@@ -443,7 +429,9 @@ fn on_demand_from_str(rest: &str) -> Result<Schedule, ScheduleError> {
             "active" => &mut active,
             _ => return Err(ScheduleError::OnDemandKey { key: key.to_owned() }),
         };
-        let parsed = value.parse::<u64>().map_err(|_| ScheduleError::BadValue { key: key.to_owned(), value: value.to_owned() })?;
+        let parsed = value
+            .parse::<u64>()
+            .map_err(|_| ScheduleError::BadValue { key: key.to_owned(), value: value.to_owned() })?;
         if slot.replace(parsed).is_some() {
             return Err(ScheduleError::Duplicate { key: key.to_owned() });
         }

@@ -5,11 +5,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 
 use tracing_core::Metadata;
 
-use crate::format::names::{STEP_SPAN, TARGET};
 use crate::collect::schedule::Action;
+use crate::format::names::{STEP_SPAN, TARGET};
 
 static NEXT_SINK: AtomicU64 = AtomicU64::new(1);
-
 
 thread_local! {
     /// The sink this thread's tracing-chrome sender is bound to.
@@ -117,7 +116,9 @@ impl Shared {
     /// What the trace's metadata says of [`SPANS_ENV`] (`None`: every span is kept).
     pub(crate) fn span_filter(&self) -> Option<String> {
         if self.batches.unwritten {
-            return Some(format!("{SPANS_ENV}=unwritten: the stepping thread's spans were made but not written (an experiment)"));
+            return Some(format!(
+                "{SPANS_ENV}=unwritten: the stepping thread's spans were made but not written (an experiment)"
+            ));
         }
         if self.batches.announce_every {
             return Some(format!("{SPANS_ENV}=announced: every batch of the stepping thread was announced through tracing-chrome (an experiment)"));

@@ -1,8 +1,8 @@
 //! Spans around the parts of a model: [`layer`] and [`layer_span`].
 
-use crate::format::names::{LAYER_SPAN, TARGET};
 use super::direct::__private::{span_metadata, DefaultCallsite, Metadata};
 use super::direct::OwnSpan;
+use crate::format::names::{LAYER_SPAN, TARGET};
 
 /// Runs `f` inside a span named `name`: one line around a layer's forward, so that the trace
 /// and the report's span tree show where the forward pass spends its time, layer by layer.

@@ -57,5 +57,3 @@ pub(crate) fn tagged_category(target: &'static str) -> String {
         tagged
     })
 }
-
-

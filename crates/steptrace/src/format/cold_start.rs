@@ -167,7 +167,12 @@ impl StartupPhase {
         }
         let tune = &self.autotune;
         if !(is_zero(&tune.ms) && tune.runs == Figure::Known(0) && tune.cache_hits.known().is_none_or(|h| *h == 0)) {
-            items.push(format!("autotune {} ({} runs{})", ms_or(&tune.ms), count_or(&tune.runs), from_cache(&tune.cache_hits)));
+            items.push(format!(
+                "autotune {} ({} runs{})",
+                ms_or(&tune.ms),
+                count_or(&tune.runs),
+                from_cache(&tune.cache_hits)
+            ));
         }
         let c = &self.compile;
         let empty = c.kernels == Figure::Known(0) && c.cache_hits.known().is_none_or(|h| *h == 0);

@@ -418,7 +418,10 @@ mod tests {
         });
         let v = serde_json::to_value(&args).unwrap();
         assert_eq!((v["registers per thread"].as_u64(), v["op kind"].as_str()), (Some(32), Some("matmul")));
-        assert_eq!((v["span"].as_str(), v["attribution"].as_str()), (Some("forward > conv1"), Some(attribution::CALLED)));
+        assert_eq!(
+            (v["span"].as_str(), v["attribution"].as_str()),
+            (Some("forward > conv1"), Some(attribution::CALLED))
+        );
         assert!(v.get("fused block").is_none() && !attribution::is_attributed(attribution::NO_BLOCK));
         use attribution::{is_inferred, is_named_by_module, is_tied_to_span, INFERRED, MODULE, MODULE_INFERRED};
         let outside = attribution::OUTSIDE_SPANS;

@@ -46,7 +46,8 @@ impl DistributedInfo {
     pub fn from_top_level(top: &serde_json::Map<String, Value>) -> Option<DistributedInfo> {
         let info = top.get(DISTRIBUTED_INFO)?;
         let rank = u32::try_from(info.get("rank")?.as_u64()?).ok()?;
-        let world_size = info.get("world_size").and_then(Value::as_u64).and_then(|w| u32::try_from(w).ok()).unwrap_or(0);
+        let world_size =
+            info.get("world_size").and_then(Value::as_u64).and_then(|w| u32::try_from(w).ok()).unwrap_or(0);
         let backend = info.get("backend").and_then(Value::as_str).unwrap_or_default().to_owned();
         Some(DistributedInfo { backend, rank, world_size })
     }
@@ -88,10 +89,15 @@ mod tests {
 
     #[test]
     fn torch_shaped_objects_read_and_others_do_not() {
-        let torch: Value = serde_json::json!({"distributedInfo": {"backend": "nccl", "rank": 1, "world_size": 8, "pg_count": 2}});
+        let torch: Value =
+            serde_json::json!({"distributedInfo": {"backend": "nccl", "rank": 1, "world_size": 8, "pg_count": 2}});
         let info = DistributedInfo::from_top_level(torch.as_object().unwrap()).unwrap();
         assert_eq!((info.backend.as_str(), info.rank, info.world_size), ("nccl", 1, 8));
-        for bad in [serde_json::json!({}), serde_json::json!({"distributedInfo": {"rank": -1}}), serde_json::json!({"distributedInfo": 3})] {
+        for bad in [
+            serde_json::json!({}),
+            serde_json::json!({"distributedInfo": {"rank": -1}}),
+            serde_json::json!({"distributedInfo": 3}),
+        ] {
             assert_eq!(DistributedInfo::from_top_level(bad.as_object().unwrap()), None);
         }
     }

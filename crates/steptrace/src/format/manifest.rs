@@ -183,7 +183,11 @@ impl Manifest {
     /// When `value` does not fit a known field's type; the manifest is
     /// unchanged then.
     pub fn set(&mut self, key: &str, value: Value) -> Result<(), ManifestError> {
-        let fail = |e: serde_json::Error| ManifestError { key: key.to_owned(), value: value.to_string(), reason: e.to_string() };
+        let fail = |e: serde_json::Error| ManifestError {
+            key: key.to_owned(),
+            value: value.to_string(),
+            reason: e.to_string(),
+        };
         let mut map = match serde_json::to_value(&*self).map_err(fail)? {
             Value::Object(map) => map,
             _ => Map::new(),

@@ -292,12 +292,18 @@ impl Steptrace {
     ///
     /// A newer or unreadable format version, or a known field of the wrong
     /// type.
-    pub fn from_parts(metadata: Option<&Value>, header_args: Option<&Value>) -> Result<Option<Steptrace>, MetadataError> {
+    pub fn from_parts(
+        metadata: Option<&Value>,
+        header_args: Option<&Value>,
+    ) -> Result<Option<Steptrace>, MetadataError> {
         let tag = |v: &Value| v.get("format").and_then(Value::as_str).map(str::to_owned);
         let metadata = match metadata.filter(|m| tag(m).is_some_and(|t| t.starts_with("steptrace"))) {
             Some(value) => {
                 check_version(&tag(value).unwrap_or_default())?;
-                Some(TraceMetadata::deserialize(value).map_err(|source| MetadataError::Shape { what: "metadata", source })?)
+                Some(
+                    TraceMetadata::deserialize(value)
+                        .map_err(|source| MetadataError::Shape { what: "metadata", source })?,
+                )
             }
             None => None,
         };
@@ -331,7 +337,10 @@ impl Steptrace {
     /// The rank, in a run of several.
     #[must_use]
     pub fn distributed(&self) -> Option<&DistributedInfo> {
-        self.metadata.as_ref().and_then(|m| m.distributed.as_ref()).or(self.header.as_ref().and_then(|h| h.distributed.as_ref()))
+        self.metadata
+            .as_ref()
+            .and_then(|m| m.distributed.as_ref())
+            .or(self.header.as_ref().and_then(|h| h.distributed.as_ref()))
     }
 
     /// Unix time (ms) of trace time 0.

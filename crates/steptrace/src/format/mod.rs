@@ -47,8 +47,10 @@ pub mod peaks;
 pub mod tag;
 mod version;
 
-pub use distributed::{DistributedInfo, DISTRIBUTED_INFO};
 pub use cold_start::{AutotuneItems, CacheUse, ColdStart, CompileItems, Figure, StartupPhase};
+pub use distributed::{DistributedInfo, DISTRIBUTED_INFO};
 pub use manifest::{Manifest, ManifestError, StartupInfo};
-pub use metadata::{ClockInfo, MetadataError, ScheduleInfo, SegmentHeader, StepRange, Steptrace, TraceMetadata, WindowUs, WriterWaits};
+pub use metadata::{
+    ClockInfo, MetadataError, ScheduleInfo, SegmentHeader, StepRange, Steptrace, TraceMetadata, WindowUs, WriterWaits,
+};
 pub use version::{check_version, FormatVersion, VersionError, FORMAT_MAJOR, FORMAT_NAME};

@@ -242,7 +242,11 @@ mod tests {
         assert_eq!(step_number("ProfilerStep#x"), None);
         assert_eq!(step_number("ProfilerStep3"), None);
         assert!(is_wait("cudaDeviceSynchronize") && is_wait(SYNC) && !is_wait(FORWARD));
-        assert!(is_collective(ALL_REDUCE) && is_collective("nccl:all_reduce") && is_collective("ncclDevKernel_AllReduce_Sum_f32_RING_LL"));
+        assert!(
+            is_collective(ALL_REDUCE)
+                && is_collective("nccl:all_reduce")
+                && is_collective("ncclDevKernel_AllReduce_Sum_f32_RING_LL")
+        );
         assert!(is_collective("c10d::allreduce_") && is_collective("record_param_comms") && !is_collective(BACKWARD));
         assert!(is_input(DATA_WAIT) && is_input("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"));
     }

@@ -110,7 +110,11 @@ impl Peaks {
     /// outside [`BANDWIDTH_RANGE`] is passed over.
     #[must_use]
     pub fn bandwidth(&self) -> Option<f64> {
-        [&self.copy, &self.read].into_iter().flatten().map(|m| m.value).find(|v| unusable(*v, BANDWIDTH_RANGE).is_none())
+        [&self.copy, &self.read]
+            .into_iter()
+            .flatten()
+            .map(|m| m.value)
+            .find(|v| unusable(*v, BANDWIDTH_RANGE).is_none())
     }
 
     /// The throughput FLOPs of `dtype` are priced against: that dtype's measured figure, else
@@ -132,7 +136,9 @@ impl Peaks {
     #[must_use]
     pub fn unusable_figures(&self) -> Vec<String> {
         let mut out = Vec::new();
-        for (what, m) in [("copy bandwidth", &self.copy), ("read bandwidth", &self.read), ("write bandwidth", &self.write)] {
+        for (what, m) in
+            [("copy bandwidth", &self.copy), ("read bandwidth", &self.read), ("write bandwidth", &self.write)]
+        {
             out.extend(m.as_ref().and_then(|m| problem(what, m.value, "B/s", BANDWIDTH_RANGE)));
         }
         for (dtype, m) in &self.flops {
@@ -177,7 +183,9 @@ impl Peaks {
         }
         let describe = |what: &str, m: Option<&Measured>, unit: &str, range| match m {
             None => format!("{what} missing"),
-            Some(m) => problem(what, m.value, unit, range).unwrap_or_else(|| format!("{what} {} {unit}: usable", m.value)),
+            Some(m) => {
+                problem(what, m.value, unit, range).unwrap_or_else(|| format!("{what} {} {unit}: usable", m.value))
+            }
         };
         if self.bandwidth().is_none() {
             return Err(format!(
@@ -187,7 +195,10 @@ impl Peaks {
             ));
         }
         if self.flops.get("f32").is_none_or(|m| unusable(m.value, THROUGHPUT_RANGE).is_some()) {
-            return Err(format!("no usable f32 throughput ({})", describe("f32 throughput", self.flops.get("f32"), "FLOP/s", THROUGHPUT_RANGE)));
+            return Err(format!(
+                "no usable f32 throughput ({})",
+                describe("f32 throughput", self.flops.get("f32"), "FLOP/s", THROUGHPUT_RANGE)
+            ));
         }
         Ok(())
     }

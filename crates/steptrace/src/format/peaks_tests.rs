@@ -49,7 +49,10 @@ fn each_unusable_limit_is_named() {
     let mut p = peaks();
     p.copy = measured(0.0);
     p.read = None;
-    assert_eq!(p.check(), Err("no usable bandwidth (copy bandwidth 0 B/s: not positive; read bandwidth missing)".into()));
+    assert_eq!(
+        p.check(),
+        Err("no usable bandwidth (copy bandwidth 0 B/s: not positive; read bandwidth missing)".into())
+    );
     let mut p = peaks();
     p.flops.insert("f32".into(), Measured { value: -5.0, spread: 0.0, method: String::new() });
     assert_eq!(p.check(), Err("no usable f32 throughput (f32 throughput -5 FLOP/s: not positive)".into()));

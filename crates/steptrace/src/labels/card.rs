@@ -92,8 +92,27 @@ fn is_figure_key(key: &str) -> bool {
         &["correlation", "external id", "ev idx", "python id", "python parent id", "addr", "stream", "device"];
     // Whole words of a key (`start_ts`, `baseTimeNanoseconds`, `numBytes`), not parts of words (`account`).
     const WORDS: &[&str] = &[
-        "ts", "dur", "time", "timestamp", "duration", "elapsed", "latency", "epoch", "seed", "hash", "size", "bytes",
-        "count", "parameters", "ns", "us", "ms", "nanoseconds", "microseconds", "milliseconds", "seconds",
+        "ts",
+        "dur",
+        "time",
+        "timestamp",
+        "duration",
+        "elapsed",
+        "latency",
+        "epoch",
+        "seed",
+        "hash",
+        "size",
+        "bytes",
+        "count",
+        "parameters",
+        "ns",
+        "us",
+        "ms",
+        "nanoseconds",
+        "microseconds",
+        "milliseconds",
+        "seconds",
     ];
     PROFILER_KEYS.iter().any(|f| key.eq_ignore_ascii_case(f)) || words(key).iter().any(|w| WORDS.contains(&w.as_str()))
 }

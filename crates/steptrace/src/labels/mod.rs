@@ -29,6 +29,6 @@ mod walk;
 
 pub use check::check_label;
 pub use finding::{Finding, FindingKind, LocatedFinding};
-pub use redact::{redact_label, redact_trace_value};
 pub(crate) use redact::Redaction;
+pub use redact::{redact_label, redact_trace_value};
 pub use scan::LabelScanner;

@@ -131,7 +131,10 @@ mod tests {
             }
             assert!(check_label(&clean).is_empty(), "{clean:?}");
         }
-        assert_eq!(redact_label(&format!("key: {KEY}\nnext")).unwrap(), "key: [*** redacted token or secret ***]\nnext");
+        assert_eq!(
+            redact_label(&format!("key: {KEY}\nnext")).unwrap(),
+            "key: [*** redacted token or secret ***]\nnext"
+        );
         // Cut before its end: to the end of the text.
         assert_eq!(redact_label(&KEY[..80]).unwrap(), "[*** redacted token or secret ***]");
         assert_eq!(check_label(KEY).len(), 1);

@@ -158,7 +158,15 @@ impl LabelScanner {
     }
 
     fn capped(cap: usize, skip_past_cap: bool) -> Self {
-        Self { seen: HashMap::new(), cap, skip_past_cap, once: HashMap::new(), found: Vec::new(), counts: Vec::new(), flagged: 0 }
+        Self {
+            seen: HashMap::new(),
+            cap,
+            skip_past_cap,
+            once: HashMap::new(),
+            found: Vec::new(),
+            counts: Vec::new(),
+            flagged: 0,
+        }
     }
 
     /// Checks one label found at `location`, with every check.

@@ -356,7 +356,8 @@ mod tests {
             ("task-learn_rate", &[]),
             ("my_hf_transformers_model_loader_function", &[]),
         ]);
-        let clean = crate::labels::redact_label("key_AKIAIOSFODNN7EXAMPLE extra_sk_live_4eC39HqLyjWDarjtT1zdp7dc").unwrap();
+        let clean =
+            crate::labels::redact_label("key_AKIAIOSFODNN7EXAMPLE extra_sk_live_4eC39HqLyjWDarjtT1zdp7dc").unwrap();
         assert_eq!(clean, "key_[*** redacted token or secret ***] extra_[*** redacted token or secret ***]");
     }
 

@@ -46,8 +46,8 @@ use super::location::{location, Base, Step};
 use super::scan::{is_diagnostic, NUMERIC_ARRAY};
 use super::{pem, token};
 use crate::format::device::{is_device_work, DESCRIPTION_ARGS};
-use crate::format::peaks::PEAKS;
 use crate::format::names::{is_segment_header, keys, meta};
+use crate::format::peaks::PEAKS;
 
 /// Where a visited string sits.
 pub(super) struct Site<'p, 'a> {

@@ -71,17 +71,16 @@ fn check_driver(p: &mut Probe) -> Result<(), String> {
     let driver = on_probe_thread("cuda-driver", || -> Result<(i32, String), String> {
         use cudarc::driver::result;
         result::init().map_err(|e| format!("cuInit failed: {}", driver_error(&e)))?;
-        let count = result::device::get_count()
-            .map_err(|e| format!("cuDeviceGetCount failed: {}", driver_error(&e)))?;
+        let count =
+            result::device::get_count().map_err(|e| format!("cuDeviceGetCount failed: {}", driver_error(&e)))?;
         if count <= 0 {
             return Err("no CUDA device visible (cuDeviceGetCount returned 0; \
                         check CUDA_VISIBLE_DEVICES)"
                 .to_string());
         }
-        let dev = result::device::get(0)
-            .map_err(|e| format!("cuDeviceGet(0) failed: {}", driver_error(&e)))?;
-        let name = result::device::get_name(dev)
-            .map_err(|e| format!("cuDeviceGetName failed: {}", driver_error(&e)))?;
+        let dev = result::device::get(0).map_err(|e| format!("cuDeviceGet(0) failed: {}", driver_error(&e)))?;
+        let name =
+            result::device::get_name(dev).map_err(|e| format!("cuDeviceGetName failed: {}", driver_error(&e)))?;
         Ok((count, name))
     });
     match driver {
@@ -104,12 +103,10 @@ fn check_driver(p: &mut Probe) -> Result<(), String> {
 ///    kernel starts with `#include <cuda_runtime.h>`. Returns the include directory.
 fn check_headers(p: &mut Probe) -> Result<String, String> {
     let Some(toolkit) = cuda_libs::cuda_path() else {
-        return Err(
-            "CUDA toolkit not found (CUDA_PATH unset and none of /usr/local/cuda, /opt/cuda, \
+        return Err("CUDA toolkit not found (CUDA_PATH unset and none of /usr/local/cuda, /opt/cuda, \
              /usr/bin/nvcc exist); cubecl compiles every kernel with NVRTC and needs \
              <toolkit>/include/cuda_runtime.h"
-                .to_string(),
-        );
+            .to_string());
     };
     let include = toolkit.join("include");
     let header = include.join("cuda_runtime.h");
@@ -159,10 +156,7 @@ fn check_nvrtc(p: &mut Probe, include_arg: String) -> Result<(), String> {
         Ok(Ok(ptx_len)) => {
             p.detail(
                 "nvrtc",
-                format!(
-                    "compiled a probe kernel ({ptx_len} bytes of PTX) in {} ms",
-                    started.elapsed().as_millis()
-                ),
+                format!("compiled a probe kernel ({ptx_len} bytes of PTX) in {} ms", started.elapsed().as_millis()),
             );
             Ok(())
         }
@@ -171,10 +165,7 @@ fn check_nvrtc(p: &mut Probe, include_arg: String) -> Result<(), String> {
 
 /// `CUDA_ERROR_NO_DEVICE (no CUDA-capable device is detected)`.
 fn driver_error(e: &cudarc::driver::DriverError) -> String {
-    let name = e
-        .error_name()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|_| format!("{:?}", e.0));
+    let name = e.error_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|_| format!("{:?}", e.0));
     match e.error_string() {
         Ok(s) => format!("{name} ({})", s.to_string_lossy()),
         Err(_) => name,
@@ -206,20 +197,16 @@ mod cuda_libs {
             return Some(PathBuf::from(path));
         }
         if cfg!(target_os = "linux") {
-            for (probe, root) in [
-                ("/usr/local/cuda", "/usr/local/cuda"),
-                ("/opt/cuda", "/opt/cuda"),
-                ("/usr/bin/nvcc", "/usr"),
-            ] {
+            for (probe, root) in
+                [("/usr/local/cuda", "/usr/local/cuda"), ("/opt/cuda", "/opt/cuda"), ("/usr/bin/nvcc", "/usr")]
+            {
                 if Path::new(probe).exists() {
                     return Some(PathBuf::from(root));
                 }
             }
             None
         } else if cfg!(windows) {
-            Some(PathBuf::from(
-                "C:/Program Files/NVIDIA GPU Computing Toolkit/CUDA/",
-            ))
+            Some(PathBuf::from("C:/Program Files/NVIDIA GPU Computing Toolkit/CUDA/"))
         } else {
             None
         }
@@ -228,9 +215,8 @@ mod cuda_libs {
     /// Whether one of `files` is visible to the dynamic loader (`LD_LIBRARY_PATH`, the
     /// ld.so cache, standard directories). Only used when a loader panic cannot be caught.
     pub(super) fn library_visible(files: &[&str]) -> bool {
-        let mut dirs: Vec<PathBuf> = std::env::var_os("LD_LIBRARY_PATH")
-            .map(|v| std::env::split_paths(&v).collect())
-            .unwrap_or_default();
+        let mut dirs: Vec<PathBuf> =
+            std::env::var_os("LD_LIBRARY_PATH").map(|v| std::env::split_paths(&v).collect()).unwrap_or_default();
         dirs.extend(
             [
                 "/lib",
@@ -245,10 +231,7 @@ mod cuda_libs {
             ]
             .map(PathBuf::from),
         );
-        if dirs
-            .iter()
-            .any(|d| files.iter().any(|f| d.join(f).exists()))
-        {
+        if dirs.iter().any(|d| files.iter().any(|f| d.join(f).exists())) {
             return true;
         }
         std::fs::read("/etc/ld.so.cache").is_ok_and(|cache| {

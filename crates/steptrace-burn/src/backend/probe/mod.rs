@@ -47,13 +47,7 @@ pub struct Probe {
 
 impl Probe {
     fn new(kind: BackendKind) -> Self {
-        Probe {
-            kind,
-            available: false,
-            reason: None,
-            device: None,
-            details: Vec::new(),
-        }
+        Probe { kind, available: false, reason: None, device: None, details: Vec::new() }
     }
 
     /// The probe of a backend this build does not contain.
@@ -123,11 +117,7 @@ pub fn probe_all() -> Vec<Probe> {
 // ---------------------------------------------------------------------------------------
 // Known-usable flags: memory queries only touch a runtime that a probe has vouched for.
 
-static USABLE: [AtomicBool; 3] = [
-    AtomicBool::new(false),
-    AtomicBool::new(false),
-    AtomicBool::new(false),
-];
+static USABLE: [AtomicBool; 3] = [AtomicBool::new(false), AtomicBool::new(false), AtomicBool::new(false)];
 
 fn slot(kind: BackendKind) -> &'static AtomicBool {
     match kind {

@@ -47,12 +47,7 @@ pub(crate) fn probe_wgpu() -> (Probe, Vec<AdapterSummary>) {
     p.detail("graphics_api", api.clone());
     let adapters = match wgpu_adapters() {
         Ok(a) => a,
-        Err(panic) => {
-            return (
-                p.fail(format!("wgpu adapter enumeration panicked: {panic}")),
-                Vec::new(),
-            )
-        }
+        Err(panic) => return (p.fail(format!("wgpu adapter enumeration panicked: {panic}")), Vec::new()),
     };
     list_adapters(&mut p, &adapters);
     match pick_adapter(&adapters) {
@@ -67,10 +62,7 @@ pub(crate) fn probe_wgpu() -> (Probe, Vec<AdapterSummary>) {
                 );
             }
             if target.is_cpu() {
-                p.detail(
-                    "note",
-                    "only a CPU adapter (software Vulkan such as lavapipe): runs on the CPU, not a GPU",
-                );
+                p.detail("note", "only a CPU adapter (software Vulkan such as lavapipe): runs on the CPU, not a GPU");
             }
             (p.pass(), adapters)
         }
@@ -90,11 +82,7 @@ fn list_adapters(p: &mut Probe, adapters: &[AdapterSummary]) {
             .copied()
             .collect::<Vec<_>>()
             .join(" ");
-        let value = if driver.is_empty() {
-            a.describe()
-        } else {
-            format!("{} (driver: {driver})", a.describe())
-        };
+        let value = if driver.is_empty() { a.describe() } else { format!("{} (driver: {driver})", a.describe()) };
         p.detail(format!("adapter[{i}]"), value);
     }
 }
@@ -109,11 +97,7 @@ fn no_adapter_reason(api: &str, adapters: &[AdapterSummary]) -> String {
     } else {
         format!(
             "no usable {api} adapter: found only adapters of unknown type ({})",
-            adapters
-                .iter()
-                .map(AdapterSummary::describe)
-                .collect::<Vec<_>>()
-                .join("; ")
+            adapters.iter().map(AdapterSummary::describe).collect::<Vec<_>>().join("; ")
         )
     }
 }
@@ -130,17 +114,16 @@ mod tests {
         eprintln!("{p:#?}");
         if adapters.is_empty() {
             assert!(!p.available);
-            assert!(p.reason.as_deref().is_some_and(|r| r.contains("no Vulkan adapter")
-                || r.contains("no Metal adapter")));
+            assert!(p
+                .reason
+                .as_deref()
+                .is_some_and(|r| r.contains("no Vulkan adapter") || r.contains("no Metal adapter")));
             return;
         }
         assert!(p.available, "{p:?}");
         assert!(p.device.is_some());
         if steptrace::settings::expect_lavapipe() || lavapipe_installed() {
-            assert!(
-                adapters.iter().any(|a| a.device_type == wgpu::DeviceType::Cpu),
-                "{adapters:?}"
-            );
+            assert!(adapters.iter().any(|a| a.device_type == wgpu::DeviceType::Cpu), "{adapters:?}");
         }
     }
 

@@ -230,7 +230,15 @@ fn count(events: &[Event], w: Span, marker: &Marker) -> u64 {
     events.iter().filter(|e| within(e.at, w) && &e.marker == marker).count() as u64
 }
 
-fn itemise(w: Span, wall: f64, events: &[Event], clients: Option<Vec<Span>>, c: &Compiles, t: &Tunes, f: &Facts) -> StartupPhase {
+fn itemise(
+    w: Span,
+    wall: f64,
+    events: &[Event],
+    clients: Option<Vec<Span>>,
+    c: &Compiles,
+    t: &Tunes,
+    f: &Facts,
+) -> StartupPhase {
     let wall = wall.max(0.0);
     let client = clients.as_ref().map(|k| clip(k, w)).unwrap_or_default();
     let client_ms = clients.map(|k| {
@@ -252,7 +260,9 @@ fn itemise(w: Span, wall: f64, events: &[Event], clients: Option<Vec<Span>>, c: 
         Err(why) => (Vec::new(), Figure::absent(why.clone()), Figure::absent(why.clone())),
     };
     let tune_hits = match &f.autotune_hits {
-        Ok(()) => Figure::Known(t.validated.iter().filter(|(at, key)| within(*at, w) && !t.tuned.contains(key)).count() as u64),
+        Ok(()) => {
+            Figure::Known(t.validated.iter().filter(|(at, key)| within(*at, w) && !t.tuned.contains(key)).count() as u64)
+        }
         Err(why) => Figure::absent(why.clone()),
     };
 
@@ -289,7 +299,8 @@ fn itemise(w: Span, wall: f64, events: &[Event], clients: Option<Vec<Span>>, c: 
             let bound = (!c.exact).then(|| length(&compile_set));
             if kernels > 0 || bound.is_some_and(|b| b > 0.0) {
                 let at_most = bound.map_or_else(String::new, |b| format!("; at most {b:.1} ms"));
-                rest_includes.push(format!("the {} compilation of {kernels} kernels (not measured{at_most})", f.compiler));
+                rest_includes
+                    .push(format!("the {} compilation of {kernels} kernels (not measured{at_most})", f.compiler));
             }
             CompileItems {
                 kernels: Figure::Known(kernels),
@@ -355,7 +366,9 @@ fn label(events: &[Event], t: &Tunes, f: &Facts) -> CacheUse {
         // Every kernel of a fresh process is either compiled or read from a cache: nothing
         // at all means this process already held them (an earlier run in it).
         (None, 0, 0) if compiled == 0 && runs == 0 => {
-            basis.push("nothing was compiled, tuned or read from a cache: this process already held it in memory".to_owned());
+            basis.push(
+                "nothing was compiled, tuned or read from a cache: this process already held it in memory".to_owned(),
+            );
             "warm".to_owned()
         }
         (None, 0, 0) => "not observed: nothing was compiled or tuned that cubecl keeps on disk".to_owned(),

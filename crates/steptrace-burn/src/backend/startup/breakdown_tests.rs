@@ -130,17 +130,40 @@ fn a_cuda_start_has_counts_and_a_bound_but_no_compile_time() {
 fn labels_follow_hits_and_misses() {
     use Marker::*;
     let facts = cuda_facts();
-    let run = |events: Vec<Event>| cold_start(&Timeline { events, setup: (0.0, 1.0), first_step: (1.0, 2.0), ..Timeline::default() }, &facts).cache.label;
+    let run = |events: Vec<Event>| {
+        cold_start(&Timeline { events, setup: (0.0, 1.0), first_step: (1.0, 2.0), ..Timeline::default() }, &facts)
+            .cache
+            .label
+    };
     assert_eq!(run(vec![ev(1.5, 1, CompileCacheHit), ev(1.6, 0, TuneValidate("k".into()))]), "warm");
     assert_eq!(run(vec![ev(1.5, 1, CompileStart)]), "cold");
     // A key validated from the cache that then had to be tuned again is a miss.
-    assert_eq!(run(vec![ev(1.1, 0, TuneValidate("k".into())), ev(1.2, 0, TuneStart("k".into())), ev(1.3, 0, end("k"))]), "cold");
+    assert_eq!(
+        run(vec![ev(1.1, 0, TuneValidate("k".into())), ev(1.2, 0, TuneStart("k".into())), ev(1.3, 0, end("k"))]),
+        "cold"
+    );
     // Nothing at all: an earlier run in this process left it all in memory.
     assert_eq!(run(vec![]), "warm");
-    let wgpu = cold_start(&Timeline { events: vec![ev(1.5, 1, CompileStart), ev(1.6, 1, CompileEnd)], setup: (0.0, 1.0), first_step: (1.0, 2.0), ..Timeline::default() }, &wgpu_facts());
+    let wgpu = cold_start(
+        &Timeline {
+            events: vec![ev(1.5, 1, CompileStart), ev(1.6, 1, CompileEnd)],
+            setup: (0.0, 1.0),
+            first_step: (1.0, 2.0),
+            ..Timeline::default()
+        },
+        &wgpu_facts(),
+    );
     assert!(wgpu.cache.label.starts_with("not observed: nothing"), "{:?}", wgpu.cache);
     let blind = Facts { autotune_hits: Err("not observed: level".into()), ..cuda_facts() };
-    let c = cold_start(&Timeline { events: vec![ev(1.5, 1, CompileCacheHit)], setup: (0.0, 1.0), first_step: (1.0, 2.0), ..Timeline::default() }, &blind);
+    let c = cold_start(
+        &Timeline {
+            events: vec![ev(1.5, 1, CompileCacheHit)],
+            setup: (0.0, 1.0),
+            first_step: (1.0, 2.0),
+            ..Timeline::default()
+        },
+        &blind,
+    );
     assert_eq!(c.cache.label, "not observed: level");
 }
 
@@ -161,7 +184,12 @@ fn missing_autotune_ends_leave_autotune_in_the_rest() {
     assert_eq!(f.compile.outside_autotune_ms, Figure::Known(4.0));
     assert_eq!(f.rest_ms, 41.0);
     assert_eq!(f.rest_includes, vec!["autotune (not measured)".to_owned()]);
-    assert_eq!(c.setup.client_ms, Some(Figure::absent("not measured: the device client existed before this run (created earlier in this process)")));
+    assert_eq!(
+        c.setup.client_ms,
+        Some(Figure::absent(
+            "not measured: the device client existed before this run (created earlier in this process)"
+        ))
+    );
 }
 
 /// The run's own wall times win over the windows' lengths (they differ in the last
@@ -192,7 +220,11 @@ fn a_compile_without_an_end_makes_the_time_absent() {
         ..Timeline::default()
     };
     let c = cold_start(&t, &wgpu_facts());
-    assert!(c.first_step.compile.ms.reason().is_some_and(|r| r.contains("1 compiles have no end")), "{:?}", c.first_step.compile);
+    assert!(
+        c.first_step.compile.ms.reason().is_some_and(|r| r.contains("1 compiles have no end")),
+        "{:?}",
+        c.first_step.compile
+    );
     assert_eq!(c.first_step.compile.ms_upper_bound, None);
     assert_eq!(c.first_step.rest_ms, 9.5);
 }

@@ -59,7 +59,14 @@ struct State {
 
 impl State {
     const fn new() -> State {
-        State { captures: 0, overlapped: false, origin: None, threads: Vec::new(), events: Vec::new(), clients: Vec::new() }
+        State {
+            captures: 0,
+            overlapped: false,
+            origin: None,
+            threads: Vec::new(),
+            events: Vec::new(),
+            clients: Vec::new(),
+        }
     }
 
     fn since(&self, at: Instant) -> f64 {
@@ -268,7 +275,9 @@ impl StartupCapture {
                         "not measured: another run in this process started while this one's start was being read",
                     );
                 }
-                let ms = |at: Instant| origin.and_then(|o| at.checked_duration_since(o)).map_or(0.0, |d| d.as_secs_f64() * 1000.0);
+                let ms = |at: Instant| {
+                    origin.and_then(|o| at.checked_duration_since(o)).map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+                };
                 timeline.setup = (ms(setup.0), ms(setup.1));
                 timeline.first_step = (ms(first_step.0), ms(first_step.1));
                 // The walls exactly as the run computes them (`setup_ms`, `first_step_ms`).
@@ -326,7 +335,9 @@ mod tests {
     impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Seen {
         fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
             use tracing_log::NormalizeEvent;
-            let target = event.normalized_metadata().map_or_else(|| event.metadata().target().to_owned(), |m| m.target().to_owned());
+            let target = event
+                .normalized_metadata()
+                .map_or_else(|| event.metadata().target().to_owned(), |m| m.target().to_owned());
             self.0.lock().unwrap_or_else(|p| p.into_inner()).push(target);
         }
     }

@@ -83,12 +83,14 @@ fn live_config() -> (Result<(), String>, Result<(), String>, bool) {
     };
     let logger = &config.autotune.logger;
     let ends = match (logger.log.is_some(), logger.level) {
-        (_, AutotuneLogLevel::Disabled) => Err("not observed: cubecl's autotune logger is disabled in its configuration".to_owned()),
-        (false, _) => Err(
-            "not observed: cubecl's autotune logger has no `log` sink (its configuration was fixed before \
+        (_, AutotuneLogLevel::Disabled) => {
+            Err("not observed: cubecl's autotune logger is disabled in its configuration".to_owned())
+        }
+        (false, _) => {
+            Err("not observed: cubecl's autotune logger has no `log` sink (its configuration was fixed before \
              configure_cubecl_cache)"
-                .to_owned(),
-        ),
+                .to_owned())
+        }
         (true, _) => Ok(()),
     };
     let hits = match (&ends, logger.level) {

@@ -161,19 +161,28 @@ mod tests {
         let id = 7;
         let key = "FusedMatmulAutotuneKey - m: 64, n: 10";
         assert_eq!(classify(CUDA_CONTEXT, Level::Trace, &format_args!("Compiling kernel")), Some(Marker::CompileStart));
-        assert_eq!(classify(CUDA_CONTEXT, Level::Trace, &format_args!("Using PTX cache")), Some(Marker::CompileCacheHit));
+        assert_eq!(
+            classify(CUDA_CONTEXT, Level::Trace, &format_args!("Using PTX cache")),
+            Some(Marker::CompileCacheHit)
+        );
         assert_eq!(classify(CUDA_CONTEXT, Level::Debug, &format_args!("Compiling kernel")), None);
         assert_eq!(
             classify(WGPU_BASE, Level::Trace, &format_args!("[cubecl-wgpu] compiling WGSL module `{entry}`\n{source}")),
             Some(Marker::CompileStart)
         );
-        assert_eq!(classify(WGPU_BASE, Level::Trace, &format_args!("Using SPIR-V cache")), Some(Marker::CompileCacheHit));
+        assert_eq!(
+            classify(WGPU_BASE, Level::Trace, &format_args!("Using SPIR-V cache")),
+            Some(Marker::CompileCacheHit)
+        );
         assert_eq!(classify(WGPU_VULKAN, Level::Debug, &format_args!("Compiling {entry}")), Some(Marker::CompileStart));
         assert_eq!(
             classify(WGPU_CORE_DEVICE, Level::Trace, &format_args!("Device::create_compute_pipeline -> Id({id},1)")),
             Some(Marker::CompileEnd)
         );
-        assert_eq!(classify(WGPU_CORE_DEVICE, Level::Trace, &format_args!("Device::create_shader_module -> Id({id},1)")), None);
+        assert_eq!(
+            classify(WGPU_CORE_DEVICE, Level::Trace, &format_args!("Device::create_shader_module -> Id({id},1)")),
+            None
+        );
         assert_eq!(classify(TUNER, Level::Info, &format_args!("Tuning {key}")), Some(Marker::TuneStart(key.into())));
         let end = format!("Fastest result matmul_simple-{key}. \n Top 3 times: [(0, 1ms)], context: ");
         assert_eq!(classify(CUBECL_LOGGER, Level::Trace, &format_args!("{end}")), Some(Marker::TuneEnd(end.clone())));

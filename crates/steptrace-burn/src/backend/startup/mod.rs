@@ -9,8 +9,8 @@ mod facts;
 mod marker;
 mod subscriber;
 
-#[cfg(any(feature = "cuda", feature = "wgpu"))]
-pub(crate) use capture::{note_autotune_sink, AutotuneSink};
 pub(crate) use capture::timed_client;
 pub use capture::{install_log_capture, startup_progress, LogSlotTaken, StartupCapture, StartupProgress};
+#[cfg(any(feature = "cuda", feature = "wgpu"))]
+pub(crate) use capture::{note_autotune_sink, AutotuneSink};
 pub use subscriber::install_profiler;

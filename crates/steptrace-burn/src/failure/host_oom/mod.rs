@@ -28,10 +28,10 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 
-use crate::backend::MemoryLimits;
 use super::{StepError, StepFailure};
-use crate::memory::Parameters;
+use crate::backend::MemoryLimits;
 use crate::failure::oom::{Facts, Shortage};
+use crate::memory::Parameters;
 
 /// The smallest failed allocation reported: a smaller one is left to Rust's own message
 /// (the report itself needs a little memory).
@@ -125,7 +125,9 @@ fn failure(w: &Watch, bytes: u64) -> StepFailure {
     oom.not_observed.retain(|n| !n.starts_with("the device's capacity"));
     match limit {
         Some((_, source)) => oom.not_observed.push(format!("the device is the host: its capacity above is {source}")),
-        None => oom.not_observed.push("the host's memory: neither /proc/meminfo nor an address-space limit says it".to_owned()),
+        None => oom
+            .not_observed
+            .push("the host's memory: neither /proc/meminfo nor an address-space limit says it".to_owned()),
     }
     let (kept, trace_errors) = match &w.recording {
         Some(final_path) => {
@@ -133,7 +135,8 @@ fn failure(w: &Watch, bytes: u64) -> StepFailure {
             if partial.is_file() {
                 (vec![partial], Vec::new())
             } else {
-                let missing = std::io::Error::new(std::io::ErrorKind::NotFound, "the cycle left no partial file to keep");
+                let missing =
+                    std::io::Error::new(std::io::ErrorKind::NotFound, "the cycle left no partial file to keep");
                 (Vec::new(), vec![steptrace::Error::Write { path: final_path.clone(), kept: None, source: missing }])
             }
         }

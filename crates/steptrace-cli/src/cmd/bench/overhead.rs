@@ -22,8 +22,8 @@ use steptrace::bench::{
     label_steps, Condition, ConditionSummary, CrossProcess, OverheadResult, OverheadSetup, PairedRatio, PhaseCounts,
     ProcessRecord, ProcessRun, StatsRecord, Verdict,
 };
+use steptrace::display::{block, label};
 use steptrace::format::device::ActivityStatus;
-use steptrace::read::display::{block, label};
 use steptrace::Schedule;
 use steptrace_workload::Trained;
 
@@ -77,7 +77,8 @@ pub(super) fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
             let c = if round % 2 == 0 { conditions[k] } else { conditions[conditions.len() - 1 - k] };
             k += 1;
             let index = records.len();
-            let (summary, (status, cupti_kept)) = process(&each, &schedule, total, c, (a.detail, (a.memory, a.memory_phases)), scratch.path(), index)?;
+            let (summary, (status, cupti_kept)) =
+                process(&each, &schedule, total, c, (a.detail, (a.memory, a.memory_phases)), scratch.path(), index)?;
             if let Some(saved) = each.save_init.take() {
                 each.init = Some(saved);
             }
@@ -141,7 +142,11 @@ fn interleaved(text: &str, warmup: u64, steps: u64) -> anyhow::Result<Schedule> 
     };
     if parsed.skip_first() != 0 {
         let without = parsed.with_skip_first(0);
-        let hint = if fits(&without) { format!("--schedule {}", cycle_text(&without)) } else { example(&parsed, warmup, steps) };
+        let hint = if fits(&without) {
+            format!("--schedule {}", cycle_text(&without))
+        } else {
+            example(&parsed, warmup, steps)
+        };
         bail!(
             "--schedule {text} sets skip_first: with --profile interleaved the steps skipped before measuring are \
              --warmup (default {DEFAULT_WARMUP}); drop skip_first from --schedule ({hint})"
@@ -159,7 +164,9 @@ fn interleaved(text: &str, warmup: u64, steps: u64) -> anyhow::Result<Schedule> 
     if c.wait == 0 || c.active == 0 {
         let fix = match (fewest_steps(&schedule, warmup).filter(|&n| n > steps), shorter(&parsed, warmup, steps)) {
             (Some(n), Some(cycle)) => {
-                format!("raise --steps to {n} or more for this schedule, or use a shorter cycle, e.g. --schedule {cycle}")
+                format!(
+                    "raise --steps to {n} or more for this schedule, or use a shorter cycle, e.g. --schedule {cycle}"
+                )
             }
             (Some(n), None) => format!("raise --steps to {n} or more for this schedule"),
             (None, Some(cycle)) => format!("no step count gives this schedule both; e.g. --schedule {cycle}"),
@@ -246,7 +253,8 @@ fn process(
         Condition::NoProfile => args.push("--no-profile".into()),
         Condition::Auto | Condition::Off => {
             let device = if c == Condition::Auto { DeviceActivityArg::Auto } else { DeviceActivityArg::Off };
-            for arg in ["--schedule".to_owned(), schedule.to_string(), "--device-activity".into(), value_name(&device)] {
+            for arg in ["--schedule".to_owned(), schedule.to_string(), "--device-activity".into(), value_name(&device)]
+            {
                 args.push(arg.into());
             }
             if let Some(detail) = detail {
@@ -309,8 +317,10 @@ fn describe(result: &OverheadResult, c: &ConditionSummary) -> String {
     match c.condition {
         Condition::Auto if c.device_activity_observed > 0 => {
             let kept = c.processes.iter().filter(|&&i| result.processes.get(i).is_some_and(|p| p.cupti_kept)).count();
-            let mut text =
-                format!("auto: host spans and device activity (recorded in {} of {n} processes)", c.device_activity_observed);
+            let mut text = format!(
+                "auto: host spans and device activity (recorded in {} of {n} processes)",
+                c.device_activity_observed
+            );
             if kept > 0 {
                 text.push_str(&format!(
                     "; CUPTI stayed enabled between windows in {kept} of them, so their wait steps ran with it \
@@ -437,10 +447,7 @@ pub(super) fn render(r: &OverheadResult) -> String {
     let names: Vec<String> =
         r.conditions.iter().map(|c| format!("{} {}", c.processes.len(), c.condition.name())).collect();
     out.push_str(&wrap(
-        &format!(
-            "processes: {} in rounds of one per condition, every other round reversed",
-            names.join(", ")
-        ),
+        &format!("processes: {} in rounds of one per condition, every other round reversed", names.join(", ")),
         "  ",
     ));
     out.push('\n');
@@ -486,11 +493,8 @@ pub(super) fn render(r: &OverheadResult) -> String {
         if let Some(p) = &c.warmup_over_wait {
             paired(&mut out, r, c.condition, "warmup/wait", "warmup steps", p);
         }
-        let slots: Vec<String> = c
-            .slots
-            .iter()
-            .map(|s| format!("{}#{} {:.3}", s.phase.name(), s.slot, s.over_wait))
-            .collect();
+        let slots: Vec<String> =
+            c.slots.iter().map(|s| format!("{}#{} {:.3}", s.phase.name(), s.slot, s.over_wait)).collect();
         if !slots.is_empty() {
             out.push_str(&wrap(
                 &format!(

@@ -13,7 +13,7 @@ use std::path::Path;
 
 use anyhow::{bail, Context};
 use serde::de::IgnoredAny;
-use steptrace::read::display::escape;
+use steptrace::display::escape;
 use steptrace::reader::TraceFile;
 
 /// What one side is.

@@ -7,7 +7,7 @@ use std::fmt::Write;
 use comfy_table::{CellAlignment, Table};
 use steptrace::analysis::short_name;
 use steptrace::bench::{KernelComparison, KernelOutcome, KernelRecord};
-use steptrace::read::display::label;
+use steptrace::display::label;
 
 /// Kernel rows shown (`--json` holds all of them).
 const ROWS: usize = 15;

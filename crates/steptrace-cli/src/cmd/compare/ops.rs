@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 use steptrace::analysis::AttributionView;
-use steptrace::read::display::{label, LABEL_CHARS};
+use steptrace::display::{label, LABEL_CHARS};
 
 /// A duration in ms, at a readable precision (as `report` writes it).
 fn ms(v: f64) -> String {
@@ -91,7 +91,9 @@ pub(super) fn render(d: &OpsDiff) -> String {
         t.set_header([first, "A ms/step", "B ms/step", "change"]);
         let cell = |v: Option<f64>| v.map_or_else(|| "not observed".to_owned(), ms);
         for r in rows.iter().take(ROWS) {
-            let change = r.change_ms.map_or_else(|| "-".to_owned(), |c| format!("{}{}", if c >= 0.0 { "+" } else { "-" }, ms(c.abs())));
+            let change = r
+                .change_ms
+                .map_or_else(|| "-".to_owned(), |c| format!("{}{}", if c >= 0.0 { "+" } else { "-" }, ms(c.abs())));
             // Cut, as every label from a file is: a table wraps a long cell in time that grows
             // with the square of its length.
             t.add_row([label(&r.name, LABEL_CHARS).into_owned(), cell(r.a_ms_per_step), cell(r.b_ms_per_step), change]);

@@ -16,7 +16,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
-use steptrace::read::display::escape;
+use steptrace::display::escape;
 use tempfile::TempDir;
 
 use steptrace::bench::BenchResult;
@@ -109,7 +109,9 @@ impl SharedStart {
 /// The weights every result started from, as `sha256 1a2b3c4d…`; an error naming each
 /// backend's weights when they differ (or when one did not say), since then final loss and
 /// held-out quality compare two starts, not two backends.
-pub fn same_weights<'a>(results: impl IntoIterator<Item = (&'a str, &'a BenchResult)>) -> anyhow::Result<Option<String>> {
+pub fn same_weights<'a>(
+    results: impl IntoIterator<Item = (&'a str, &'a BenchResult)>,
+) -> anyhow::Result<Option<String>> {
     let weights: Vec<(&str, Option<&str>)> = results
         .into_iter()
         .map(|(backend, r)| (backend, r.fingerprint.get("init_weights_sha256").and_then(|v| v.as_str())))
@@ -124,7 +126,9 @@ pub fn same_weights<'a>(results: impl IntoIterator<Item = (&'a str, &'a BenchRes
     }
     let each: Vec<String> = weights
         .iter()
-        .map(|(backend, w)| format!("{backend}: {}", w.map_or("not recorded".to_owned(), |w| w[..w.len().min(16)].to_owned() + "…")))
+        .map(|(backend, w)| {
+            format!("{backend}: {}", w.map_or("not recorded".to_owned(), |w| w[..w.len().min(16)].to_owned() + "…"))
+        })
         .collect();
     bail!(
         "the backends did not start from the same weights ({}): the record changed between runs, so final loss and held-out \
@@ -171,7 +175,10 @@ mod tests {
         let said = same_weights([("cpu", &same), ("wgpu", &same)]).unwrap();
         assert_eq!(said.as_deref(), Some("sha256 of the weights aaaaaaaaaaaaaaaa…"));
         let err = same_weights([("cpu", &same), ("wgpu", &other)]).unwrap_err().to_string();
-        assert!(err.contains("did not start from the same weights (cpu: aaaaaaaaaaaaaaaa…, wgpu: bbbbbbbbbbbbbbbb…)"), "{err}");
+        assert!(
+            err.contains("did not start from the same weights (cpu: aaaaaaaaaaaaaaaa…, wgpu: bbbbbbbbbbbbbbbb…)"),
+            "{err}"
+        );
         let err = same_weights([("cpu", &same), ("wgpu", &none)]).unwrap_err().to_string();
         assert!(err.contains("wgpu: not recorded"), "{err}");
         assert!(same_weights([("cpu", &none), ("wgpu", &same)]).is_err());

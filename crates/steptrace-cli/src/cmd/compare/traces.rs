@@ -9,7 +9,7 @@ use comfy_table::CellAlignment;
 use serde::Serialize;
 use steptrace::analysis::{check_ranks, rank_of, Producer, RankReport, Report, ReportOptions, Source, Stats};
 use steptrace::bench::{compare_kernels, KernelOutcome, KernelRecord};
-use steptrace::read::display::{block, escape, label, LABEL_CHARS};
+use steptrace::display::{block, escape, label, LABEL_CHARS};
 
 use super::input::shown;
 use crate::cmd::report::{load, source_flags};
@@ -103,10 +103,7 @@ fn build(path: &Path, rank: Option<u32>) -> anyhow::Result<Report> {
     if let Some(rank) = rank {
         loaded.files.retain(|(p, trace)| rank_of(p, trace).is_some_and(|info| info.rank == rank));
         if loaded.files.is_empty() {
-            bail!(
-                "{} holds no trace of rank {rank} (ranks come from each file's distributedInfo)",
-                shown(path)
-            );
+            bail!("{} holds no trace of rank {rank} (ranks come from each file's distributedInfo)", shown(path));
         }
     } else if RankReport::applies(&loaded.files) {
         bail!(
@@ -117,9 +114,11 @@ fn build(path: &Path, rank: Option<u32>) -> anyhow::Result<Report> {
         );
     }
     loaded.warnings.extend(check.warnings.iter().cloned());
-    let mut report =
-        Report::build_loaded(loaded.files, &ReportOptions { batch_size: None, ops: steptrace_burn::ops::report_ops(), peaks: None })
-            .with_context(|| format!("cannot compare {}", shown(path)))?;
+    let mut report = Report::build_loaded(
+        loaded.files,
+        &ReportOptions { batch_size: None, ops: steptrace_burn::ops::report_ops(), peaks: None },
+    )
+    .with_context(|| format!("cannot compare {}", shown(path)))?;
     report.warnings.splice(0..0, loaded.warnings);
     for w in &report.warnings {
         eprintln!("warning: {}: {w}", shown(path));

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use comfy_table::CellAlignment;
 use steptrace::analysis::{AttributionView, TimeRow};
-use steptrace::read::display::label;
+use steptrace::display::label;
 
 use super::render::ms;
 
@@ -19,7 +19,8 @@ const NAME_CHARS: usize = 44;
 pub(super) fn render_attribution(o: &mut String, a: Option<&AttributionView>, why_not: Option<&str>) {
     let _ = writeln!(o, "\n== Which op, which layer (device time per step)");
     let Some(a) = a else {
-        let _ = writeln!(o, "attribution   not observed: {}", why_not.unwrap_or("no kernel events in the counted steps"));
+        let _ =
+            writeln!(o, "attribution   not observed: {}", why_not.unwrap_or("no kernel events in the counted steps"));
         return;
     };
     let _ = writeln!(

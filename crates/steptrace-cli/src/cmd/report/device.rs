@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use comfy_table::CellAlignment;
 use steptrace::analysis::{DeviceView, Report, Stats};
-use steptrace::read::display::label;
+use steptrace::display::label;
 
 use super::render::{ms, stats_line};
 
@@ -140,12 +140,8 @@ fn copies(o: &mut String, d: &DeviceView) {
         let _ = writeln!(o, "copies        not observed: {}", not_observed(d, "copies"));
         return;
     };
-    let _ = writeln!(
-        o,
-        "copies        median {} per step, {} bytes per step",
-        c.per_step.median,
-        c.bytes_per_step.median
-    );
+    let _ =
+        writeln!(o, "copies        median {} per step, {} bytes per step", c.per_step.median, c.bytes_per_step.median);
     for dir in &c.directions {
         let _ = writeln!(
             o,

@@ -28,8 +28,8 @@ use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
-use steptrace::read::display::escape;
 use steptrace::analysis::LoadedTrace;
+use steptrace::display::escape;
 use steptrace::reader::{read_trace_head, ReadError, ReadErrorKind, Trace, TraceFile};
 
 /// The events of a file read for its run alone: steptrace's header event
@@ -55,14 +55,19 @@ pub(crate) fn load(paths: &[PathBuf]) -> anyhow::Result<Loaded> {
             // A copy is known by its bytes before it is parsed: never held twice.
             let digest = match digest {
                 Some(digest) => digest,
-                None => hashed(TraceFile::open(&path)?, |file, _| io::copy(file, &mut io::sink()))
-                    .map_err(|err| ReadError::io(&path, err))?
-                    .1,
+                None => {
+                    hashed(TraceFile::open(&path)?, |file, _| io::copy(file, &mut io::sink()))
+                        .map_err(|err| ReadError::io(&path, err))?
+                        .1
+                }
             };
             if !seen.copy(&path, digest) {
                 let file = TraceFile::open(&path)?;
                 let size = file.len();
-                files.push((path.display().to_string(), LoadedTrace::read(file, size).map_err(|err| err.with_path(&path))?));
+                files.push((
+                    path.display().to_string(),
+                    LoadedTrace::read(file, size).map_err(|err| err.with_path(&path))?,
+                ));
             }
         }
     }

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::bail;
-use steptrace::read::display::escape;
+use steptrace::display::escape;
 
 /// Refuses `outputs` (each its flag and path, when given) unless each can
 /// be created and no two are the same file.

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use comfy_table::CellAlignment;
 use steptrace::analysis::{RankReport, Stats};
-use steptrace::read::display::{block, escape};
+use steptrace::display::{block, escape};
 
 use super::render::ms;
 
@@ -42,7 +42,8 @@ pub(super) fn render(r: &RankReport) -> String {
     if let Some(label) = r.reports.first().and_then(|rep| rep.run.backend.as_deref()) {
         let _ = writeln!(o, "backend: {}", escape(label));
     }
-    let which = if r.steady_only { "steady steps every rank recorded" } else { "steps every rank recorded, startup included" };
+    let which =
+        if r.steady_only { "steady steps every rank recorded" } else { "steps every rank recorded, startup included" };
     let _ = writeln!(o, "\n== Ranks (per step, median over the {} {which})", r.steps.len());
     let mut table = crate::console::table();
     table.set_header(["rank", "step ms", "work ms", "collective ms", "input ms", "device busy ms", "slowest in"]);
@@ -114,7 +115,8 @@ fn shown_ranks(r: &RankReport) -> Vec<usize> {
     let work = |i: usize| r.ranks[i].work_ms.as_ref().map_or(f64::NEG_INFINITY, |s| s.median);
     let mut by_work: Vec<usize> = (0..r.ranks.len()).collect();
     by_work.sort_by(|&a, &b| work(b).total_cmp(&work(a)).then(a.cmp(&b)));
-    let mut shown: Vec<usize> = by_work[..RANK_ENDS].iter().chain(&by_work[by_work.len() - RANK_ENDS..]).copied().collect();
+    let mut shown: Vec<usize> =
+        by_work[..RANK_ENDS].iter().chain(&by_work[by_work.len() - RANK_ENDS..]).copied().collect();
     shown.sort_unstable();
     shown
 }
@@ -135,9 +137,11 @@ fn step_table(r: &RankReport) -> comfy_table::Table {
     for s in r.steps.iter().take(STEP_ROWS) {
         let mut row = vec![s.step.to_string()];
         if wide {
-            row.extend(r.ranks.iter().map(|x| {
-                s.ranks.iter().find(|c| c.rank == x.rank).map_or_else(|| "-".to_owned(), |c| ms(c.work_ms))
-            }));
+            row.extend(
+                r.ranks.iter().map(|x| {
+                    s.ranks.iter().find(|c| c.rank == x.rank).map_or_else(|| "-".to_owned(), |c| ms(c.work_ms))
+                }),
+            );
         } else {
             let mut work: Vec<(f64, u32)> = s.ranks.iter().map(|c| (c.work_ms, c.rank)).collect();
             work.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));

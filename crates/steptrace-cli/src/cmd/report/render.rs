@@ -1,7 +1,7 @@
 //! The human-readable report: its sections in reading order.
 //!
 //! Everything a trace holds (names, keys, paths, manifest prose) reaches
-//! the terminal through [`display`](steptrace::read::display): control
+//! the terminal through [`display`](steptrace::display): control
 //! characters escaped, long labels cut with their length; the whole text
 //! is escaped once more at the end, as a last guard.
 
@@ -9,8 +9,8 @@ use std::fmt::Write as _;
 
 use comfy_table::CellAlignment;
 use steptrace::analysis::{Hypothesis, Report, Source, Stats, Timing};
+use steptrace::display::{block, escape, label, LABEL_CHARS};
 use steptrace::format::Figure;
-use steptrace::read::display::{block, escape, label, LABEL_CHARS};
 
 use crate::convert::enable_hint;
 
@@ -41,14 +41,7 @@ pub(super) fn ms(v: f64) -> String {
 }
 
 pub(super) fn stats_line(s: &Stats, unit: &str) -> String {
-    format!(
-        "n={}  min {}  median {}  p90 {}  max {} {unit}",
-        s.n,
-        ms(s.min),
-        ms(s.median),
-        ms(s.p90),
-        ms(s.max)
-    )
+    format!("n={}  min {}  median {}  p90 {}  max {} {unit}", s.n, ms(s.min), ms(s.median), ms(s.p90), ms(s.max))
 }
 
 /// The human-readable report: its sections in reading order.
@@ -162,7 +155,8 @@ fn render_timing(o: &mut String, r: &Report) {
     }
     let startup: Vec<String> =
         t.steps.iter().filter(|s| s.startup).map(|s| format!("#{} {} ms", s.step, ms(s.ms))).collect();
-    let declared = run.startup_steps.map_or_else(String::new, |n| format!(" (steps 0..{n} declared startup by the run)"));
+    let declared =
+        run.startup_steps.map_or_else(String::new, |n| format!(" (steps 0..{n} declared startup by the run)"));
     if startup.is_empty() {
         let _ = writeln!(o, "startup  no startup step in these traces{declared}");
     } else {
@@ -179,7 +173,9 @@ fn render_timing(o: &mut String, r: &Report) {
         if let Some(c) = &s.cubecl_cache {
             parts.push(format!("cubecl_cache {}", label(c, LABEL_CHARS)));
         }
-        parts.extend(s.extra.iter().map(|(k, v)| format!("{} {}", label(k, LABEL_CHARS), label(&v.to_string(), LABEL_CHARS))));
+        parts.extend(
+            s.extra.iter().map(|(k, v)| format!("{} {}", label(k, LABEL_CHARS), label(&v.to_string(), LABEL_CHARS))),
+        );
         let _ = writeln!(o, "         measured by the run: {}", parts.join(", "));
         match &s.cold_start {
             Some(Figure::Known(cold)) => {
@@ -193,7 +189,8 @@ fn render_timing(o: &mut String, r: &Report) {
             None => {}
         }
     }
-    let listed: Vec<String> = t.steps.iter().filter(|s| !s.startup).map(|s| format!("#{} {}", s.step, ms(s.ms))).collect();
+    let listed: Vec<String> =
+        t.steps.iter().filter(|s| !s.startup).map(|s| format!("#{} {}", s.step, ms(s.ms))).collect();
     if listed.len() > 24 {
         let (head, tail) = (&listed[..12], &listed[listed.len() - 12..]);
         let _ = writeln!(o, "steps    {}  …  {}  (--json lists all)", head.join("  "), tail.join("  "));

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use steptrace::analysis::{rate, PricedRow, RooflineView};
-use steptrace::read::display::label;
+use steptrace::display::label;
 
 use super::attribution::right;
 
@@ -35,7 +35,8 @@ pub(super) fn render_roofline(o: &mut String, r: &RooflineView) {
     );
     match (&r.roofs, &r.no_floor) {
         (Some(roofs), _) => {
-            let dtypes: Vec<String> = roofs.throughput.iter().map(|(d, v)| format!("{d} {}", rate(*v, "FLOP/s"))).collect();
+            let dtypes: Vec<String> =
+                roofs.throughput.iter().map(|(d, v)| format!("{d} {}", rate(*v, "FLOP/s"))).collect();
             let _ = writeln!(
                 o,
                 "limits        {} memory, {}\n              ({}{}, measured {}, from {})",

@@ -88,7 +88,9 @@ pub fn ask(dir: &Path, pid: u32, steps: Option<u64>, requested_by: &str) -> Resu
         Err(FolderError::Refused(why)) => return Err(CaptureError::Unsafe { pid, path: paths.folder, why }),
         Err(FolderError::Io(e)) => return Err(io_error("cannot open the capture folder", &paths.folder)(e)),
     };
-    let read_ready = folder.read(&names.ready, &[owner]).and_then(|f| f.map(|(bytes, _)| files::from_bytes::<Ready>(&bytes)).transpose());
+    let read_ready = folder
+        .read(&names.ready, &[owner])
+        .and_then(|f| f.map(|(bytes, _)| files::from_bytes::<Ready>(&bytes)).transpose());
     let Some(ready) = read_ready.map_err(io_error("cannot read the ready file", &paths.ready))? else {
         return Err(not_ready());
     };
@@ -129,7 +131,9 @@ pub fn ask(dir: &Path, pid: u32, steps: Option<u64>, requested_by: &str) -> Resu
         Ok(placed) => placed,
         Err(e) if e.kind() == ErrorKind::AlreadyExists => {
             return Err(match folder.what_is(&names.request) {
-                Some(there) if !there.is_regular() => CaptureError::Blocked { pid, file: paths.request, kind: there.kind() },
+                Some(there) if !there.is_regular() => {
+                    CaptureError::Blocked { pid, file: paths.request, kind: there.kind() }
+                }
                 _ => CaptureError::Waiting { pid, file: paths.request },
             });
         }
@@ -186,7 +190,10 @@ impl Asked {
     /// [`CaptureError::Gone`] when the process ended without a final
     /// answer, [`CaptureError::Io`] when its ready file cannot be read.
     pub fn poll(&self) -> Result<Progress, CaptureError> {
-        let read = self.folder.read(&self.names.ready, &[self.owner]).and_then(|f| f.map(|(bytes, _)| files::from_bytes::<Ready>(&bytes)).transpose());
+        let read = self
+            .folder
+            .read(&self.names.ready, &[self.owner])
+            .and_then(|f| f.map(|(bytes, _)| files::from_bytes::<Ready>(&bytes)).transpose());
         let ready = read.map_err(io_error("cannot read the ready file", &self.paths.ready))?;
         let answer = ready.as_ref().and_then(|r| r.answer_to(&self.request.id)).cloned();
         if let (Some(ready), Some(answer)) = (&ready, &answer) {

@@ -56,7 +56,12 @@ impl Paths {
     pub fn new(dir: &Path, pid: u32) -> Paths {
         let folder = dir.join(FOLDER);
         let names = Names::new(pid);
-        Paths { ready: folder.join(names.ready), request: folder.join(names.request), token: folder.join(names.token), folder }
+        Paths {
+            ready: folder.join(names.ready),
+            request: folder.join(names.request),
+            token: folder.join(names.token),
+            folder,
+        }
     }
 }
 

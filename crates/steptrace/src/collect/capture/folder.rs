@@ -83,7 +83,9 @@ pub(crate) fn folder_refusal(uid: u32, mode: u32, owner: u32) -> Option<String> 
         return Some(format!("it is {}, not a folder", Meta { dev: 0, ino: 0, uid, mode }.kind()));
     }
     if uid != owner {
-        return Some(format!("it belongs to uid {uid}, not to uid {owner}, whose run it would serve: that user could write its files"));
+        return Some(format!(
+            "it belongs to uid {uid}, not to uid {owner}, whose run it would serve: that user could write its files"
+        ));
     }
     if mode & GROUP_OR_OTHER_WRITE != 0 && mode & STICKY == 0 {
         return Some(format!(
@@ -202,7 +204,11 @@ mod unix {
                 Err(e @ (Errno::LOOP | Errno::NOTDIR | Errno::MLINK)) => {
                     return Err(match lstat(CWD, path) {
                         Ok(meta) => {
-                            let link = if meta.mode & super::TYPE_MASK == 0o120_000 { " (a link is not followed)" } else { "" };
+                            let link = if meta.mode & super::TYPE_MASK == 0o120_000 {
+                                " (a link is not followed)"
+                            } else {
+                                ""
+                            };
                             FolderError::Refused(format!("it is {}, not a folder{link}", meta.kind()))
                         }
                         Err(_) => FolderError::Io(e.into()),
@@ -227,7 +233,12 @@ mod unix {
                 Ok(fd) => fd,
                 Err(Errno::NOENT) => return Ok(None),
                 Err(Errno::LOOP | Errno::MLINK) => return Err(invalid("it is a symbolic link (not followed)".into())),
-                Err(Errno::NXIO) => return Err(invalid(format!("it is {}, not a regular file", self.what_is(name).map_or("a special file", |m| m.kind())))),
+                Err(Errno::NXIO) => {
+                    return Err(invalid(format!(
+                        "it is {}, not a regular file",
+                        self.what_is(name).map_or("a special file", |m| m.kind())
+                    )))
+                }
                 Err(e) => return Err(e.into()),
             };
             let meta = meta_of(&fd)?;
@@ -241,7 +252,12 @@ mod unix {
         /// then put in place by `place`, which says whether the fresh name
         /// is still there (a link leaves it, a rename takes it); the fresh
         /// name never stays behind. The file is returned open.
-        fn write_fresh(&self, name: &str, bytes: &[u8], place: impl FnOnce(&str) -> io::Result<bool>) -> io::Result<(File, Meta)> {
+        fn write_fresh(
+            &self,
+            name: &str,
+            bytes: &[u8],
+            place: impl FnOnce(&str) -> io::Result<bool>,
+        ) -> io::Result<(File, Meta)> {
             let tmp = temp_name(name);
             let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
             let mut file = File::from(rustix::fs::openat(&self.fd, &tmp, flags, Mode::RUSR | Mode::WUSR)?);
@@ -268,15 +284,17 @@ mod unix {
         /// a new file linked to its name, so that a reader never sees half
         /// a file and nothing there is replaced.
         pub(crate) fn write_new(&self, name: &str, bytes: &[u8]) -> io::Result<Meta> {
-            let placed = self.write_fresh(name, bytes, |tmp| match rustix::fs::linkat(&self.fd, tmp, &self.fd, name, AtFlags::empty()) {
-                Ok(()) => Ok(true),
-                Err(Errno::EXIST) => Err(io::ErrorKind::AlreadyExists.into()),
-                // Filesystems without hard links: check, then rename.
-                Err(_) if self.what_is(name).is_none() => {
-                    rustix::fs::renameat(&self.fd, tmp, &self.fd, name)?;
-                    Ok(false)
+            let placed = self.write_fresh(name, bytes, |tmp| {
+                match rustix::fs::linkat(&self.fd, tmp, &self.fd, name, AtFlags::empty()) {
+                    Ok(()) => Ok(true),
+                    Err(Errno::EXIST) => Err(io::ErrorKind::AlreadyExists.into()),
+                    // Filesystems without hard links: check, then rename.
+                    Err(_) if self.what_is(name).is_none() => {
+                        rustix::fs::renameat(&self.fd, tmp, &self.fd, name)?;
+                        Ok(false)
+                    }
+                    Err(_) => Err(io::ErrorKind::AlreadyExists.into()),
                 }
-                Err(_) => Err(io::ErrorKind::AlreadyExists.into()),
             })?;
             Ok(placed.1)
         }
@@ -328,7 +346,11 @@ impl Folder {
 
     pub(crate) fn write_atomic(&self, name: &str, bytes: &[u8]) -> io::Result<(File, Meta)> {
         let tmp = self.path.join(temp_name(name));
-        std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp).and_then(|mut f| std::io::Write::write_all(&mut f, bytes))?;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, bytes))?;
         let result = std::fs::rename(&tmp, self.path.join(name));
         let _ = std::fs::remove_file(&tmp);
         result?;
@@ -337,7 +359,11 @@ impl Folder {
 
     pub(crate) fn write_new(&self, name: &str, bytes: &[u8]) -> io::Result<Meta> {
         let tmp = self.path.join(temp_name(name));
-        let written = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp).and_then(|mut f| std::io::Write::write_all(&mut f, bytes));
+        let written = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, bytes));
         let placed = written.and_then(|()| crate::collect::sink::link_no_clobber(&tmp, &self.path.join(name)));
         let _ = std::fs::remove_file(&tmp);
         placed.map(|()| Meta { dev: 0, ino: 0, uid: 0, mode: REGULAR })
@@ -353,7 +379,18 @@ impl Folder {
 
     pub(crate) fn what_is(&self, name: &str) -> Option<Meta> {
         let m = std::fs::symlink_metadata(self.path.join(name)).ok()?;
-        Some(Meta { dev: 0, ino: 0, uid: 0, mode: if m.is_dir() { DIRECTORY } else if m.is_file() { REGULAR } else { 0 } })
+        Some(Meta {
+            dev: 0,
+            ino: 0,
+            uid: 0,
+            mode: if m.is_dir() {
+                DIRECTORY
+            } else if m.is_file() {
+                REGULAR
+            } else {
+                0
+            },
+        })
     }
 }
 
@@ -387,8 +424,15 @@ mod tests {
         let file = |uid, mode| Meta { dev: 1, ino: 2, uid, mode };
         assert_eq!(file_refusal(&file(1000, 0o100_600), &[1000]), None);
         assert_eq!(file_refusal(&file(0, 0o100_600), &[1000, 0]), None);
-        assert!(file_refusal(&file(1001, 0o100_600), &[1000, 0]).unwrap().contains("belongs to uid 1001, not to uid 1000 or 0"));
-        for (mode, kind) in [(0o010_600, "a FIFO"), (0o020_666, "a character device"), (0o040_700, "a directory"), (0o140_777, "a socket")] {
+        assert!(file_refusal(&file(1001, 0o100_600), &[1000, 0])
+            .unwrap()
+            .contains("belongs to uid 1001, not to uid 1000 or 0"));
+        for (mode, kind) in [
+            (0o010_600, "a FIFO"),
+            (0o020_666, "a character device"),
+            (0o040_700, "a directory"),
+            (0o140_777, "a socket"),
+        ] {
             assert!(file_refusal(&file(1000, mode), &[1000]).unwrap().contains(kind), "{kind}");
         }
     }

@@ -20,9 +20,9 @@ use serde_json::{json, Value};
 use super::error::shown;
 use super::files::{self, Answer, Names, Paths, Ready, Request, State, Steps};
 use super::folder::{Folder, FolderError};
-use crate::error::Error;
 use crate::collect::schedule::{Action, Schedule};
 use crate::collect::sink::{utc_stamp, SavedTrace};
+use crate::error::Error;
 
 /// Asks the process's own profiler for a capture, from any thread.
 ///
@@ -144,12 +144,18 @@ impl OnDemand {
         let names = Names::new(pid);
         let folder_path = paths.folder.clone();
         let failed = |what, source| Error::OutDir { path: folder_path.clone(), what, source };
-        std::fs::create_dir_all(dir).map_err(|source| Error::OutDir { path: dir.to_path_buf(), what: "cannot create the trace directory", source })?;
+        std::fs::create_dir_all(dir).map_err(|source| Error::OutDir {
+            path: dir.to_path_buf(),
+            what: "cannot create the trace directory",
+            source,
+        })?;
         let folder = Folder::create(&paths.folder).map_err(|e| match e {
             FolderError::Refused(why) => {
                 failed("the on-demand capture folder is refused", io::Error::new(io::ErrorKind::PermissionDenied, why))
             }
-            FolderError::Missing => failed("cannot create the on-demand capture folder", io::ErrorKind::NotFound.into()),
+            FolderError::Missing => {
+                failed("cannot create the on-demand capture folder", io::ErrorKind::NotFound.into())
+            }
             FolderError::Io(e) => failed("cannot create the on-demand capture folder", e),
         })?;
         let token = random_token().map_err(|e| failed("cannot make the on-demand token", e))?;
@@ -172,7 +178,9 @@ impl OnDemand {
         );
         // A request left by a run that ended before reading it is not this run's.
         let _ = folder.remove(&names.request);
-        let (held, _) = folder.write_atomic(&names.token, token.as_bytes()).map_err(|e| failed("cannot write the on-demand token file", e))?;
+        let (held, _) = folder
+            .write_atomic(&names.token, token.as_bytes())
+            .map_err(|e| failed("cannot write the on-demand token file", e))?;
         let on_demand = OnDemand {
             paths,
             names,
@@ -191,8 +199,12 @@ impl OnDemand {
             #[cfg(unix)]
             signal,
         };
-        let bytes = files::to_bytes(&on_demand.ready).map_err(|e| failed("cannot write the on-demand ready file", e))?;
-        on_demand.folder.write_atomic(&on_demand.names.ready, &bytes).map_err(|e| failed("cannot write the on-demand ready file", e))?;
+        let bytes =
+            files::to_bytes(&on_demand.ready).map_err(|e| failed("cannot write the on-demand ready file", e))?;
+        on_demand
+            .folder
+            .write_atomic(&on_demand.names.ready, &bytes)
+            .map_err(|e| failed("cannot write the on-demand ready file", e))?;
         Ok(on_demand)
     }
 
@@ -256,10 +268,14 @@ impl OnDemand {
         }
         let active = request.steps.unwrap_or(self.ready.active);
         if active == 0 {
-            self.ready.answer(Answer::Refused { id: Some(request.id), reason: "a capture records at least one step (asked for 0)".into() });
+            self.ready.answer(Answer::Refused {
+                id: Some(request.id),
+                reason: "a capture records at least one step (asked for 0)".into(),
+            });
             return true;
         }
-        let plan = Plan { cycle: self.next_cycle, first: next, warmup: self.ready.warmup, active, request, read_at: next - 1 };
+        let plan =
+            Plan { cycle: self.next_cycle, first: next, warmup: self.ready.warmup, active, request, read_at: next - 1 };
         self.next_cycle += 1;
         self.ready.answer(Answer::Accepted {
             id: plan.request.id.clone(),
@@ -289,7 +305,8 @@ impl OnDemand {
         } else {
             let _ = self.folder.remove(&self.names.request);
         }
-        let unreadable = |e: io::Error| format!("the request file {} could not be read: {e}", shown(&self.paths.request));
+        let unreadable =
+            |e: io::Error| format!("the request file {} could not be read: {e}", shown(&self.paths.request));
         let Some((bytes, _)) = read.map_err(unreadable)? else { return Ok(None) };
         let request: Request = files::from_bytes(&bytes).map_err(unreadable)?;
         if request.token.as_deref() != Some(self.token.as_str()) {
@@ -320,7 +337,12 @@ impl OnDemand {
         self.saving.retain(|(cycle, id)| {
             let Some((_, result)) = results.iter().find(|(c, _)| c == cycle) else { return true };
             let answer = match result {
-                Ok(saved) => Answer::Saved { id: id.clone(), path: saved.path.clone(), steps: Steps::of(&saved.steps), partial: saved.partial },
+                Ok(saved) => Answer::Saved {
+                    id: id.clone(),
+                    path: saved.path.clone(),
+                    steps: Steps::of(&saved.steps),
+                    partial: saved.partial,
+                },
                 Err(e) => Answer::Failed { id: id.clone(), reason: e.to_string() },
             };
             self.ready.answer(answer);
@@ -356,7 +378,8 @@ impl OnDemand {
     }
 
     fn write(&mut self) {
-        let written = files::to_bytes(&self.ready).and_then(|bytes| self.folder.write_atomic(&self.names.ready, &bytes));
+        let written =
+            files::to_bytes(&self.ready).and_then(|bytes| self.folder.write_atomic(&self.names.ready, &bytes));
         if let Err(e) = written {
             self.problem.get_or_insert_with(|| describe(&self.paths.ready, &e));
         }
@@ -397,7 +420,9 @@ fn random_token() -> io::Result<String> {
         // Without signals no other process can ask; the token is never checked.
         use std::hash::{BuildHasher, Hasher};
         let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-        hasher.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0));
+        hasher.write_u128(
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0),
+        );
         bytes[..8].copy_from_slice(&hasher.finish().to_le_bytes());
     }
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())

@@ -34,10 +34,14 @@ fn a_request_becomes_a_warmup_then_its_active_steps_and_a_second_is_refused_mean
     assert_eq!(actions, [Action::None, Action::Warmup, Action::Record, Action::RecordAndSave, Action::None]);
     let ready = ready_at(&od.paths.ready);
     assert_eq!(ready.state, State::Recording);
-    assert!(matches!(ready.answer_to(&id), Some(Answer::Accepted { first_step: 6, steps, .. }) if *steps == Steps::new(7, 8)));
+    assert!(
+        matches!(ready.answer_to(&id), Some(Answer::Accepted { first_step: 6, steps, .. }) if *steps == Steps::new(7, 8))
+    );
     let second = handle.request(Some(1), "again");
     od.at_boundary(7);
-    assert!(matches!(od.ready.answer_to(&second), Some(Answer::Refused { reason, .. }) if reason.contains("already recording")));
+    assert!(
+        matches!(od.ready.answer_to(&second), Some(Answer::Refused { reason, .. }) if reason.contains("already recording"))
+    );
     od.at_boundary(8);
     od.at_boundary(9);
     assert_eq!(od.ready.state, State::Idle);
@@ -78,7 +82,9 @@ fn an_unreadable_request_is_answered_and_removed() {
     od.at_boundary(3);
     assert!(!od.paths.request.exists());
     assert_eq!(od.action(3), Action::None);
-    assert!(matches!(&od.ready.answers[..], [Answer::Refused { id: None, reason }] if reason.contains("could not be read")));
+    assert!(
+        matches!(&od.ready.answers[..], [Answer::Refused { id: None, reason }] if reason.contains("could not be read"))
+    );
 }
 
 #[test]

@@ -43,6 +43,6 @@ mod process;
 
 pub use ask::{ask, Asked, CaptureError, Progress};
 pub use files::{Answer, Paths, Ready, Request, State, Steps, FOLDER};
-pub use process::{locate, process_start};
 pub use listen::CaptureHandle;
 pub(crate) use listen::OnDemand;
+pub use process::{locate, process_start};

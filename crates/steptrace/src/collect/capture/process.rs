@@ -2,9 +2,9 @@
 //! as and which capture token files it holds open (Linux: `/proc/PID`), and
 //! the signal itself, sent through a pidfd where there is one.
 
-use std::path::PathBuf;
 #[cfg(target_os = "linux")]
 use std::path::Path;
+use std::path::PathBuf;
 
 use super::ask::CaptureError;
 #[cfg(target_os = "linux")]
@@ -79,12 +79,21 @@ pub fn locate(pid: u32) -> Result<PathBuf, CaptureError> {
             Ok(held) => held,
             Err(e) if e.kind() == ErrorKind::NotFound => return Err(CaptureError::NoProcess { pid }),
             Err(e) if e.kind() == ErrorKind::PermissionDenied => return Err(CaptureError::NotPermitted { pid }),
-            Err(source) => return Err(CaptureError::Io { what: "cannot list the open files of", file: format!("/proc/{pid}/fd").into(), source }),
+            Err(source) => {
+                return Err(CaptureError::Io {
+                    what: "cannot list the open files of",
+                    file: format!("/proc/{pid}/fd").into(),
+                    source,
+                })
+            }
         };
         let name = format!("{pid}{TOKEN_SUFFIX}");
         let mut dirs: Vec<PathBuf> = held
             .into_iter()
-            .filter(|(path, _)| path.file_name().is_some_and(|n| *n == *name) && path.parent().and_then(Path::file_name).is_some_and(|n| n == FOLDER))
+            .filter(|(path, _)| {
+                path.file_name().is_some_and(|n| *n == *name)
+                    && path.parent().and_then(Path::file_name).is_some_and(|n| n == FOLDER)
+            })
             .filter_map(|(path, _)| path.parent()?.parent().map(Path::to_path_buf))
             .collect();
         dirs.sort();
@@ -105,7 +114,10 @@ pub fn locate(pid: u32) -> Result<PathBuf, CaptureError> {
     }
     #[cfg(not(target_os = "linux"))]
     {
-        Err(CaptureError::NotFound { pid, why: "this system has no /proc to find its trace directory in: give it with --out".into() })
+        Err(CaptureError::NotFound {
+            pid,
+            why: "this system has no /proc to find its trace directory in: give it with --out".into(),
+        })
     }
 }
 
@@ -128,12 +140,13 @@ impl Target {
         #[cfg(target_os = "linux")]
         {
             use rustix::process::{pidfd_open, Pid, PidfdFlags};
-            let pidfd = match i32::try_from(pid).ok().and_then(Pid::from_raw).map(|p| pidfd_open(p, PidfdFlags::empty())) {
-                Some(Ok(fd)) => Some(fd),
-                Some(Err(rustix::io::Errno::SRCH)) => return Ok(None),
-                // An older kernel: the pid is signalled.
-                _ => None,
-            };
+            let pidfd =
+                match i32::try_from(pid).ok().and_then(Pid::from_raw).map(|p| pidfd_open(p, PidfdFlags::empty())) {
+                    Some(Ok(fd)) => Some(fd),
+                    Some(Err(rustix::io::Errno::SRCH)) => return Ok(None),
+                    // An older kernel: the pid is signalled.
+                    _ => None,
+                };
             Ok(Some(Target { pid, pidfd }))
         }
         #[cfg(not(target_os = "linux"))]
@@ -161,7 +174,11 @@ pub(crate) fn alive(pid: u32) -> Result<bool, CaptureError> {
         Ok(()) => Ok(true),
         Err(Errno::SRCH) => Ok(false),
         Err(Errno::PERM) => Err(CaptureError::NotPermitted { pid }),
-        Err(e) => Err(CaptureError::Io { what: "cannot check process", file: PathBuf::from(pid.to_string()), source: e.into() }),
+        Err(e) => Err(CaptureError::Io {
+            what: "cannot check process",
+            file: PathBuf::from(pid.to_string()),
+            source: e.into(),
+        }),
     }
 }
 
@@ -177,7 +194,11 @@ fn map_signal_error(pid: u32, result: rustix::io::Result<()>) -> Result<(), Capt
         Ok(()) => Ok(()),
         Err(Errno::SRCH) => Err(CaptureError::NoProcess { pid }),
         Err(Errno::PERM) => Err(CaptureError::NotPermitted { pid }),
-        Err(e) => Err(CaptureError::Io { what: "cannot signal process", file: PathBuf::from(pid.to_string()), source: e.into() }),
+        Err(e) => Err(CaptureError::Io {
+            what: "cannot signal process",
+            file: PathBuf::from(pid.to_string()),
+            source: e.into(),
+        }),
     }
 }
 

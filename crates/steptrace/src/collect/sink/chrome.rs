@@ -6,8 +6,8 @@ use tracing_chrome::{ChromeLayer, ChromeLayerBuilder, EventOrSpan, FlushGuard};
 use tracing_core::Subscriber;
 use tracing_subscriber::registry::LookupSpan;
 
-use crate::format::names::{step_name, LAYER_SPAN, STEP_SPAN};
 use crate::collect::gate::{tagged_category, LayerName, MessageVisitor, StepNumber};
+use crate::format::names::{step_name, LAYER_SPAN, STEP_SPAN};
 
 /// The longest event name kept; longer messages are cut.
 const MAX_EVENT_NAME: usize = 96;

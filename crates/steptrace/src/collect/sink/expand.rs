@@ -102,7 +102,12 @@ impl Expander {
     }
 
     /// Writes whole lines (the last one may lack its newline), expanding announcements.
-    fn lines(&mut self, mut text: &[u8], batches: &Batches, out: &mut dyn FnMut(&[u8]) -> io::Result<()>) -> io::Result<()> {
+    fn lines(
+        &mut self,
+        mut text: &[u8],
+        batches: &Batches,
+        out: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+    ) -> io::Result<()> {
         while let Some(at) = ANNOUNCED.find(text) {
             let start = memchr::memrchr(b'\n', &text[..at]).map_or(0, |nl| nl + 1);
             let end = memchr::memchr(b'\n', &text[at..]).map_or(text.len(), |nl| at + nl);
@@ -140,7 +145,12 @@ impl Expander {
     /// over without an announcement, after everything tracing-chrome wrote so far.
     /// `after_entry`: the output ends with an event, whose comma is still to come (else it ends
     /// with a comma and a newline, and tracing-chrome's next event comes without one).
-    pub(crate) fn drain(&mut self, batches: &Batches, after_entry: bool, out: &mut dyn FnMut(&[u8]) -> io::Result<()>) -> io::Result<()> {
+    pub(crate) fn drain(
+        &mut self,
+        batches: &Batches,
+        after_entry: bool,
+        out: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+    ) -> io::Result<()> {
         let taken = batches.take(self.segment, None);
         if taken.is_empty() {
             return Ok(());
@@ -242,12 +252,14 @@ fn json_string(out: &mut Vec<u8>, text: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::collect::batch::TEST_SPAN as FORWARD;
     use crate::collect::batch::{ArgsSource, NameSource};
     use serde_json::{json, Value};
-    use crate::collect::batch::TEST_SPAN as FORWARD;
 
     fn announcing_line(id: u64, tid: u64) -> String {
-        format!(r#"{{"args":{{"message":"{id}"}},"cat":"steptrace::batch\u001f9","name":"{id}","ph":"i","pid":1,"s":"t","tid":{tid},"ts":5.5}}"#)
+        format!(
+            r#"{{"args":{{"message":"{id}"}},"cat":"steptrace::batch\u001f9","name":"{id}","ph":"i","pid":1,"s":"t","tid":{tid},"ts":5.5}}"#
+        )
     }
 
     fn run(chunks: &[&[u8]], batches: &Batches, expander: &mut Expander) -> String {
@@ -293,7 +305,11 @@ mod tests {
         let ts: Vec<f64> = events.iter().map(|e| e["ts"].as_f64().unwrap()).collect();
         assert!(ts.windows(2).all(|w| w[0] <= w[1]), "{ts:?}");
         // Written as tracing-chrome writes its lines: keys in the same order.
-        assert!(lines[1].starts_with(r#"{"cat":"steptrace\u001f9","name":"ProfilerStep#3","ph":"B","pid":1,"tid":4,"ts":"#), "{}", lines[1]);
+        assert!(
+            lines[1].starts_with(r#"{"cat":"steptrace\u001f9","name":"ProfilerStep#3","ph":"B","pid":1,"tid":4,"ts":"#),
+            "{}",
+            lines[1]
+        );
     }
 
     #[test]
@@ -327,7 +343,8 @@ mod tests {
             let file = run(&[a, b, c], &batches, &mut Expander::new(1));
             assert!(!file.contains("steptrace::batch"), "{file}");
             // Times differ between runs: compare without them.
-            let shape: String = file.split("\"ts\":").map(|s| s.trim_start_matches(|c: char| c.is_ascii_digit() || c == '.')).collect();
+            let shape: String =
+                file.split("\"ts\":").map(|s| s.trim_start_matches(|c: char| c.is_ascii_digit() || c == '.')).collect();
             match &expected {
                 None => expected = Some(shape),
                 Some(expected) => assert_eq!(&shape, expected, "cut at {cut}"),
@@ -355,7 +372,15 @@ mod tests {
         let batches = Batches::default();
         let origin = Instant::now();
         let args = json!({"batch": "7", "split": "\"train\"", "z": "\u{1}"});
-        batches.record(1, 1, 12, &FORWARD, NameSource::Text("enc \"0\" \\ é\u{7f}"), Some(ArgsSource::Text(&args.to_string())), Ph::Begin);
+        batches.record(
+            1,
+            1,
+            12,
+            &FORWARD,
+            NameSource::Text("enc \"0\" \\ é\u{7f}"),
+            Some(ArgsSource::Text(&args.to_string())),
+            Ph::Begin,
+        );
         batches.record(1, 1, 12, &FORWARD, NameSource::Step(40), None, Ph::End);
         batches.record(1, 1, 12, &FORWARD, NameSource::Static, Some(ArgsSource::Text("{}")), Ph::Begin);
         // Integer fields kept as numbers are rendered by the writer, as a `tracing` span's.

@@ -47,12 +47,14 @@ pub(crate) struct Linger {
 impl Linger {
     /// The default, or what [`LINGER_ENV`] sets.
     pub(crate) fn new() -> Linger {
-        Linger::with_setting(match crate::settings::linger() {
-            crate::settings::Linger::Off => Some("off".to_owned()),
-            crate::settings::Linger::Every(us) => Some(us.to_string()),
-            _ => None,
-        }
-        .as_deref())
+        Linger::with_setting(
+            match crate::settings::linger() {
+                crate::settings::Linger::Off => Some("off".to_owned()),
+                crate::settings::Linger::Every(us) => Some(us.to_string()),
+                _ => None,
+            }
+            .as_deref(),
+        )
     }
 
     fn with_setting(setting: Option<&str>) -> Linger {
@@ -61,7 +63,9 @@ impl Linger {
             None | Some("") => default(),
             Some("off") => (None, format!("off ({LINGER_ENV}=off): parked on its channel between steps")),
             Some(text) => match text.parse::<u64>() {
-                Ok(us @ 10..=50_000) => (Some(Duration::from_micros(us)), format!("polls every {us} µs ({LINGER_ENV})")),
+                Ok(us @ 10..=50_000) => {
+                    (Some(Duration::from_micros(us)), format!("polls every {us} µs ({LINGER_ENV})"))
+                }
                 _ => {
                     let (poll, described) = default();
                     (poll, format!("{described} ({LINGER_ENV}={text:?} not understood: off, or 10 to 50000 µs)"))

@@ -37,11 +37,11 @@
 //! replace anything.
 //!
 //! # Counters
-//! 
+//!
 //! Events with the target [`COUNTER_TARGET`] become Chrome counter (`"C"`)
 //! events: `tracing::info!(target: "steptrace::counter", bytes = 123, "device memory")`
 //! draws a `device memory` track with a `bytes` series.
-//! 
+//!
 //! # After a crash
 //!
 //! A process killed mid-window leaves `NAME.partial`: an array-format trace
@@ -68,14 +68,14 @@ mod linger;
 mod names;
 mod segment;
 
-pub(crate) use chrome::{chrome_layer, event_name};
-pub(crate) use linger::{Linger, LINGER};
 pub use crate::format::names::COUNTER_TARGET;
-pub use names::{DEFAULT_FILE_NAME, RANK_FILE_NAME};
+pub(crate) use chrome::{chrome_layer, event_name};
 #[cfg(not(unix))]
 pub(crate) use finalise::link_no_clobber;
+pub(crate) use linger::{Linger, LINGER};
 pub(crate) use names::FileNames;
 pub(crate) use names::{sanitize as sanitize_worker, utc_stamp};
+pub use names::{DEFAULT_FILE_NAME, RANK_FILE_NAME};
 pub(crate) use segment::{DeviceOutcome, RankContext, SegmentInfo, SegmentWriter, SinkContext, NAME_VARIANTS};
 
 use std::path::PathBuf;

@@ -124,10 +124,8 @@ pub(crate) fn finishing_path(final_path: &Path, tag: Option<&str>) -> PathBuf {
 
 /// Keeps letters, digits, `-` and `_`; anything else becomes `_`.
 pub(crate) fn sanitize(name: &str) -> String {
-    let cleaned: String = name
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
-        .collect();
+    let cleaned: String =
+        name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect();
     if cleaned.is_empty() {
         "worker".to_owned()
     } else {
@@ -141,13 +139,7 @@ pub(crate) fn utc_stamp(time: SystemTime) -> String {
     let secs = (ms / 1000) as i64;
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}{m:02}{d:02}T{:02}{:02}{:02}.{:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        ms % 1000
-    )
+    format!("{y:04}{m:02}{d:02}T{:02}{:02}{:02}.{:03}Z", rem / 3600, rem % 3600 / 60, rem % 60, ms % 1000)
 }
 
 /// Days since 1970-01-01 to a proleptic Gregorian date (H. Hinnant's algorithm).
@@ -183,7 +175,8 @@ mod tests {
     #[test]
     fn a_ranks_files_sit_in_the_cycles_folder_and_need_the_rank() {
         let info = DistributedInfo::new("threads", 1, 2);
-        let names = FileNames::new(PathBuf::from("t"), DEFAULT_FILE_NAME, "ddp", 0).unwrap().for_rank(&info, "R").unwrap();
+        let names =
+            FileNames::new(PathBuf::from("t"), DEFAULT_FILE_NAME, "ddp", 0).unwrap().for_rank(&info, "R").unwrap();
         let path = names.final_path(3);
         assert_eq!(path.parent().unwrap(), Path::new("t/ddp.R.cycle3"));
         let name = path.file_name().unwrap().to_str().unwrap();

@@ -10,10 +10,10 @@ use serde_json::{json, Value};
 use super::finalise::finalise;
 use super::names::{partial_path, FileNames};
 use super::SavedTrace;
+use crate::collect::schedule::Schedule;
 use crate::error::Error;
 use crate::format::names::meta;
 use crate::format::{FormatVersion, Manifest, SegmentHeader};
-use crate::collect::schedule::Schedule;
 
 /// The manifest key of an on-demand capture's record.
 pub(crate) const CAPTURE_KEY: &str = "capture";
@@ -376,9 +376,7 @@ impl Write for SegmentWriter {
         }
         // Lingering lets events queue: stop when half a bound is queued.
         let (backlog, batches) = (&self.context.shared.backlog, &self.context.shared.batches);
-        self.context.linger.serve(|| {
-            backlog.pending() > crate::collect::backlog::CAP / 2 || batches.over(2)
-        });
+        self.context.linger.serve(|| backlog.pending() > crate::collect::backlog::CAP / 2 || batches.over(2));
         Ok(())
     }
 }

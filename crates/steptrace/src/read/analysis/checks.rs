@@ -101,9 +101,10 @@ pub(crate) fn device_warnings(path: &str, issues: &DeviceIssues, out: &mut Vec<S
         return;
     }
     let first = |found: &super::device::Found| {
-        found.first.as_ref().map_or_else(String::new, |e| {
-            format!(", first `{}` at ts {} µs", label(&e.name, QUOTE_CHARS), e.ts)
-        })
+        found
+            .first
+            .as_ref()
+            .map_or_else(String::new, |e| format!(", first `{}` at ts {} µs", label(&e.name, QUOTE_CHARS), e.ts))
     };
     let r = &issues.repeated;
     if r.count > 0 {

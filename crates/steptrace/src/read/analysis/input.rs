@@ -82,7 +82,11 @@ impl LoadedTrace {
         for event in &trace.events {
             builder.event(event);
         }
-        let head = Trace { events: trace.events.iter().take(HEADER_EVENTS).cloned().collect(), metadata: trace.metadata.clone(), ..*trace };
+        let head = Trace {
+            events: trace.events.iter().take(HEADER_EVENTS).cloned().collect(),
+            metadata: trace.metadata.clone(),
+            ..*trace
+        };
         builder.finish(head)
     }
 

@@ -78,13 +78,23 @@ pub const MAX_PLAUSIBLE_WORKERS: u64 = 1 << 16;
 
 impl RunInfo {
     /// The run as its manifest (and schedule) describe it.
-    pub(crate) fn new(manifest: Option<&Manifest>, schedule: Option<ScheduleInfo>, batch_option: Option<u64>) -> RunInfo {
+    pub(crate) fn new(
+        manifest: Option<&Manifest>,
+        schedule: Option<ScheduleInfo>,
+        batch_option: Option<u64>,
+    ) -> RunInfo {
         let m = manifest.cloned().unwrap_or_default();
         let (peaks, peaks_problem) = match m.extra.get(crate::format::peaks::PEAKS) {
             None => (None, None),
             Some(v) => match serde_json::from_value::<crate::format::peaks::Peaks>(v.clone()) {
                 Ok(p) => (Some(p), None),
-                Err(e) => (None, Some(format!("the manifest's device limits do not read ({}): no floor", crate::display::line(&e.to_string())))),
+                Err(e) => (
+                    None,
+                    Some(format!(
+                        "the manifest's device limits do not read ({}): no floor",
+                        crate::display::line(&e.to_string())
+                    )),
+                ),
             },
         };
         let (mut batch_size, mut batch_size_from) = match (batch_option, m.batch_size) {
@@ -206,7 +216,11 @@ impl ProducerHints {
     }
 
     /// Who wrote the file whose top level is `metadata` (see [`producer`]).
-    pub(crate) fn producer(&self, metadata: &Map<String, serde_json::Value>, steptrace: Option<&Steptrace>) -> Producer {
+    pub(crate) fn producer(
+        &self,
+        metadata: &Map<String, serde_json::Value>,
+        steptrace: Option<&Steptrace>,
+    ) -> Producer {
         // A steptrace file may hold Kineto's words too: `distributedInfo` on a
         // rank's file, CUPTI's kernel and runtime categories.
         if steptrace.is_some() || self.steptrace_process {

@@ -163,7 +163,11 @@ fn point_of(l: &Loaded, step: &StepRow, ts: f64) -> &'static str {
 /// The points of a step in their order: its start, its phases, its end.
 const POINTS: [&str; 6] = [STEP_START, FORWARD, LOSS, BACKWARD, OPTIMIZER, STEP_END];
 
-pub(crate) fn memory_view(loaded: &[Loaded], steps: &[(usize, &StepRow)], device_bytes: Option<u64>) -> Option<MemoryView> {
+pub(crate) fn memory_view(
+    loaded: &[Loaded],
+    steps: &[(usize, &StepRow)],
+    device_bytes: Option<u64>,
+) -> Option<MemoryView> {
     let mut at: BTreeMap<usize, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
     let (mut highest, mut overhead, mut boundary_reserved) = (Vec::new(), Vec::new(), Vec::new());
     let mut where_highest: BTreeMap<&'static str, usize> = BTreeMap::new();

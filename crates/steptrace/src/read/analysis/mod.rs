@@ -18,12 +18,12 @@ mod device;
 mod hypotheses;
 mod input;
 mod inventory;
-mod redact;
 mod loaded;
 mod memory;
 mod ops;
 mod order;
 mod ranks;
+mod redact;
 mod report;
 mod spans;
 mod stats;
@@ -32,21 +32,21 @@ mod table;
 mod timing;
 
 pub use device::{
-    short_name, AttributionView, BatchCopies, CopyDirection, CopySize, CopyView, DeviceStep, DeviceSteps, DeviceView, KernelRow,
-    KernelTable, DeviceSpanRow, TimeRow,
-    LaunchView, SmallUploads, SHORT_KERNEL_US, SMALL_COPY_BYTES, rate, PricedRow, Roofs, RooflineView, StepFloor,
-    MAX_BLOCK_BYTES, MAX_BLOCK_FLOPS, MIN_BLOCK_US,
+    rate, short_name, AttributionView, BatchCopies, CopyDirection, CopySize, CopyView, DeviceSpanRow, DeviceStep,
+    DeviceSteps, DeviceView, KernelRow, KernelTable, LaunchView, PricedRow, RooflineView, Roofs, SmallUploads,
+    StepFloor, TimeRow, MAX_BLOCK_BYTES, MAX_BLOCK_FLOPS, MIN_BLOCK_US, SHORT_KERNEL_US, SMALL_COPY_BYTES,
 };
 pub use hypotheses::{Change, Experiment, Hypothesis, NotExamined};
 pub use input::{LoadedTrace, ReportSource};
 pub use inventory::{Finding, Inventory, InventoryBuilder};
-pub use redact::{redact_file, redact_file_in_order, top_level_keys, RedactError, RedactOutcome, SanitisedCopy};
 pub use loaded::{Producer, RunInfo, MAX_PLAUSIBLE_BATCH, MAX_PLAUSIBLE_WORKERS};
 pub use memory::{MemoryCategory, MemoryPoint, MemoryView, ReservedGrowth};
 pub use ops::BackendOps;
 pub use ranks::{
-    check_ranks, rank_of, RankCell, RankCheck, RankReport, RankStep, RankSummary, Straggler, STRAGGLER_MIN_SHARE, TIE_MS,
+    check_ranks, rank_of, RankCell, RankCheck, RankReport, RankStep, RankSummary, Straggler, STRAGGLER_MIN_SHARE,
+    TIE_MS,
 };
+pub use redact::{redact_file, redact_file_in_order, top_level_keys, RedactError, RedactOutcome, SanitisedCopy};
 pub use report::{Report, ReportError, ReportOptions, Source};
 pub use spans::{union_length, Span, Spans, ThreadKey};
 pub use stats::{median, Stats};

@@ -151,7 +151,11 @@ pub fn redact_file_in_order(trace: &JsonTrace, order: &[String], out: &Path) -> 
     }
     let replaced = redaction.take_replaced();
     if let Some(first) = again.findings().first() {
-        return Err(RedactError::NotClean { path: out.to_path_buf(), count: again.findings().len(), first: first.to_string() });
+        return Err(RedactError::NotClean {
+            path: out.to_path_buf(),
+            count: again.findings().len(),
+            first: first.to_string(),
+        });
     }
     drop(again);
     let copy = Copy { format: trace.format, metadata: metadata.as_ref().unwrap_or(&trace.metadata), order };

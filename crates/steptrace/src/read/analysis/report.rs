@@ -173,7 +173,10 @@ impl Report {
 
 /// The report of `files`, and what it read of each file (for a rank's
 /// lane of [`RankReport`](super::RankReport)).
-pub(crate) fn build_parts(files: Vec<(String, LoadedTrace)>, options: &ReportOptions) -> Result<(Report, Vec<Loaded>), ReportError> {
+pub(crate) fn build_parts(
+    files: Vec<(String, LoadedTrace)>,
+    options: &ReportOptions,
+) -> Result<(Report, Vec<Loaded>), ReportError> {
     let first = files.first().ok_or(ReportError::NoTrace)?;
     let mut parts = Vec::with_capacity(files.len());
     for (path, file) in &files {
@@ -209,7 +212,8 @@ pub(crate) fn build_parts(files: Vec<(String, LoadedTrace)>, options: &ReportOpt
                 w.cap
             ));
         }
-        let activity = st.as_ref().and_then(|s| s.metadata.as_ref()?.device_activity.as_ref()).map(|a| a.status.clone());
+        let activity =
+            st.as_ref().and_then(|s| s.metadata.as_ref()?.device_activity.as_ref()).map(|a| a.status.clone());
         checks::device_warnings(&path, &file.device.issues, &mut warnings);
         let producer = file.producer.producer(&file.head.metadata, st.as_ref());
         loaded.push(Loaded { producer, spans: file.spans, steps, activity, device: file.device, memory: file.memory });
@@ -307,7 +311,9 @@ fn captured(st: &Steptrace) -> Option<String> {
     let manifest = st.metadata.as_ref().map(|m| &m.manifest).or(st.header.as_ref().map(|h| &h.manifest))?;
     let capture = manifest.extra.get("capture")?;
     // Words from the trace: one bounded, escaped line each.
-    let text = |key: &str| crate::display::line(capture.get(key).and_then(serde_json::Value::as_str).unwrap_or("someone unnamed"));
+    let text = |key: &str| {
+        crate::display::line(capture.get(key).and_then(serde_json::Value::as_str).unwrap_or("someone unnamed"))
+    };
     let mut line = format!("captured on demand: asked by {} at {}", text("requested_by"), text("requested_at"));
     if let Some(step) = capture.get("read_at_step").and_then(serde_json::Value::as_u64) {
         line.push_str(&format!(", read at the end of step {step}"));

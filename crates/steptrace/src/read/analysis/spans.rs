@@ -342,7 +342,8 @@ mod tests {
 
     #[test]
     fn open_spans_are_closed_at_the_end_of_a_cut_file() {
-        let trace = parse_trace(br#"[{"ph":"B","name":"a","tid":1,"ts":5},{"ph":"i","name":"x","tid":1,"ts":9},"#).unwrap();
+        let trace =
+            parse_trace(br#"[{"ph":"B","name":"a","tid":1,"ts":5},{"ph":"i","name":"x","tid":1,"ts":9},"#).unwrap();
         let spans = Spans::from_trace(&trace);
         assert_eq!(spans.spans.len(), 1);
         assert!(spans.spans[0].unclosed);

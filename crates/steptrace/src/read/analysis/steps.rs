@@ -28,7 +28,6 @@ pub struct StepRow {
     pub thread: ThreadKey,
 }
 
-
 /// Whether a span is a host-side step marker. torch.profiler also writes a
 /// `ProfilerStep#N` copy on the GPU timeline (category
 /// `gpu_user_annotation`), which is not a step boundary.

@@ -66,7 +66,6 @@ pub struct SpanTable {
     pub footer: Vec<String>,
 }
 
-
 // Accumulation and classification of rows stay together: each row's timing
 // depends on counts gathered in the same pass.
 pub(crate) fn span_table(loaded: &[Loaded], run: &RunInfo) -> SpanTable {
@@ -160,4 +159,3 @@ pub(crate) fn span_table(loaded: &[Loaded], run: &RunInfo) -> SpanTable {
     }
     SpanTable { wall_ms: wall / 1000.0, rows, footer }
 }
-

@@ -89,4 +89,3 @@ pub(crate) fn step_timing(loaded: &[Loaded], batch: Option<u64>) -> StepTiming {
         steps,
     }
 }
-

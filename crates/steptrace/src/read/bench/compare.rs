@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::BenchError;
 use super::result::BenchResult;
+use super::BenchError;
 use crate::read::analysis::median;
 
 /// Bootstrap resamples.
@@ -118,7 +118,8 @@ pub fn compare(a: &BenchResult, b: &BenchResult, vary: &[String], threshold: f64
             spread,
             unit: " µs/sample",
             spread_of: "the run medians",
-            too_few: (ma.len() < 2 || mb.len() < 2).then_some("one run per side shows no spread: rerun with --runs 3 or more"),
+            too_few: (ma.len() < 2 || mb.len() < 2)
+                .then_some("one run per side shows no spread: rerun with --runs 3 or more"),
         },
         threshold,
     );

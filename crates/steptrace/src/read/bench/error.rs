@@ -20,7 +20,9 @@ pub enum BenchError {
     },
     /// The result is of a newer format than this crate reads: its fields
     /// may mean what this crate cannot know.
-    #[error("the bench result is in format {found}, newer than this steptrace reads ({supported}); use a newer steptrace")]
+    #[error(
+        "the bench result is in format {found}, newer than this steptrace reads ({supported}); use a newer steptrace"
+    )]
     NewerFormat {
         /// The format tag found.
         found: String,

@@ -21,10 +21,13 @@ mod result;
 
 pub use compare::{compare, Comparison, Verdict};
 pub use error::BenchError;
-pub use kernel_comparison::{compare_kernels, ClassChange, KernelChange, KernelComparison, KernelOutcome, KernelTotals, NameMatch};
+pub use kernel_comparison::{
+    compare_kernels, ClassChange, KernelChange, KernelComparison, KernelOutcome, KernelTotals, NameMatch,
+};
 pub use kernels::{KernelClass, KernelRecord, KernelSummary, KernelSummaryRow, MATCH_SHARE};
 pub use overhead::{
-    label_steps, Condition, ConditionSummary, CrossProcess, OverheadResult, OverheadSetup, PairedRatio, Phase, PhaseCounts,
-    PhaseFigures, PhaseRatio, PhasedStep, ProcessRecord, ProcessRun, SlotFigure, SlotRatio, Spread, OVERHEAD_FORMAT,
+    label_steps, Condition, ConditionSummary, CrossProcess, OverheadResult, OverheadSetup, PairedRatio, Phase,
+    PhaseCounts, PhaseFigures, PhaseRatio, PhasedStep, ProcessRecord, ProcessRun, SlotFigure, SlotRatio, Spread,
+    OVERHEAD_FORMAT,
 };
 pub use result::{BenchResult, Fingerprint, RunRecord, StatsRecord, Summary, BENCH_FORMAT};

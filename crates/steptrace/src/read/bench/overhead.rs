@@ -78,9 +78,9 @@ use serde_json::Value;
 use super::compare::{ratio_interval, RESAMPLES};
 use super::result::{check_tag, Fingerprint, StatsRecord};
 use super::BenchError;
-use crate::read::analysis::{median, Stats};
 use crate::collect::Schedule;
 use crate::format::device::ActivityStatus;
+use crate::read::analysis::{median, Stats};
 
 /// The format tag of overhead results this crate writes and reads.
 ///
@@ -287,7 +287,6 @@ pub use figures::{
     MIN_PROCESSES_FOR_VERDICT,
 };
 
-
 // === the result ===
 
 /// How an overhead bench was set up.
@@ -370,7 +369,10 @@ impl OverheadResult {
         }
         for p in &processes {
             if let Some(s) = p.steps.iter().find(|s| !(s.ms > 0.0 && s.ms.is_finite())) {
-                return Err(BenchError::Invalid { what: format!("process {} step {} ms", p.index, s.step), value: s.ms });
+                return Err(BenchError::Invalid {
+                    what: format!("process {} step {} ms", p.index, s.step),
+                    value: s.ms,
+                });
             }
         }
         let threshold = setup.threshold;
@@ -396,7 +398,11 @@ impl OverheadResult {
             None
         };
         let wait = |c: Condition| -> Vec<f64> {
-            processes.iter().filter(|p| p.condition == c).filter_map(|p| p.phases.wait.as_ref().map(|w| w.median)).collect()
+            processes
+                .iter()
+                .filter(|p| p.condition == c)
+                .filter_map(|p| p.phases.wait.as_ref().map(|w| w.median))
+                .collect()
         };
         // The profiled side: the auto processes, else (--device-activity off) the off ones.
         let profiled = Some(wait(Condition::Auto)).filter(|v| !v.is_empty()).unwrap_or_else(|| wait(Condition::Off));
@@ -428,8 +434,7 @@ impl OverheadResult {
         }
         let measured = setup.warmup..setup.warmup.saturating_add(setup.steps);
         warnings.extend(PhaseCounts::warning(&setup.schedule, measured.clone()));
-        let null_check =
-            conditions.iter().find(|c| c.condition == Condition::NoProfile).and_then(NullCheck::of);
+        let null_check = conditions.iter().find(|c| c.condition == Condition::NoProfile).and_then(NullCheck::of);
         warnings.extend(null_check.and_then(|n| n.warning(threshold)));
         let fewest = conditions.iter().map(|c| c.processes.len()).min().unwrap_or(0);
         if fewest < MIN_PROCESSES_FOR_VERDICT {

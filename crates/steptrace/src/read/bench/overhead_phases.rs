@@ -162,7 +162,8 @@ impl PhaseCounts {
 /// [`Phase::of`] places them.
 fn below(schedule: &Schedule, n: u64) -> [u64; 3] {
     let Some(steps) = n.checked_sub(schedule.skip_first()).filter(|&k| k > 0) else { return [0; 3] };
-    let (wait, warmup, active) = (u128::from(schedule.wait()), u128::from(schedule.warmup()), u128::from(schedule.active()));
+    let (wait, warmup, active) =
+        (u128::from(schedule.wait()), u128::from(schedule.warmup()), u128::from(schedule.active()));
     let len = (wait + warmup + active).max(1);
     // Positions in the cycles, as the schedule counts them.
     let start = if schedule.skip_first_wait() { wait } else { 0 };

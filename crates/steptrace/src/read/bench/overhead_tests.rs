@@ -241,11 +241,8 @@ fn identical_phases_give_no_measurable_difference() {
     // Estimates scattered around 1 by ±0.4%.
     let d = [-0.004, 0.002, 0.0, 0.004, -0.002];
     let near: Vec<ProcessRecord> = (0..5).map(|i| exact(i, Condition::Off, BASES[i], 1.0 + d[i], 0.10)).collect();
-    let a = PairedRatio::of(
-        &near.iter().filter_map(|p| p.active_over_wait).map(|r| r.ratio).collect::<Vec<_>>(),
-        0.01,
-    )
-    .expect("paired");
+    let a = PairedRatio::of(&near.iter().filter_map(|p| p.active_over_wait).map(|r| r.ratio).collect::<Vec<_>>(), 0.01)
+        .expect("paired");
     assert!(matches!(a.verdict, Verdict::NoMeasurableDifference { .. }), "{a:?}");
     // Random noise, the same distribution in both phases.
     let random: Vec<ProcessRecord> = (0..6)
@@ -306,7 +303,10 @@ fn the_result_round_trips_keeps_every_step_and_refuses_impossible_times() {
     let doc: Value = serde_json::from_slice(&bytes).expect("json");
     assert_eq!(doc["format"], OVERHEAD_FORMAT);
     let step = &doc["processes"][1]["steps"][15];
-    assert_eq!((step["step"].as_u64(), step["phase"].as_str(), step["measured"].as_bool()), (Some(15), Some("wait"), Some(true)));
+    assert_eq!(
+        (step["step"].as_u64(), step["phase"].as_str(), step["measured"].as_bool()),
+        (Some(15), Some("wait"), Some(true))
+    );
     assert_eq!(doc["processes"][1]["steps"].as_array().map(Vec::len), Some(311));
     assert_eq!(doc["processes"][1]["index"], 1);
     assert_eq!(doc["conditions"][0]["active_over_wait"]["verdict"]["kind"], "b_slower");
@@ -348,7 +348,11 @@ fn phase_counts_by_cycles_agree_with_every_step_counted() {
         let s: Schedule = text.parse().expect("schedule");
         for start in 0..12 {
             for len in 0..40 {
-                assert_eq!(PhaseCounts::of(&s, start..start + len), counted(&s, start..start + len), "{text} {start}+{len}");
+                assert_eq!(
+                    PhaseCounts::of(&s, start..start + len),
+                    counted(&s, start..start + len),
+                    "{text} {start}+{len}"
+                );
             }
         }
     }
@@ -365,7 +369,10 @@ fn steps_after_the_last_cycle_are_warned_about() {
     // 8 of the 300 measured steps lie in the two cycles; 292 in none.
     assert_eq!(PhaseCounts::of(&s, MEASURED).total(), 8);
     let warning = PhaseCounts::warning(&s, MEASURED).expect("warning");
-    assert!(warning.starts_with("292 of the 300 measured steps fall after the schedule's last cycle (repeat=2)"), "{warning}");
+    assert!(
+        warning.starts_with("292 of the 300 measured steps fall after the schedule's last cycle (repeat=2)"),
+        "{warning}"
+    );
     let steps: Vec<(u64, f64)> = (0..=MEASURED.end).map(|i| (i, 1.0 + (i % 3) as f64 * 0.01)).collect();
     let processes: Vec<ProcessRecord> = (0..4)
         .map(|i| {
@@ -402,7 +409,10 @@ fn two_processes_give_a_range_and_no_verdict() {
     let null = result.condition(Condition::NoProfile).and_then(|c| c.active_over_wait.clone()).expect("null");
     assert!(null.interval_is_range, "{null:?}");
     assert!((null.interval.0 - 1.0834).abs() < 1e-9 && (null.interval.1 - 1.0934).abs() < 1e-9, "{null:?}");
-    assert!(matches!(&null.verdict, Verdict::NoMeasurableDifference { reason } if reason.contains("too few")), "{null:?}");
+    assert!(
+        matches!(&null.verdict, Verdict::NoMeasurableDifference { reason } if reason.contains("too few")),
+        "{null:?}"
+    );
     let auto = result.condition(Condition::Auto).and_then(|c| c.active_over_wait.clone()).expect("auto");
     assert!(matches!(auto.verdict, Verdict::NoMeasurableDifference { .. }), "{auto:?}");
     let check = result.null_check.expect("null check");
@@ -424,7 +434,9 @@ fn a_failed_null_check_is_flagged_and_covers_the_verdicts_of_its_size() {
     // calls that measurable, so the check fails; the auto processes' 3%
     // lies within it and is suspect, a 20% cost would not be.
     let mut processes: Vec<ProcessRecord> = (0..5).map(|i| exact(i, Condition::Auto, BASES[i], 1.03, 0.05)).collect();
-    processes.extend((0..5).map(|i| exact_with(5 + i, Condition::NoProfile, BASES[i], (1.05 + 0.001 * i as f64, 1.0), 0.05)));
+    processes.extend(
+        (0..5).map(|i| exact_with(5 + i, Condition::NoProfile, BASES[i], (1.05 + 0.001 * i as f64, 1.0), 0.05)),
+    );
     let result = OverheadResult::new(setup(), processes).expect("result");
     let check = result.null_check.expect("null check");
     assert!(check.failed, "{check:?}");
@@ -433,7 +445,8 @@ fn a_failed_null_check_is_flagged_and_covers_the_verdicts_of_its_size() {
     assert!(matches!(auto.verdict, Verdict::BSlower { .. }) && check.covers(&auto.verdict), "{auto:?}");
     assert!(!check.covers(&Verdict::BSlower { slowdown: 1.2 }));
     // A quiet null check says nothing.
-    let quiet: Vec<ProcessRecord> = (0..5).map(|i| exact_with(i, Condition::NoProfile, BASES[i], (1.0, 1.0), 0.05)).collect();
+    let quiet: Vec<ProcessRecord> =
+        (0..5).map(|i| exact_with(i, Condition::NoProfile, BASES[i], (1.0, 1.0), 0.05)).collect();
     let result = OverheadResult::new(setup(), quiet).expect("result");
     assert_eq!(result.null_check.map(|n| n.failed), Some(false));
     assert!(!result.warnings.iter().any(|w| w.contains("null check")), "{:?}", result.warnings);

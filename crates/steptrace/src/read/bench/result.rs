@@ -298,7 +298,12 @@ mod tests {
     #[test]
     fn formats_other_than_ours_are_refused() {
         let mut doc = serde_json::to_value(result(&[1.0])).unwrap();
-        for (tag, newer) in [("steptrace-bench/2", true), ("steptrace-bench/10.1", true), ("other/1", false), ("steptrace-bench/x", false)] {
+        for (tag, newer) in [
+            ("steptrace-bench/2", true),
+            ("steptrace-bench/10.1", true),
+            ("other/1", false),
+            ("steptrace-bench/x", false),
+        ] {
             doc["format"] = json!(tag);
             let err = BenchResult::from_json(&serde_json::to_vec(&doc).unwrap()).unwrap_err();
             assert_eq!(matches!(err, BenchError::NewerFormat { .. }), newer, "{tag}: {err}");

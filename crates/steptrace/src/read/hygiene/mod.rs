@@ -66,10 +66,12 @@
 //! this module adds what needs a parsed trace: [`scan_trace`] and
 //! [`redact_trace`].
 
-pub use crate::labels::{check_label, redact_label, redact_trace_value, Finding, FindingKind, LabelScanner, LocatedFinding};
+pub use crate::labels::{
+    check_label, redact_label, redact_trace_value, Finding, FindingKind, LabelScanner, LocatedFinding,
+};
 
-use crate::read::reader::{JsonTrace, Trace};
 use crate::labels::Redaction;
+use crate::read::reader::{JsonTrace, Trace};
 
 /// Scans every string of a trace: in each event, every key and every
 /// string value of every field, known or not (names, categories, string
@@ -186,7 +188,13 @@ pub fn redact_trace(trace: &JsonTrace) -> (JsonTrace, usize) {
         .map(|(index, event)| redaction.event(index, event).unwrap_or_else(|| event.clone()))
         .collect();
     let metadata = redaction.metadata(&trace.metadata).unwrap_or_else(|| trace.metadata.clone());
-    let clean = Trace { format: trace.format, events, metadata, truncated: trace.truncated, dropped_bytes: trace.dropped_bytes };
+    let clean = Trace {
+        format: trace.format,
+        events,
+        metadata,
+        truncated: trace.truncated,
+        dropped_bytes: trace.dropped_bytes,
+    };
     (clean, redaction.take_replaced())
 }
 

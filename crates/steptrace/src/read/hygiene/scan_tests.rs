@@ -128,7 +128,10 @@ fn excerpts_of_number_lists_hide_long_numbers() {
     let trace = parse_trace(json.as_bytes()).unwrap();
     let mut excerpts: Vec<String> = scan_trace(&trace).into_iter().map(|f| f.finding.excerpt).collect();
     excerpts.sort();
-    assert_eq!(excerpts, ["4*** (16 digits)", "5*** (16 digits)", "[***, 1, …] (8 numbers)", "[***, 2, …] (16 numbers)"]);
+    assert_eq!(
+        excerpts,
+        ["4*** (16 digits)", "5*** (16 digits)", "[***, 1, …] (8 numbers)", "[***, 2, …] (16 numbers)"]
+    );
 }
 
 /// A trace as steptrace writes one of a wgpu run with `--detail ops`: kernels timed by cubecl,

@@ -30,7 +30,8 @@ fn every_field_and_every_key_is_walked() {
 
 #[test]
 fn a_partial_header_is_tool_written_like_the_metadata() {
-    let prose = "one sync at the end of each step: ProfilerStep#N is the true step time and phase spans are host launch time";
+    let prose =
+        "one sync at the end of each step: ProfilerStep#N is the true step time and phase spans are host launch time";
     let header = format!(
         r#"[{{"ph":"M","name":"steptrace_segment","pid":1,"tid":0,"args":{{"worker":"w","manifest":{{"sync_meaning":"{prose}","cache":"/home/alice/.cache","counts":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16]}}}}}},
            {{"ph":"i","name":"n","ts":1,"args":{{"sync_meaning":"{prose}"}}}}]"#

@@ -122,7 +122,6 @@ fn nul_bytes(count: u64, only: bool) -> String {
     }
 }
 
-
 /// An error from [`parse_trace`](super::parse_trace) or
 /// [`read_trace_file`](super::read_trace_file).
 ///

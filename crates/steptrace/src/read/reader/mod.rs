@@ -90,8 +90,8 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use event::RawEvent;
 use crate::format::{MetadataError, Steptrace};
+use event::RawEvent;
 
 pub use error::{ReadError, ReadErrorKind};
 pub use event::{TraceEvent, TrackId};
@@ -100,7 +100,9 @@ pub use gzip::{gzip_limit, GZIP_MAX_RATIO, GZIP_MIN_LIMIT};
 pub use name::Name;
 pub(crate) use name::Names;
 pub(crate) use validate::Validator;
-pub use validate::{plausible_dur, plausible_ts, validate, Problem, ProblemKind, MAX_PLAUSIBLE_DUR_US, MAX_PLAUSIBLE_TS_US};
+pub use validate::{
+    plausible_dur, plausible_ts, validate, Problem, ProblemKind, MAX_PLAUSIBLE_DUR_US, MAX_PLAUSIBLE_TS_US,
+};
 
 /// An event as its whole JSON object, every field kept.
 pub type JsonEvent = serde_json::Map<String, Value>;

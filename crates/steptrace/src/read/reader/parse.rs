@@ -94,7 +94,10 @@ pub(super) fn parse_as<S: Shape>(input: &[u8]) -> Result<Trace<S::Event>, ReadEr
 
 /// Parses events of shape `S` from `window`, each event handed to `each`
 /// as it is read: the trace returned holds none.
-pub(super) fn parse_window<S: Shape>(window: Window<'_>, each: &mut dyn FnMut(S::Event)) -> Result<Parsed<S::Event>, ReadError> {
+pub(super) fn parse_window<S: Shape>(
+    window: Window<'_>,
+    each: &mut dyn FnMut(S::Event),
+) -> Result<Parsed<S::Event>, ReadError> {
     let mut parser = Parser { w: window, pos: 0, trailing_comma: false, keys: Vec::new() };
     match parser.trace::<S>(each) {
         Ok(mut trace) => {
@@ -274,13 +277,7 @@ impl Parser<'_> {
             }
             End::Truncated { dropped } => (true, dropped),
         };
-        Ok(Trace {
-            format: TraceFormat::Object,
-            events: Vec::new(),
-            metadata,
-            truncated,
-            dropped_bytes,
-        })
+        Ok(Trace { format: TraceFormat::Object, events: Vec::new(), metadata, truncated, dropped_bytes })
     }
 
     /// The event list; `self.pos` is at its `[`.

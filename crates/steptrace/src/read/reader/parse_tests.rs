@@ -35,8 +35,7 @@ fn array_format() {
 #[test]
 fn object_format_with_keys_in_any_order() {
     let first = r#"{"traceEvents":[{"name":"a"}],"displayTimeUnit":"ms","metadata":{"k":[1,2]}}"#;
-    let last =
-        r#"{"displayTimeUnit":"ns","metadata":{"k":[1,2]},"otherData":{"v":"1"},"traceEvents":[{"name":"a"}]}"#;
+    let last = r#"{"displayTimeUnit":"ns","metadata":{"k":[1,2]},"otherData":{"v":"1"},"traceEvents":[{"name":"a"}]}"#;
     for text in [first, last] {
         let trace = parse_ok(text);
         assert_eq!(trace.format, TraceFormat::Object);
@@ -288,7 +287,11 @@ fn invalid_utf8_is_an_error_even_in_ignored_fields() {
 fn quoted_input_in_messages_is_escaped_and_cut() {
     let huge = format!("[{{\"ph\":\"X\",\"ts\":\"\\u001b{}\"}}]", "9".repeat(1 << 20));
     let text = parse_err(huge.as_bytes()).to_string();
-    assert!(text.len() < 400 && !text.contains('\u{1b}') && text.contains(" bytes)"), "{}", &text[..text.len().min(400)]);
+    assert!(
+        text.len() < 400 && !text.contains('\u{1b}') && text.contains(" bytes)"),
+        "{}",
+        &text[..text.len().min(400)]
+    );
 }
 
 #[test]

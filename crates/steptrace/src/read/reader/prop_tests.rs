@@ -245,7 +245,9 @@ proptest! {
 /// decompressed bytes.
 fn decompressed(text: &str) -> String {
     match text.split_once(": ") {
-        Some((head, rest)) if head.starts_with("invalid trace at byte ") => format!("{head} of the decompressed data: {rest}"),
+        Some((head, rest)) if head.starts_with("invalid trace at byte ") => {
+            format!("{head} of the decompressed data: {rest}")
+        }
         _ => text.to_owned(),
     }
 }
@@ -275,8 +277,26 @@ enum Mutation {
 
 fn mutation() -> impl Strategy<Value = Mutation> {
     let token = prop::sample::select(vec![
-        "NaN", "-1e308", "1e999", "\"\\u001b[2J\"", "\"\\ud800\"", "{", "}", "[", "]", ",", ":", "\"", "null", "-0", "\u{0}",
-        "\"ph\":\"E\"", "\"dur\":-5", "\"steptrace-chrome-trace/2\"", "\"alice@example.com\"", "\u{1f}",
+        "NaN",
+        "-1e308",
+        "1e999",
+        "\"\\u001b[2J\"",
+        "\"\\ud800\"",
+        "{",
+        "}",
+        "[",
+        "]",
+        ",",
+        ":",
+        "\"",
+        "null",
+        "-0",
+        "\u{0}",
+        "\"ph\":\"E\"",
+        "\"dur\":-5",
+        "\"steptrace-chrome-trace/2\"",
+        "\"alice@example.com\"",
+        "\u{1f}",
     ]);
     prop_oneof![
         (any::<prop::sample::Index>(), any::<u8>()).prop_map(|(at, b)| Mutation::Flip(at, b)),

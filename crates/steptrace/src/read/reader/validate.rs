@@ -313,14 +313,19 @@ const NESTING_ASYNC: Nesting = Nesting {
 /// Checks that the begin and end events of one track, `marks` in file
 /// order, nest properly once sorted by timestamp (stably: file order
 /// breaks ties).
-fn check_nesting(mut marks: Vec<Mark>, names: &Names, nesting: &Nesting, track: &str, report: &mut impl FnMut(Problem)) {
+fn check_nesting(
+    mut marks: Vec<Mark>,
+    names: &Names,
+    nesting: &Nesting,
+    track: &str,
+    report: &mut impl FnMut(Problem),
+) {
     // Unstable, with the (unique) index as the last key: the stable order,
     // without a scratch copy of the marks.
     marks.sort_unstable_by(|a, b| a.ts.total_cmp(&b.ts).then(a.index.cmp(&b.index)));
     let [unmatched, mismatched, unclosed] = nesting.kinds;
-    let describe = |mark: &Mark| {
-        format!("{} event {:?}", nesting.phases[usize::from(!mark.open)], names.name(mark.name))
-    };
+    let describe =
+        |mark: &Mark| format!("{} event {:?}", nesting.phases[usize::from(!mark.open)], names.name(mark.name));
     let mut open: Vec<Mark> = Vec::new();
     for mark in marks {
         if mark.open {

@@ -10,7 +10,7 @@
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use steptrace::analysis::{DeviceStep, DeviceSteps, KernelRow};
-use steptrace::read::display::{escape, label};
+use steptrace::display::{escape, label};
 
 use crate::cmd::report::render::ms;
 
@@ -164,7 +164,8 @@ fn draw_kernels(rows: &[KernelRow]) -> DrawResult {
         let style = ("sans-serif", 12).into_font().color(&BLACK).pos(Pos::new(HPos::Left, VPos::Center));
         chart.draw_series(rows.iter().enumerate().map(|(i, r)| {
             let y = (n - 1 - i) as f64;
-            let text = format!("{} ms, {} of busy", ms(r.per_step_ms), crate::cmd::report::device::share(r.share_of_busy, 0));
+            let text =
+                format!("{} ms, {} of busy", ms(r.per_step_ms), crate::cmd::report::device::share(r.share_of_busy, 0));
             EmptyElement::at((r.per_step_ms.max(0.0), y)) + Text::new(text, (5, 0), style.clone())
         }))?;
         root.present()?;

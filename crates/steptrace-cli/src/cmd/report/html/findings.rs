@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use steptrace::analysis::Report;
-use steptrace::read::display::LABEL_CHARS;
+use steptrace::display::LABEL_CHARS;
 
 use super::markup::{esc, esc_cut};
 use crate::convert::enable_hint;

@@ -3,14 +3,14 @@
 //!
 //! Every string that comes from a trace (names, paths, manifest prose,
 //! reasons) goes through [`esc`] or [`esc_cut`]: control characters are
-//! first written as visible escapes ([`display`](steptrace::read::display)),
+//! first written as visible escapes ([`display`](steptrace::display)),
 //! then `& < > " '` become entities, so a name can neither close a tag
 //! nor open one, in text or in an attribute value.
 
 use std::fmt::Write as _;
 
 use steptrace::analysis::Stats;
-use steptrace::read::display::{escape, label};
+use steptrace::display::{escape, label};
 
 use crate::cmd::report::render::ms;
 
@@ -93,7 +93,8 @@ pub(super) fn facts(o: &mut String, rows: &[(&str, String)]) {
 /// "not observed" and why (escaped here): never a zero, never an empty
 /// chart.
 pub(super) fn not_observed(o: &mut String, what: &str, why: &str) {
-    let _ = writeln!(o, "<p class=\"absent\"><strong>{}: not observed</strong> — {}</p>", esc(what), esc_cut(why, 2000));
+    let _ =
+        writeln!(o, "<p class=\"absent\"><strong>{}: not observed</strong> — {}</p>", esc(what), esc_cut(why, 2000));
 }
 
 /// A figure with its caption; `svg` is a plotters document.

@@ -62,7 +62,8 @@ fn run(o: &mut String, r: &Report) {
         );
     }
     if !r.device.observed || r.device.devices.is_empty() {
-        let why = r.device.not_observed_reason.as_deref().unwrap_or("the trace has no device work in the counted steps");
+        let why =
+            r.device.not_observed_reason.as_deref().unwrap_or("the trace has no device work in the counted steps");
         // The report's reason may say it already.
         let why = why.strip_prefix("device activity not observed: ").unwrap_or(why);
         let _ = writeln!(

@@ -7,8 +7,8 @@ use std::fmt::Write as _;
 
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
-use steptrace::analysis::{rate, DeviceView, PricedRow, Roofs, RooflineView};
-use steptrace::read::display::label;
+use steptrace::analysis::{rate, DeviceView, PricedRow, RooflineView, Roofs};
+use steptrace::display::label;
 
 use super::markup::{esc, figure, not_observed, pct, table, Cell};
 use crate::cmd::report::render::ms;
@@ -133,7 +133,9 @@ fn chart(r: &RooflineView, roofs: &Roofs) -> DrawResult {
         .filter(|p| p.name.contains(" > "))
         .map(|p| (p, true))
         .chain(r.by_op_kind.iter().map(|p| (p, false)))
-        .filter(|(p, _)| p.intensity > 0.0 && p.achieved_flops > 0.0 && p.intensity.is_finite() && p.achieved_flops.is_finite())
+        .filter(|(p, _)| {
+            p.intensity > 0.0 && p.achieved_flops > 0.0 && p.intensity.is_finite() && p.achieved_flops.is_finite()
+        })
         .collect();
     let peak = roofs.throughput.values().copied().fold(0.0, f64::max);
     let ridge = peak / roofs.bandwidth;
@@ -141,6 +143,11 @@ fn chart(r: &RooflineView, roofs: &Roofs) -> DrawResult {
     let hi_x = points.iter().map(|(p, _)| p.intensity).fold(ridge, f64::max) * 4.0;
     let lo_y = points.iter().map(|(p, _)| p.achieved_flops).fold(peak, f64::min) / 4.0;
     let hi_y = peak * 2.0;
+    // plotters' log axes loop without end over an infinite or inverted range: a chart whose
+    // limits or points do not give a finite, positive, increasing range is not drawn.
+    if let Some(why) = unusable_range(roofs.bandwidth, peak, [lo_x, hi_x, lo_y, hi_y]) {
+        return Err(why.into());
+    }
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (1000, 520)).into_drawing_area();
@@ -161,12 +168,19 @@ fn chart(r: &RooflineView, roofs: &Roofs) -> DrawResult {
             .draw()?;
         let roof_color = RGBColor(60, 60, 60);
         // Bandwidth: throughput = intensity × bandwidth, up to the highest flat roof.
-        chart.draw_series(LineSeries::new([(lo_x, lo_x * roofs.bandwidth), (ridge, peak)], roof_color.stroke_width(2)))?;
+        chart.draw_series(LineSeries::new(
+            [(lo_x, lo_x * roofs.bandwidth), (ridge, peak)],
+            roof_color.stroke_width(2),
+        ))?;
         let style = ("sans-serif", 12).into_font().color(&roof_color).pos(Pos::new(HPos::Left, VPos::Bottom));
         for (dtype, v) in &roofs.throughput {
             let from = v / roofs.bandwidth;
             chart.draw_series(LineSeries::new([(from, *v), (hi_x, *v)], roof_color.stroke_width(2)))?;
-            chart.draw_series(std::iter::once(Text::new(format!("{dtype} {}", rate(*v, "FLOP/s")), (from, *v), style.clone())))?;
+            chart.draw_series(std::iter::once(Text::new(
+                format!("{dtype} {}", rate(*v, "FLOP/s")),
+                (from, *v),
+                style.clone(),
+            )))?;
         }
         chart.draw_series(std::iter::once(Text::new(
             format!("{} memory", rate(roofs.bandwidth, "B/s")),
@@ -192,4 +206,37 @@ fn chart(r: &RooflineView, roofs: &Roofs) -> DrawResult {
         root.present()?;
     }
     Ok(svg)
+}
+
+/// Why the chart's axes cannot be drawn from these limits and ranges, if they cannot.
+fn unusable_range(bandwidth: f64, peak: f64, [lo_x, hi_x, lo_y, hi_y]: [f64; 4]) -> Option<String> {
+    let usable = |v: f64| v.is_finite() && v > 0.0;
+    if !usable(bandwidth) || !usable(peak) {
+        return Some(format!(
+            "its limits are not finite positive figures (bandwidth {bandwidth:e} B/s, peak {peak:e} FLOP/s)"
+        ));
+    }
+    let ranges = [("intensity", lo_x, hi_x), ("throughput", lo_y, hi_y)];
+    ranges
+        .into_iter()
+        .find(|&(_, lo, hi)| !(usable(lo) && usable(hi) && lo < hi))
+        .map(|(axis, lo, hi)| format!("its {axis} axis would run from {lo:e} to {hi:e}, which a log scale cannot draw"))
+}
+
+#[cfg(test)]
+mod range_tests {
+    use super::unusable_range;
+
+    #[test]
+    fn limits_that_overflow_the_axes_are_refused_with_the_reason() {
+        assert_eq!(unusable_range(4.8e12, 9.9e14, [1.0, 1e4, 1e9, 2e15]), None);
+        let huge = unusable_range(4.8e12, f64::INFINITY, [1.0, f64::INFINITY, 1e9, f64::INFINITY]).expect("refused");
+        assert!(huge.contains("not finite"), "{huge}");
+        // A bandwidth so small that the ridge is infinite.
+        let ridge = 1e15 / 1e-300;
+        let tiny = unusable_range(1e-300, 1e15, [1.0, ridge * 4.0, 1e9, 2e15]).expect("refused");
+        assert!(tiny.contains("intensity axis"), "{tiny}");
+        assert!(unusable_range(1e12, 1e15, [4.0, 1.0, 1e9, 2e15]).is_some(), "an inverted range");
+        assert!(unusable_range(0.0, 1e15, [1.0, 4.0, 1e9, 2e15]).is_some(), "a zero bandwidth");
+    }
 }

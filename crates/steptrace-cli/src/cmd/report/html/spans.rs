@@ -44,7 +44,11 @@ pub(super) fn section(o: &mut String, r: &Report, top: usize) {
         .collect();
     table(o, &["span", "calls", "threads", "total ms", "self ms", "mean ms", "busy ms", "share", "timing"], rows);
     if s.rows.len() > top {
-        let _ = writeln!(o, "<p class=\"muted\">{} more span names (--top N or --json shows them).</p>", s.rows.len() - top);
+        let _ = writeln!(
+            o,
+            "<p class=\"muted\">{} more span names (--top N or --json shows them).</p>",
+            s.rows.len() - top
+        );
     }
     o.push_str(
         "<p><strong>Sums are not elapsed time:</strong> total ms and self ms add up every call on every thread, \
@@ -65,7 +69,9 @@ pub(super) fn section(o: &mut String, r: &Report, top: usize) {
 /// The timing column, and what it means (shown on hover).
 fn timing(t: Timing) -> (&'static str, &'static str) {
     match t {
-        Timing::HostLaunch => ("host launch", "host time only: device work it queued may still be running after it ends"),
+        Timing::HostLaunch => {
+            ("host launch", "host time only: device work it queued may still be running after it ends")
+        }
         Timing::Synced => ("incl. device", "every call ends with a sync: includes the device work this thread queued"),
         Timing::Mixed => ("mixed", "some calls contain a sync, others not"),
         Timing::Device => ("device", "a device-side event, timed by the device"),

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use steptrace::analysis::{Report, Stats};
-use steptrace::read::display::LABEL_CHARS;
+use steptrace::display::LABEL_CHARS;
 
 use super::markup::{esc, esc_cut, facts, figure, not_observed};
 use crate::cmd::report::render::ms;
@@ -84,8 +84,10 @@ pub(super) fn section(o: &mut String, r: &Report) {
 
 fn startup(r: &Report) -> String {
     let t = &r.timing;
-    let declared = r.run.startup_steps.map_or_else(String::new, |n| format!(" (steps 0..{n} declared startup by the run)"));
-    let listed: Vec<String> = t.steps.iter().filter(|s| s.startup).map(|s| format!("#{} {} ms", s.step, ms(s.ms))).collect();
+    let declared =
+        r.run.startup_steps.map_or_else(String::new, |n| format!(" (steps 0..{n} declared startup by the run)"));
+    let listed: Vec<String> =
+        t.steps.iter().filter(|s| s.startup).map(|s| format!("#{} {} ms", s.step, ms(s.ms))).collect();
     let text = if listed.is_empty() {
         format!("no startup step in these traces{declared}")
     } else {

@@ -10,12 +10,12 @@ use serde_json::{json, Map, Value};
 
 use super::window::Window;
 use crate::collect::device::DeviceWindow;
+use crate::collect::sink::DeviceOutcome;
 use crate::format::device::{
     cats, device_pid, device_process_name, stream_thread_name, ActivityStatus, DeviceActivity, DeviceProperties,
 };
 use crate::format::names::meta;
 use crate::labels::LabelScanner;
-use crate::collect::sink::DeviceOutcome;
 
 /// Host tids of launching threads start here, away from steptrace's own
 /// thread ids.
@@ -29,7 +29,12 @@ pub(super) struct DeviceLines {
 }
 
 /// The device events of a cycle that fall inside the window.
-pub(super) fn device_lines(outcome: &DeviceOutcome, reason: Option<&str>, w: &Window, labels: &mut LabelScanner) -> DeviceLines {
+pub(super) fn device_lines(
+    outcome: &DeviceOutcome,
+    reason: Option<&str>,
+    w: &Window,
+    labels: &mut LabelScanner,
+) -> DeviceLines {
     let none = |activity| DeviceLines { lines: Vec::new(), activity, properties: Vec::new() };
     match outcome {
         DeviceOutcome::NotCollected => none(reason.map(DeviceActivity::not_observed)),
@@ -102,7 +107,11 @@ fn write_window(window: &DeviceWindow, w: &Window, labels: &mut LabelScanner) ->
         orphan_kernels,
         clock: window.clock.clone(),
         problems,
-        collector_us: window.collector_us.iter().map(|(k, v)| (k.clone(), Value::from((v * 10.0).round() / 10.0))).collect(),
+        collector_us: window
+            .collector_us
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::from((v * 10.0).round() / 10.0)))
+            .collect(),
     };
     DeviceLines { lines, activity: Some(activity), properties: window.devices.clone() }
 }
@@ -182,7 +191,9 @@ fn launches(
     for (tid, name) in threads {
         let name = format!("{} (kernel launches)", name.unwrap_or("launching thread"));
         labels.label("thread name", &name);
-        lines.push(line(&json!({ "ph": "M", "pid": 1, "tid": tid, "name": meta::THREAD_NAME, "args": { "name": name } })));
+        lines.push(line(
+            &json!({ "ph": "M", "pid": 1, "tid": tid, "name": meta::THREAD_NAME, "args": { "name": name } }),
+        ));
     }
     (lines, written, outside)
 }

@@ -58,7 +58,8 @@ fn retag_bytes(out: &mut Vec<u8>, text: &[u8], extra: &[(usize, usize, &[u8])], 
     let tag_end = crate::format::tag::escaped_tag_end(text, tag);
     let mut new_tid = [0u8; 32];
     let new_tid = pattern(&mut new_tid, thread);
-    let mut edits: [(usize, usize, &[u8]); 3] = [(tag, tag_end, b""), (at, at + p.len(), new_tid), (usize::MAX, usize::MAX, b"")];
+    let mut edits: [(usize, usize, &[u8]); 3] =
+        [(tag, tag_end, b""), (at, at + p.len(), new_tid), (usize::MAX, usize::MAX, b"")];
     let n = match extra {
         [] => 2,
         [(from, len, with)] => {
@@ -179,7 +180,6 @@ pub(super) fn counter(name: Option<&str>, args: Option<Value>, ts: f64, thread: 
     .into_bytes()
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -202,7 +202,10 @@ mod tests {
         assert_eq!(v["cat"], "steptrace");
         // A field that looks like the tid, inside the args: the line is re-serialised instead.
         let v = edited(&line(12, r#"{"x":"\"tid\":12,"}"#), 12, 1.0);
-        assert_eq!((v["ph"].as_str(), v["tid"].as_u64(), v["args"]["x"].as_str()), (Some("X"), Some(7), Some("\"tid\":12,")));
+        assert_eq!(
+            (v["ph"].as_str(), v["tid"].as_u64(), v["args"]["x"].as_str()),
+            (Some("X"), Some(7), Some("\"tid\":12,"))
+        );
         // A duration that is not a number is written as JSON writes one: null.
         assert!(edited(&line(1, "{}"), 1, f64::NAN)["dur"].is_null());
         // A tid that only starts like the one asked for is not it.

@@ -198,7 +198,8 @@ impl Index {
             let len = line_length(text);
             let Some(fields) = parse(text) else {
                 index.dropped += 1;
-                let unread = Rec { ts: f64::NAN, thread: 0, label: NO_LABEL, len, tid: NO_TID, ph: Ph::Unread, counter: false };
+                let unread =
+                    Rec { ts: f64::NAN, thread: 0, label: NO_LABEL, len, tid: NO_TID, ph: Ph::Unread, counter: false };
                 index.events.push(unread);
                 return Ok(());
             };
@@ -395,7 +396,9 @@ mod tests {
         let mut text = b"[\n".to_vec();
         let n = 50_000;
         for i in 0..n {
-            text.extend_from_slice(format!("{{\"ph\":\"B\",\"tid\":1,\"ts\":{i},\"name\":\"ProfilerStep#{i}\"}},\n").as_bytes());
+            text.extend_from_slice(
+                format!("{{\"ph\":\"B\",\"tid\":1,\"ts\":{i},\"name\":\"ProfilerStep#{i}\"}},\n").as_bytes(),
+            );
             text.extend_from_slice(b"garbage\n\n");
         }
         // A last line cut short, with no line break.

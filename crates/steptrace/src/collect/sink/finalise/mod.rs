@@ -203,7 +203,7 @@ fn metadata(
                 (meta::OWN_SPANS.to_owned(), json!(context.shared.own_spans())),
             ]
             .into_iter()
-                .chain(context.shared.span_filter().map(|f| (meta::SPAN_FILTER.to_owned(), json!(f)))),
+            .chain(context.shared.span_filter().map(|f| (meta::SPAN_FILTER.to_owned(), json!(f)))),
         ),
     }
 }

@@ -7,7 +7,6 @@
 use std::collections::{BTreeSet, HashSet};
 use std::path::Path;
 
-
 use serde_json::json;
 
 use std::io;
@@ -15,9 +14,9 @@ use std::io;
 use super::edit::{clip, complete, counter, retag};
 use super::labels::NO_LABEL;
 use super::lines::{each_event, Index, Line, Pairs, Ph, Rec};
+use crate::collect::sink::segment::SegmentInfo;
 use crate::format::names::meta;
 use crate::labels::LabelScanner;
-use crate::collect::sink::segment::SegmentInfo;
 
 /// The recorded steps found in the file, and the window they span.
 pub(super) struct Window {
@@ -124,8 +123,10 @@ pub(super) fn cut(
         // A kept line is parsed again only where byte edits cannot do: no label or thread kept
         // by the index, a metadata line, a counter (a begin clipped at the window's start is
         // rewritten from its text by `clip`).
-        let parse =
-            ev.label == NO_LABEL || ev.tid().is_none() || matches!(ev.ph, Ph::Meta) || (ev.ph == Ph::Instant && ev.counter);
+        let parse = ev.label == NO_LABEL
+            || ev.tid().is_none()
+            || matches!(ev.ph, Ph::Meta)
+            || (ev.ph == Ph::Instant && ev.counter);
         let line = match parse {
             true => Some(Line::parse(text).ok_or_else(changed)?),
             false => None,
@@ -148,7 +149,9 @@ pub(super) fn cut(
                     open.push((ev.thread, name().as_deref().unwrap_or("").to_owned()));
                 }
             }
-            Ph::Instant if ev.counter => out = counter(name().as_deref(), line.as_ref().and_then(Line::args), ts, thread),
+            Ph::Instant if ev.counter => {
+                out = counter(name().as_deref(), line.as_ref().and_then(Line::args), ts, thread)
+            }
             _ => retag(&mut out, text, tid, thread),
         }
         match (&line, ev.label) {
@@ -162,7 +165,8 @@ pub(super) fn cut(
             }
             // Arguments written alike (most are) are read for their labels once.
             (Some(line), _) => {
-                let args = line.raw_args().filter(|raw| seen_args.len() >= SEEN_ARGS || seen_args.insert((*raw).to_owned()));
+                let args =
+                    line.raw_args().filter(|raw| seen_args.len() >= SEEN_ARGS || seen_args.insert((*raw).to_owned()));
                 labels.event(line.name().as_deref(), args.and_then(|raw| serde_json::from_str(raw).ok()).as_ref());
             }
             (None, _) => {}

@@ -14,11 +14,11 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::events::WorkKind;
-use crate::read::analysis::loaded::Loaded;
-use crate::read::analysis::steps::StepRow;
 use crate::format::device::attribution::{
     is_attributed, is_inferred, is_named_by_module, is_tied_to_span, OUTSIDE_SPANS,
 };
+use crate::read::analysis::loaded::Loaded;
+use crate::read::analysis::steps::StepRow;
 
 /// The reason a kernel whose operations were called outside every span is not attributed.
 const OUTSIDE_SPANS_REASON: &str = "called outside steptrace's spans: no span was open when its operations were called";
@@ -245,7 +245,10 @@ impl KernelOrigin {
     /// Where its operations were called: ``in `backward > conv2` `` or `outside steptrace's
     /// spans`.
     pub(crate) fn place(&self) -> String {
-        self.span.as_deref().map_or_else(|| "outside steptrace's spans".to_owned(), |span| format!("in `{}`", crate::display::label(span, crate::display::LABEL_CHARS)))
+        self.span.as_deref().map_or_else(
+            || "outside steptrace's spans".to_owned(),
+            |span| format!("in `{}`", crate::display::label(span, crate::display::LABEL_CHARS)),
+        )
     }
 }
 
@@ -265,7 +268,8 @@ pub(crate) fn origins(loaded: &[Loaded], steps: &[(usize, &StepRow)], name: Opti
                 continue;
             }
             let span = a.span.clone().filter(|_| is_tied_to_span(&a.how));
-            let g = groups.entry((w.name.to_string(), span, a.ops.clone())).or_insert((a.op_kind.clone(), 0.0, Vec::new()));
+            let g =
+                groups.entry((w.name.to_string(), span, a.ops.clone())).or_insert((a.op_kind.clone(), 0.0, Vec::new()));
             g.1 += w.end - w.start;
             g.2.push(w.grid);
         }

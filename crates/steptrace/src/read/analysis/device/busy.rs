@@ -5,10 +5,10 @@ use serde::Serialize;
 
 use super::events::{DeviceId, WorkKind};
 use super::intervals::Set;
+use crate::format::names::{is_input, is_wait};
 use crate::read::analysis::loaded::Loaded;
 use crate::read::analysis::stats::Stats;
 use crate::read::analysis::steps::StepRow;
-use crate::format::names::{is_input, is_wait};
 
 /// One device over the counted steps.
 #[derive(Clone, Debug, Serialize)]
@@ -94,7 +94,11 @@ fn one_step(l: &Loaded, id: &DeviceId, step: &StepRow) -> DeviceStep {
     let busy = Set::clipped(work.iter().map(|w| (w.start, w.end)), a, b);
     let host = |pred: fn(&str) -> bool| {
         Set::clipped(
-            l.spans.starting_in(a, b).map(|(_, s)| s).filter(|s| s.thread == step.thread && pred(&s.name)).map(|s| (s.start, s.end)),
+            l.spans
+                .starting_in(a, b)
+                .map(|(_, s)| s)
+                .filter(|s| s.thread == step.thread && pred(&s.name))
+                .map(|s| (s.start, s.end)),
             a,
             b,
         )

@@ -256,7 +256,8 @@ impl DeviceEventsBuilder {
         };
         let device = e.arg("device").and_then(as_u64).map_or_else(|| DeviceId::Track(e.pid.clone()), DeviceId::Index);
         let direction = (kind == WorkKind::Memcpy).then(|| direction(e.arg("kind"), &e.name));
-        let stream = e.arg("stream").and_then(as_u64).map(StreamId::Index).or_else(|| e.tid.clone().map(StreamId::Track));
+        let stream =
+            e.arg("stream").and_then(as_u64).map(StreamId::Index).or_else(|| e.tid.clone().map(StreamId::Track));
         out.work.push(Work {
             kind,
             name: names.get(&e.name),
@@ -297,7 +298,9 @@ impl DeviceEventsBuilder {
 
 fn as_u64(v: &Value) -> Option<u64> {
     match v {
-        Value::Number(n) => n.as_u64().or_else(|| n.as_f64().filter(|f| *f >= 0.0 && f.fract() == 0.0 && *f < 1.8e19).map(|f| f as u64)),
+        Value::Number(n) => {
+            n.as_u64().or_else(|| n.as_f64().filter(|f| *f >= 0.0 && f.fract() == 0.0 && *f < 1.8e19).map(|f| f as u64))
+        }
         Value::String(s) => s.trim().parse().ok(),
         _ => None,
     }

@@ -6,10 +6,10 @@ use serde::Serialize;
 
 use super::events::{Work, WorkKind};
 use super::intervals::Set;
+use crate::display::label;
 use crate::read::analysis::loaded::Loaded;
 use crate::read::analysis::stats::{median, Stats};
 use crate::read::analysis::steps::StepRow;
-use crate::display::label;
 
 /// Kernels shorter than this are "small" launches, µs.
 pub const SHORT_KERNEL_US: f64 = 10.0;

@@ -47,7 +47,9 @@ pub(crate) fn launch_view(loaded: &[Loaded], steps: &[(usize, &StepRow)]) -> Opt
                 .work
                 .iter()
                 .filter(|w| w.kind == WorkKind::Kernel)
-                .filter_map(|w| w.correlation.and_then(|c| l.device.launches.get(&c)).map(|la| (la.start, la.end, w.end)))
+                .filter_map(|w| {
+                    w.correlation.and_then(|c| l.device.launches.get(&c)).map(|la| (la.start, la.end, w.end))
+                })
                 .collect();
             v.sort_by(|a, b| a.0.total_cmp(&b.0));
             v

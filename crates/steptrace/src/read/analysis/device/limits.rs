@@ -49,7 +49,8 @@ impl Roofs {
     /// Why they cannot, naming `from` and the unusable limit.
     pub(crate) fn of(peaks: &Peaks, from: &str) -> Result<Roofs, String> {
         peaks.check().map_err(|e| format!("the device limits from {from} are unusable: {e}"))?;
-        let bandwidth = peaks.bandwidth().ok_or_else(|| format!("the device limits from {from} hold no usable bandwidth"))?;
+        let bandwidth =
+            peaks.bandwidth().ok_or_else(|| format!("the device limits from {from} hold no usable bandwidth"))?;
         let throughput = peaks
             .flops
             .iter()

@@ -63,7 +63,10 @@ fn a_bad_peaks_file_keeps_the_traces_good_limits() {
     // Both bad: both reasons, and no floor.
     let mut warnings = Vec::new();
     let why = pick_roofs(Some(&peaks("NVIDIA H200", 0.0)), &run(None), &mut warnings).unwrap_err();
-    assert!(why.starts_with("the device limits from report --peaks are unusable") && why.contains("; the trace holds no"), "{why}");
+    assert!(
+        why.starts_with("the device limits from report --peaks are unusable") && why.contains("; the trace holds no"),
+        "{why}"
+    );
 }
 
 #[test]

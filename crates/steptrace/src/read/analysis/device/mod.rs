@@ -22,16 +22,16 @@ mod roofline_checks;
 
 use serde::Serialize;
 
-pub use attribution::{AttributionView, DeviceSpanRow, TimeRow};
 pub(crate) use attribution::origins;
+pub use attribution::{AttributionView, DeviceSpanRow, TimeRow};
 pub use busy::{DeviceStep, DeviceSteps};
 pub(crate) use consistency::{DeviceIssues, Found};
 pub use copies::{BatchCopies, CopyDirection, CopySize, CopyView, SmallUploads, SMALL_COPY_BYTES};
 pub(crate) use events::{DeviceEvents, DeviceEventsBuilder};
 pub use kernels::{short_name, KernelRow, KernelTable, SHORT_KERNEL_US};
 pub use launch::LaunchView;
-pub use limits::Roofs;
 pub(crate) use limits::pick_roofs;
+pub use limits::Roofs;
 pub use roofline::{rate, PricedRow, RooflineView, StepFloor, MAX_BLOCK_BYTES, MAX_BLOCK_FLOPS, MIN_BLOCK_US};
 
 use self::intervals::Set;
@@ -110,7 +110,12 @@ pub(crate) fn counted_steps(loaded: &[Loaded]) -> Vec<(usize, &StepRow)> {
         .collect()
 }
 
-pub(crate) fn device_view(loaded: &[Loaded], run: &RunInfo, vocab: &Vocabulary<'_>, roofs: Result<Roofs, String>) -> DeviceView {
+pub(crate) fn device_view(
+    loaded: &[Loaded],
+    run: &RunInfo,
+    vocab: &Vocabulary<'_>,
+    roofs: Result<Roofs, String>,
+) -> DeviceView {
     let observed = loaded.iter().any(|l| l.spans.spans.iter().any(|s| is_device_cat(s.cat.as_deref())));
     let steps = counted_steps(loaded);
     let (mut counts, mut busy, mut busy_share) = (None, None, None);
@@ -125,11 +130,13 @@ pub(crate) fn device_view(loaded: &[Loaded], run: &RunInfo, vocab: &Vocabulary<'
             .iter()
             .map(|(i, step)| {
                 let d = &loaded[*i].device;
-                let set = Set::clipped(d.overlapping(step.start, step.end).map(|w| (w.start, w.end)), step.start, step.end);
+                let set =
+                    Set::clipped(d.overlapping(step.start, step.end).map(|w| (w.start, w.end)), step.start, step.end);
                 (set.len() / 1000.0, step.ms)
             })
             .collect();
-        let c: Vec<f64> = steps.iter().map(|(i, s)| loaded[*i].device.starting_in(s.start, s.end).count() as f64).collect();
+        let c: Vec<f64> =
+            steps.iter().map(|(i, s)| loaded[*i].device.starting_in(s.start, s.end).count() as f64).collect();
         counts = Stats::of(&c);
         busy = Stats::of(&all.iter().map(|x| x.0).collect::<Vec<_>>());
         busy_share = Stats::of(&all.iter().filter(|x| x.1 > 0.0).map(|(v, ms)| v / ms).collect::<Vec<_>>());
@@ -163,7 +170,8 @@ pub(crate) fn device_view(loaded: &[Loaded], run: &RunInfo, vocab: &Vocabulary<'
             not_observed.push(("kernels", "the trace has no kernel events in the counted steps".to_owned()));
         }
         if steps.is_empty() {
-            not_observed.push(("per step", "the trace has no ProfilerStep#N spans: no per-step device figures".to_owned()));
+            not_observed
+                .push(("per step", "the trace has no ProfilerStep#N spans: no per-step device figures".to_owned()));
         }
     } else {
         let reason = if observed {
@@ -198,9 +206,8 @@ pub(crate) fn device_view(loaded: &[Loaded], run: &RunInfo, vocab: &Vocabulary<'
         Stats::of(&v.iter().map(|x| x.0).collect::<Vec<_>>())
     });
     let mut notes = Vec::new();
-    let not_observed_reason = (!(observed && has_work)).then(|| {
-        not_observed.first().map_or_else(|| absence_reason(loaded, run), |(_, why)| why.clone())
-    });
+    let not_observed_reason = (!(observed && has_work))
+        .then(|| not_observed.first().map_or_else(|| absence_reason(loaded, run), |(_, why)| why.clone()));
     if observed && has_work {
         notes.push(
             "device busy = the union of kernel, copy and memset intervals within the step's wall time; the sum of \

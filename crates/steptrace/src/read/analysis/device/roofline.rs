@@ -195,7 +195,9 @@ pub(crate) fn roofline_view(
                 continue;
             }
             let Some(work) = &a.work else {
-                skip("the trace carries no cost figures for its block (recorded before steptrace priced kernels)".into());
+                skip(
+                    "the trace carries no cost figures for its block (recorded before steptrace priced kernels)".into(),
+                );
                 continue;
             };
             if !work.priced() {
@@ -259,7 +261,9 @@ pub(crate) fn roofline_view(
         if let Some(span) = &r.span {
             add(&mut by_layer, span);
         }
-        if let Some(phase) = r.phase.as_deref().or_else(|| r.span.as_deref().map(|s| s.split(" > ").next().unwrap_or(s))) {
+        if let Some(phase) =
+            r.phase.as_deref().or_else(|| r.span.as_deref().map(|s| s.split(" > ").next().unwrap_or(s)))
+        {
             add(&mut by_phase, phase);
         }
         // A block's work is shared among its kernels by their time.
@@ -287,12 +291,15 @@ pub(crate) fn roofline_view(
     let split = roofs.as_ref().and_then(|_| {
         let d = primary?;
         let step_ms = d.steps.iter().map(|s| s.step_ms).sum::<f64>() / d.steps.len().max(1) as f64;
-        let mean = |f: fn(&super::busy::DeviceStep) -> f64| d.steps.iter().map(f).sum::<f64>() / d.steps.len().max(1) as f64;
-        let (floor_ms, priced_ms, unpriced_ms) = (floor_us / 1000.0 / n, priced_us / 1000.0 / n, unpriced_us / 1000.0 / n);
+        let mean =
+            |f: fn(&super::busy::DeviceStep) -> f64| d.steps.iter().map(f).sum::<f64>() / d.steps.len().max(1) as f64;
+        let (floor_ms, priced_ms, unpriced_ms) =
+            (floor_us / 1000.0 / n, priced_us / 1000.0 / n, unpriced_us / 1000.0 / n);
         let idle_input_ms = d.input_seen.then(|| mean(|s| s.idle_input_ms));
         let idle_sync_ms = d.wait_seen.then(|| mean(|s| s.idle_sync_ms));
         let idle_other_ms = mean(|s| s.idle_other_ms);
-        let accounted = priced_ms + unpriced_ms + idle_input_ms.unwrap_or(0.0) + idle_sync_ms.unwrap_or(0.0) + idle_other_ms;
+        let accounted =
+            priced_ms + unpriced_ms + idle_input_ms.unwrap_or(0.0) + idle_sync_ms.unwrap_or(0.0) + idle_other_ms;
         let step = StepFloor {
             step_ms,
             floor_ms,
@@ -344,7 +351,8 @@ pub(crate) fn roofline_view(
         if !r.passed_over.is_empty() {
             notes.push(format!("passed over as unusable in the limits from {}: {}", r.from, r.passed_over.join("; ")));
         }
-        let fast: Vec<&str> = by_layer.iter().filter(|r| r.efficiency.is_some_and(|e| e > 1.05)).map(|r| r.name.as_str()).collect();
+        let fast: Vec<&str> =
+            by_layer.iter().filter(|r| r.efficiency.is_some_and(|e| e > 1.05)).map(|r| r.name.as_str()).collect();
         if !fast.is_empty() {
             notes.push(format!(
                 "{} ran faster than their floor: the measured limits are below what they reached (their data may \
@@ -378,7 +386,10 @@ pub(crate) fn roofline_view(
 fn doubtful_kernels(loaded: &[Loaded], steps: &[(usize, &StepRow)]) -> usize {
     let mut files: Vec<usize> = steps.iter().map(|(i, _)| *i).collect();
     files.dedup();
-    files.iter().map(|i| loaded[*i].device.issues.overlapping.count + loaded[*i].device.issues.shared_correlation.count).sum()
+    files
+        .iter()
+        .map(|i| loaded[*i].device.issues.overlapping.count + loaded[*i].device.issues.shared_correlation.count)
+        .sum()
 }
 
 /// Why a block's work cannot be priced, when its figures are not plausible: not finite,
@@ -401,7 +412,11 @@ fn priced_row(name: String, s: &Sum, n: f64, with_floor: bool) -> PricedRow {
         achieved_bandwidth: rate(s.bytes),
         intensity: if s.bytes > 0.0 { s.flops / s.bytes } else { 0.0 },
         above_floor_ms: floor_ms.map(|f| (s.us / 1000.0 / n - f).max(0.0)),
-        bound: with_floor.then_some(if s.compute_floor_us * 2.0 >= s.floor_us && s.floor_us > 0.0 { "compute" } else { "memory" }),
+        bound: with_floor.then_some(if s.compute_floor_us * 2.0 >= s.floor_us && s.floor_us > 0.0 {
+            "compute"
+        } else {
+            "memory"
+        }),
         efficiency: floor_ms.filter(|_| s.us > 0.0).map(|f| f * n * 1000.0 / s.us),
         dtype: s.dtypes.iter().max_by(|a, b| a.1.total_cmp(b.1)).map_or_else(|| "f32".to_owned(), |(d, _)| d.clone()),
         floor_ms,

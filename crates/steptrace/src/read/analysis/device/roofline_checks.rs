@@ -55,8 +55,9 @@ pub(super) fn checked_step(mut step: StepFloor, priced_ms: f64) -> Result<StepFl
     let slack = (step.step_ms * ROUNDING_SHARE).max(ROUNDING_MS);
     let idle = [step.idle_input_ms.unwrap_or(0.0), step.idle_sync_ms.unwrap_or(0.0), step.idle_other_ms];
     if step.unpriced_ms < -slack || priced_ms < -slack || idle.iter().any(|v| *v < -slack) {
-        return Err("a part of the step is negative: the trace's times are inconsistent, so the step is not split"
-            .to_owned());
+        return Err(
+            "a part of the step is negative: the trace's times are inconsistent, so the step is not split".to_owned()
+        );
     }
     if step.floor_ms > priced_ms + slack {
         return Err(format!(
@@ -94,7 +95,14 @@ fn finite_row(r: &mut PricedRow) -> bool {
         .iter()
         .chain(options.iter().flatten())
         .all(|v| v.is_finite());
-    for v in [&mut r.ms_per_step, &mut r.flops_per_step, &mut r.bytes_per_step, &mut r.achieved_flops, &mut r.achieved_bandwidth, &mut r.intensity] {
+    for v in [
+        &mut r.ms_per_step,
+        &mut r.flops_per_step,
+        &mut r.bytes_per_step,
+        &mut r.achieved_flops,
+        &mut r.achieved_bandwidth,
+        &mut r.intensity,
+    ] {
         *v = zero(*v);
     }
     for v in [&mut r.floor_ms, &mut r.above_floor_ms, &mut r.efficiency].into_iter().flatten() {
@@ -132,7 +140,8 @@ pub(super) fn keep_finite(view: &mut RooflineView) {
     let totals = [&mut view.kernel_ms_per_step, &mut view.priced_ms_per_step, &mut view.priced_share];
     if totals.iter().any(|v| !v.is_finite()) {
         view.notes.push(
-            "the kernel time per step is not a finite number (the trace's times are inconsistent): shown as 0".to_owned(),
+            "the kernel time per step is not a finite number (the trace's times are inconsistent): shown as 0"
+                .to_owned(),
         );
     }
     for v in [&mut view.kernel_ms_per_step, &mut view.priced_ms_per_step, &mut view.priced_share] {
@@ -239,7 +248,9 @@ mod tests {
         };
         keep_finite(&mut view);
         assert_eq!(view.by_layer.len(), 1);
-        assert!(view.by_layer[0].bytes_per_step.is_sign_positive() && view.by_layer[0].floor_ms.unwrap().is_sign_positive());
+        assert!(
+            view.by_layer[0].bytes_per_step.is_sign_positive() && view.by_layer[0].floor_ms.unwrap().is_sign_positive()
+        );
         assert_eq!((view.kernel_ms_per_step, view.priced_share.is_sign_positive()), (0.0, true));
         assert_eq!(view.notes.len(), 2, "{:?}", view.notes);
         assert_eq!(format!("{:.1}%", view.priced_share * 100.0), "0.0%");

@@ -1,11 +1,11 @@
 //! One operation dominates the step.
 
 use super::{ms, Change, Context, Experiment, Hypothesis, CONFIRM};
+use crate::display::{label, LABEL_CHARS};
+use crate::format::names::{is_input, is_wait, STEP_ROW};
 use crate::read::analysis::device::{counted_steps, origins, per_step, KernelTable};
 use crate::read::analysis::stats::median;
 use crate::read::analysis::table::Timing;
-use crate::display::{label, LABEL_CHARS};
-use crate::format::names::{is_input, is_wait, STEP_ROW};
 
 /// Share of the recorded wall time one operation must take (self time).
 const DOMINANT_SHARE: f64 = 0.4;
@@ -113,7 +113,8 @@ fn from_kernels(cx: &Context<'_>, kernels: &KernelTable, found: &mut Vec<Hypothe
     } else {
         String::new()
     };
-    let dims = |d: Option<[u64; 3]>| d.map_or_else(|| "not recorded".to_owned(), |[x, y, z]| format!("[{x}, {y}, {z}]"));
+    let dims =
+        |d: Option<[u64; 3]>| d.map_or_else(|| "not recorded".to_owned(), |[x, y, z]| format!("[{x}, {y}, {z}]"));
     let grids = if top.grids > 1 { format!(" (most often; {} distinct grids)", top.grids) } else { String::new() };
     let batch = cx.run.batch_size.unwrap_or(64);
     let steps = counted_steps(cx.loaded);
@@ -128,7 +129,11 @@ fn from_kernels(cx: &Context<'_>, kernels: &KernelTable, found: &mut Vec<Hypothe
                     label(o.ops.as_deref().unwrap_or("unknown ops"), LABEL_CHARS),
                     o.place(),
                     o.us / mine.max(f64::MIN_POSITIVE) * 100.0,
-                    if origins.len() > 1 { format!("; {} other op or span groups", origins.len() - 1) } else { String::new() }
+                    if origins.len() > 1 {
+                        format!("; {} other op or span groups", origins.len() - 1)
+                    } else {
+                        String::new()
+                    }
                 ),
                 match &o.span {
                     Some(span) => format!(" (the {} of `{}`)", label(op, LABEL_CHARS), label(span, LABEL_CHARS)),

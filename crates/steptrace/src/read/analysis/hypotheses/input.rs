@@ -1,10 +1,10 @@
 //! The input pipeline: reading batches takes a large share of the step.
 
 use super::{ms, primary_device, Change, Context, Experiment, Hypothesis, CONFIRM};
+use crate::format::names::is_input;
 use crate::read::analysis::device::per_step;
 use crate::read::analysis::spans::Span;
 use crate::read::analysis::stats::median;
-use crate::format::names::is_input;
 
 /// Share of a step spent reading input above which the input pipeline is
 /// a suspect.

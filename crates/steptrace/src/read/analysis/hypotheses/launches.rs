@@ -89,12 +89,18 @@ fn from_kernels(cx: &Context<'_>, kernels: &KernelTable, found: &mut Vec<Hypothe
         let start = l.launch_to_start_us.as_ref().map_or_else(String::new, |s| {
             format!("a kernel starts {:.1} µs after its launch call (median; p90 {:.1} µs) and ", s.median, s.p90)
         });
-        format!("; {start}the host ends its launches {} before the device ends the step's kernels", ms(l.host_ahead_ms.median))
+        format!(
+            "; {start}the host ends its launches {} before the device ends the step's kernels",
+            ms(l.host_ahead_ms.median)
+        )
     });
-    let small = cx.device.copies.as_ref().and_then(|c| c.small_uploads_every_step.as_ref()).map_or_else(
-        String::new,
-        |s| format!("; besides, {:.0} small host-to-device copies ({}–{} B) run every step", s.per_step, s.min_bytes, s.max_bytes),
-    );
+    let small =
+        cx.device.copies.as_ref().and_then(|c| c.small_uploads_every_step.as_ref()).map_or_else(String::new, |s| {
+            format!(
+                "; besides, {:.0} small host-to-device copies ({}–{} B) run every step",
+                s.per_step, s.min_bytes, s.max_bytes
+            )
+        });
     let batch = cx.run.batch_size.unwrap_or(64);
     let layer = busiest_launcher(cx);
     found.push(Hypothesis {

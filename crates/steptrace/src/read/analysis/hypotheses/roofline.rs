@@ -32,7 +32,10 @@ pub(super) fn check(cx: &Context<'_>, found: &mut Vec<Hypothesis>, skipped: &mut
     };
     let (Some(floor), Some(bound), Some(efficiency)) = (row.floor_ms, row.bound, row.efficiency) else { return };
     let (achieved, roof) = if bound == "compute" {
-        (rate(row.achieved_flops, "FLOP/s"), format!("{} in {}", rate(roofs.flops_for(&row.dtype), "FLOP/s"), row.dtype))
+        (
+            rate(row.achieved_flops, "FLOP/s"),
+            format!("{} in {}", rate(roofs.flops_for(&row.dtype), "FLOP/s"), row.dtype),
+        )
     } else {
         (rate(row.achieved_bandwidth, "B/s"), rate(roofs.bandwidth, "B/s"))
     };

@@ -3,12 +3,12 @@
 use std::collections::BTreeMap;
 
 use super::{Change, Context, Experiment, Hypothesis, NotExamined, CONFIRM};
-use crate::read::analysis::device::per_step;
-use crate::read::analysis::stats::Stats;
+use crate::display::{label, LABEL_CHARS};
 use crate::format::device::is_device_cat;
 use crate::format::names::TRANSFER_H2D;
+use crate::read::analysis::device::per_step;
 use crate::read::analysis::device::{CopyView, SMALL_COPY_BYTES};
-use crate::display::{label, LABEL_CHARS};
+use crate::read::analysis::stats::Stats;
 
 pub(super) fn check(cx: &Context<'_>, found: &mut Vec<Hypothesis>, skipped: &mut Vec<NotExamined>) {
     if let Some(copies) = &cx.device.copies {
@@ -33,11 +33,8 @@ pub(super) fn check(cx: &Context<'_>, found: &mut Vec<Hypothesis>, skipped: &mut
     let mut callers: BTreeMap<String, usize> = BTreeMap::new();
     // Per file: whether each span is nested in an upload or the batch
     // transfer (one pass, however deeply spans nest).
-    let nested: Vec<Vec<bool>> = cx
-        .loaded
-        .iter()
-        .map(|l| l.spans.with_ancestor(|p| vocab.is_upload(p) || p.name == TRANSFER_H2D))
-        .collect();
+    let nested: Vec<Vec<bool>> =
+        cx.loaded.iter().map(|l| l.spans.with_ancestor(|p| vocab.is_upload(p) || p.name == TRANSFER_H2D)).collect();
     let per = per_step(cx.loaded, |l, a, b, step| {
         let mut n = 0;
         let nested = cx.loaded.iter().position(|x| std::ptr::eq(x, l)).and_then(|i| nested.get(i));

@@ -24,8 +24,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::super::input::ReportSource;
 use super::super::ReportError;
 use super::{rank_of, spans, spans_text};
-use crate::format::{DistributedInfo, Steptrace, DISTRIBUTED_INFO};
 use crate::display::label;
+use crate::format::{DistributedInfo, Steptrace, DISTRIBUTED_INFO};
 
 /// The most characters of a file's value quoted in a message.
 const QUOTE_CHARS: usize = 120;
@@ -161,7 +161,11 @@ pub fn check_ranks<T: ReportSource>(files: &[(String, T)]) -> Result<RankCheck, 
 }
 
 /// The rank `trace` (read from `path`) claims, checked on its own.
-fn claim<'a>(path: &'a str, source: &'a dyn ReportSource, warnings: &mut Vec<String>) -> Result<Option<Claim<'a>>, ReportError> {
+fn claim<'a>(
+    path: &'a str,
+    source: &'a dyn ReportSource,
+    warnings: &mut Vec<String>,
+) -> Result<Option<Claim<'a>>, ReportError> {
     let trace = source.trace();
     let st: Option<Steptrace> = trace.steptrace().ok().flatten();
     let raw = trace.metadata.get(DISTRIBUTED_INFO);
@@ -180,7 +184,10 @@ fn claim<'a>(path: &'a str, source: &'a dyn ReportSource, warnings: &mut Vec<Str
             Some(w) => Some(w),
             None => {
                 let quoted = label(&v.to_string(), QUOTE_CHARS).into_owned();
-                return Err(conflict(path, format!("its distributedInfo gives world size {quoted}, not a count of ranks")));
+                return Err(conflict(
+                    path,
+                    format!("its distributedInfo gives world size {quoted}, not a count of ranks"),
+                ));
             }
         },
     };
@@ -210,7 +217,10 @@ fn claim<'a>(path: &'a str, source: &'a dyn ReportSource, warnings: &mut Vec<Str
     let world = top_world.or(meta.as_ref().map(|m| m.world_size));
     match world {
         Some(0) => {
-            return Err(conflict(path, format!("it says rank {} of world size 0: a run has at least one rank", info.rank)));
+            return Err(conflict(
+                path,
+                format!("it says rank {} of world size 0: a run has at least one rank", info.rank),
+            ));
         }
         Some(w) if info.rank >= w => {
             return Err(conflict(
@@ -238,7 +248,10 @@ fn same_rank(rank: u32, same: &[&Claim<'_>]) -> Result<(), ReportError> {
                 if x == y {
                     return Err(conflict(
                         later.path,
-                        format!("it says rank {rank}, cycle {x}, as {} does: a cycle has one file per rank", earlier.path),
+                        format!(
+                            "it says rank {rank}, cycle {x}, as {} does: a cycle has one file per rank",
+                            earlier.path
+                        ),
                     ));
                 }
                 continue;
@@ -302,25 +315,46 @@ mod tests {
 
     #[test]
     fn one_runs_ranks_pass_and_missing_ranks_are_listed() {
-        let files = [file("a", Some(top(0, 3)), Some(st(0, 3, 0, 9)), &[1, 2]), file("b", Some(top(2, 3)), Some(st(2, 3, 0, 9)), &[1, 2])];
+        let files = [
+            file("a", Some(top(0, 3)), Some(st(0, 3, 0, 9)), &[1, 2]),
+            file("b", Some(top(2, 3)), Some(st(2, 3, 0, 9)), &[1, 2]),
+        ];
         let check = check_ranks(&files).unwrap();
         assert_eq!((check.world_size, check.missing.clone()), (3, vec![(1, 1)]));
         assert!(check.warnings.is_empty(), "{:?}", check.warnings);
-        assert!(check.missing_warning("so").unwrap().contains("no file of rank(s) [1] of 3 (the files hold rank(s) [0, 2]): so"));
+        assert!(check
+            .missing_warning("so")
+            .unwrap()
+            .contains("no file of rank(s) [1] of 3 (the files hold rank(s) [0, 2]): so"));
         assert!(!check_ranks(&[file("plain", None, None, &[1])]).unwrap().any());
     }
 
     #[test]
     fn a_huge_world_is_listed_by_ranges() {
         // Nothing is listed rank by rank: a file may claim any world size.
-        let check = check_ranks(&[file("a", Some(top(7, u32::MAX)), None, &[1]), file("b", Some(top(9, u32::MAX)), None, &[1])]).unwrap();
+        let check = check_ranks(&[
+            file("a", Some(top(7, u32::MAX)), None, &[1]),
+            file("b", Some(top(9, u32::MAX)), None, &[1]),
+        ])
+        .unwrap();
         assert_eq!(check.missing, [(0, 6), (8, 8), (10, u32::MAX - 1)]);
         let w = check.missing_warning("so").unwrap();
-        assert!(w.starts_with(&format!("no file of rank(s) [0–6, 8, 10–{}] of {} (the files hold rank(s) [7, 9]", u32::MAX - 1, u32::MAX)), "{w}");
+        assert!(
+            w.starts_with(&format!(
+                "no file of rank(s) [0–6, 8, 10–{}] of {} (the files hold rank(s) [7, 9]",
+                u32::MAX - 1,
+                u32::MAX
+            )),
+            "{w}"
+        );
         // A rank near the top without a world size.
         let check = check_ranks(&[file("c", Some(json!({"rank": u32::MAX})), None, &[1])]).unwrap();
         assert_eq!((check.world_size, check.missing.clone()), (0, vec![(0, u32::MAX - 1)]));
-        let check = check_ranks(&[file("d", Some(json!({"rank": 3})), None, &[1]), file("e", Some(json!({"rank": 1})), None, &[1])]).unwrap();
+        let check = check_ranks(&[
+            file("d", Some(json!({"rank": 3})), None, &[1]),
+            file("e", Some(json!({"rank": 1})), None, &[1]),
+        ])
+        .unwrap();
         assert_eq!(check.missing, [(0, 0), (2, 2)]);
     }
 
@@ -331,7 +365,10 @@ mod tests {
         let e = refused(&[file("w0.json", Some(top(0, 0)), None, &[1])]);
         assert!(e.contains("w0.json: it says rank 0 of world size 0"), "{e}");
         let e = refused(&[file("m.json", Some(top(1, 2)), Some(st(0, 2, 0, 9)), &[1])]);
-        assert!(e.contains("m.json: its distributedInfo says rank 1 of 2, its metadata.distributed rank 0 of 2"), "{e}");
+        assert!(
+            e.contains("m.json: its distributedInfo says rank 1 of 2, its metadata.distributed rank 0 of 2"),
+            "{e}"
+        );
         let bad = json!({"rank": 1, "world_size": -2});
         assert!(refused(&[file("n.json", Some(bad), None, &[1])]).contains("world size -2, not a count"));
     }
@@ -340,9 +377,15 @@ mod tests {
     fn files_of_different_runs_or_one_rank_twice_are_refused() {
         let e = refused(&[file("a", Some(top(0, 2)), None, &[1]), file("b", Some(top(1, 4)), None, &[1])]);
         assert!(e.starts_with("b: it says world size 4, a says 2"), "{e}");
-        let e = refused(&[file("a", Some(top(0, 2)), Some(st(0, 2, 0, 9)), &[1]), file("b", Some(top(1, 2)), Some(st(1, 2, 0, 8)), &[1])]);
+        let e = refused(&[
+            file("a", Some(top(0, 2)), Some(st(0, 2, 0, 9)), &[1]),
+            file("b", Some(top(1, 2)), Some(st(1, 2, 0, 8)), &[1]),
+        ]);
         assert!(e.starts_with("b does not come from the same run as a"), "{e}");
-        let e = refused(&[file("a", Some(top(1, 2)), Some(st(1, 2, 0, 9)), &[1]), file("b", Some(top(1, 2)), Some(st(1, 2, 0, 9)), &[2])]);
+        let e = refused(&[
+            file("a", Some(top(1, 2)), Some(st(1, 2, 0, 9)), &[1]),
+            file("b", Some(top(1, 2)), Some(st(1, 2, 0, 9)), &[2]),
+        ]);
         assert!(e.starts_with("b: it says rank 1, cycle 0, as a does"), "{e}");
         let e = refused(&[file("a", Some(top(1, 2)), None, &[1, 2]), file("b", Some(top(1, 2)), None, &[2, 3])]);
         assert!(e.contains("both hold step(s) #2"), "{e}");

@@ -246,11 +246,8 @@ impl RankReport {
             .iter()
             .find(|l| !l.collective_seen)
             .map(|l| format!("rank {}'s steps hold no collective span (all-reduce, NCCL): its waiting for the other ranks is not observed, and its work is its whole step", l.rank));
-        let ranks: Vec<RankSummary> = lanes
-            .iter()
-            .zip(&reports)
-            .map(|(lane, report)| summary(lane, report, &steps))
-            .collect();
+        let ranks: Vec<RankSummary> =
+            lanes.iter().zip(&reports).map(|(lane, report)| summary(lane, report, &steps)).collect();
         let straggler = straggler::find(&ranks, &steps);
         let hypotheses = straggler.iter().map(|s| straggler::hypothesis(s, &ranks)).collect();
         if straggler.is_none() && steps.len() > 1 && ranks.len() > 1 {
@@ -329,7 +326,10 @@ impl Lane {
             collective_seen |= has_collective;
             input_seen |= has_input;
             let device_busy_ms = device.and_then(|d| d.steps.iter().find(|s| s.step == row.step)).map(|s| s.busy_ms);
-            steps.insert(row.step, LaneStep { startup: row.startup, step_ms: row.ms, collective_ms, input_ms, device_busy_ms });
+            steps.insert(
+                row.step,
+                LaneStep { startup: row.startup, step_ms: row.ms, collective_ms, input_ms, device_busy_ms },
+            );
         }
         Lane { rank, files, steps, collective_seen, input_seen }
     }

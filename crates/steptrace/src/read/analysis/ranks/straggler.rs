@@ -93,7 +93,9 @@ pub(super) fn hypothesis(s: &Straggler, ranks: &[RankSummary]) -> Hypothesis {
         s.lag_share * 100.0
     );
     match &s.others_wait_ms {
-        Some(w) => evidence.push_str(&format!("; the other ranks wait {} per step in collectives (median)", ms(w.median))),
+        Some(w) => {
+            evidence.push_str(&format!("; the other ranks wait {} per step in collectives (median)", ms(w.median)))
+        }
         None => evidence.push_str("; the ranks' waiting in collectives is not observed (no collective spans)"),
     }
 
