@@ -303,6 +303,12 @@ pub(crate) fn peaks(path: &Path) -> anyhow::Result<steptrace::format::peaks::Pea
     if bytes.len() as u64 > CAP {
         bail!("{shown} is larger than 1 MiB: not a file of device limits (`steptrace peaks --json` writes one)");
     }
-    serde_json::from_slice(&bytes)
-        .with_context(|| format!("{shown} holds no device limits (`steptrace peaks --json` writes them)"))
+    let peaks: steptrace::format::peaks::Peaks = serde_json::from_slice(&bytes)
+        .with_context(|| format!("{shown} holds no device limits (`steptrace peaks --json` writes them)"))?;
+    // Another layout's file, or one with no usable bandwidth or f32 throughput, is refused
+    // here, by name, rather than read as limits the trace does not have.
+    if let Err(why) = peaks.check() {
+        bail!("{shown}: {}", steptrace::display::line(&why));
+    }
+    Ok(peaks)
 }
