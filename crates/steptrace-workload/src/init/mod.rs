@@ -168,8 +168,8 @@ pub enum InitError {
 ///
 /// ```
 /// use std::path::Path;
-/// assert_eq!(steptrace_burn::init::label(None, 42), "seed 42");
-/// assert_eq!(steptrace_burn::init::label(Some(Path::new("/home/me/runs/init.bpk")), 42), "record init.bpk");
+/// assert_eq!(steptrace_workload::init::label(None, 42), "seed 42");
+/// assert_eq!(steptrace_workload::init::label(Some(Path::new("/home/me/runs/init.bpk")), 42), "record init.bpk");
 /// ```
 pub fn label(init: Option<&Path>, seed: u64) -> String {
     match init {
