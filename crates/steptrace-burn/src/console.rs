@@ -65,7 +65,7 @@ pub(crate) fn cache_line(selection: &Selection, cache: &CacheState) {
     if selection.kind.uses_cubecl() {
         say(&format!(
             "cubecl cache: {} ({} files before this run; whether it is cold, partly warm or warm for this run is told after step 0, from what cubecl compiles and tunes); autotune level {} ({})",
-            crate::private::tilde(&cache.dir),
+            steptrace::settings::home_relative(&cache.dir),
             cache.files_before,
             cache.autotune_level,
             cache.autotune_level_source,

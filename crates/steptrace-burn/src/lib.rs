@@ -46,7 +46,6 @@ pub mod modules;
 mod nvtx;
 pub mod ops;
 pub mod peaks;
-mod private;
 mod session;
 pub mod signals;
 pub mod summary;

@@ -401,6 +401,16 @@ mod tests {
         assert_eq!((r.cache_dir, r.expect_lavapipe), (Some(PathBuf::from("/tmp/c")), true));
     }
 
+    #[test]
+    fn home_becomes_a_variable() {
+        let home = std::env::var("HOME").unwrap_or_default();
+        if home.is_empty() || home == "/" {
+            return;
+        }
+        assert_eq!(home_relative(std::path::Path::new(&format!("{home}/.cache/x"))), "$HOME/.cache/x");
+        assert_eq!(home_relative(std::path::Path::new("/usr/local/cuda")), "/usr/local/cuda");
+    }
+
     /// A quoted `~` is the home folder, as the shell would have made it; `~user` and a `~`
     /// inside a name are names.
     #[test]

@@ -54,7 +54,7 @@ impl Session {
         let cubecl = selection.kind.uses_cubecl();
         let applies = |on: serde_json::Value| if cubecl { on } else { BackendKind::NOT_CUBECL.into() };
         let cache = CubeclCache {
-            dir: crate::private::tilde(&self.cache.dir),
+            dir: steptrace::settings::home_relative(&self.cache.dir),
             compilation_cache: self.cache.compilation_cache,
             autotune_cache: self.cache.autotune_cache,
             files_before: self.cache.files_before,
@@ -174,7 +174,7 @@ impl Session {
             traces,
             trace_errors,
             cache: if self.selection.kind.uses_cubecl() {
-                format!("{} ({cache_state})", crate::private::tilde(&self.cache.dir))
+                format!("{} ({cache_state})", steptrace::settings::home_relative(&self.cache.dir))
             } else {
                 BackendKind::NOT_CUBECL.to_owned()
             },

@@ -34,7 +34,7 @@ fn say_found(selection: &Selection, found: &Result<Option<crate::peaks::CachedPe
         Ok(Some(cached)) => say(&format!(
             "peaks: this device's measured limits{} from {} (measured {}){}",
             if cached.peaks.cpu { " (CPU figures)" } else { "" },
-            crate::private::tilde(&cached.path),
+            steptrace::settings::home_relative(&cached.path),
             steptrace::display::line(&cached.peaks.measured_at),
             if profiled { ": every trace of this run carries them" } else { "" }
         )),
